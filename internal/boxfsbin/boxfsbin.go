@@ -1,0 +1,48 @@
+// Package boxfsbin builds the boxfs binary for tests: static (CGO off), for
+// this host's OS and architecture, once per test process.
+package boxfsbin
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+var (
+	once sync.Once
+	path string
+	err  error
+	out  []byte
+)
+
+// Path returns the path of a freshly built static boxfs binary, building it
+// on the first call. It fails the test if the build fails.
+func Path(t testing.TB) string {
+	t.Helper()
+	once.Do(func() {
+		// One fixed place, so test runs do not leave a binary each; every
+		// process builds to its own name and renames it into place, so a
+		// concurrent reader always finds a whole file.
+		dir := filepath.Join(os.TempDir(), "boxfs-testbin")
+		if err = os.MkdirAll(dir, 0o755); err != nil {
+			return
+		}
+		path = filepath.Join(dir, "boxfs")
+		tmp := fmt.Sprintf("%s.%d", path, os.Getpid())
+		cmd := exec.Command("go", "build", "-trimpath", "-o", tmp, "github.com/boxfs/boxfs/cmd/boxfs")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
+		if out, err = cmd.CombinedOutput(); err != nil {
+			os.Remove(tmp)
+			return
+		}
+		err = os.Rename(tmp, path)
+	})
+	if err != nil {
+		t.Fatalf("building boxfs: %v\n%s", err, out)
+	}
+	return path
+}

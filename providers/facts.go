@@ -1,0 +1,69 @@
+package providers
+
+import "time"
+
+// Facts is what a box is and has, measured in the box where the provider can.
+// A fact the provider did not establish is left absent (zero, or nil for the
+// pointer fields), and an absent fact never grants anything: read the facts
+// that grant an ability through the methods below, which fail closed.
+type Facts struct {
+	Provider  string    `json:"provider"`
+	ID        string    `json:"id"`
+	Isolation Isolation `json:"isolation,omitempty"`
+	OS        string    `json:"os,omitempty"`   // GOOS spelling: "linux"
+	Arch      string    `json:"arch,omitempty"` // GOARCH spelling: "amd64", "arm64"
+	Workspace string    `json:"workspace,omitempty"`
+	TmpDir    string    `json:"tmpDir,omitempty"` // a writable directory for boxfs's own files
+	Shell     string    `json:"shell,omitempty"`  // the shell a command line runs in: "/bin/bash", "/bin/sh"; "" if none known
+
+	CPUs     float64 `json:"cpus,omitempty"`
+	MemoryMB int     `json:"memoryMb,omitempty"`
+	GPU      string  `json:"gpu,omitempty"`
+	DiskGB   float64 `json:"diskGb,omitempty"`
+
+	Network NetworkMode `json:"network,omitempty"` // as measured or read back; "" unknown
+	Ports   []int       `json:"ports"`
+
+	FUSE          *bool `json:"fuse,omitempty"`          // /dev/fuse usable in the box
+	PtraceScope   *int  `json:"ptraceScope,omitempty"`   // kernel.yama.ptrace_scope; nil unknown
+	LiveProcesses *bool `json:"liveProcesses,omitempty"` // processes keep running between commands
+	Stdin         *bool `json:"stdin,omitempty"`         // Exec streams stdin while the process runs
+
+	StartedAt  time.Time `json:"startedAt,omitzero"`
+	MaxExecMs  int       `json:"maxExecMs,omitempty"`  // the provider's own cap on one command; 0 none known
+	SecretsVia string    `json:"secretsVia,omitempty"` // how secrets reach the box ("env", "file"); "" none
+}
+
+// Bool returns a fact pointer for a literal: Facts{FUSE: Bool(true)}.
+func Bool(v bool) *bool { return &v }
+
+// Int returns a fact pointer for a literal.
+func Int(v int) *int { return &v }
+
+// HasLiveProcesses reports whether processes are known to keep running
+// between commands (what a long-lived agent needs). Absent: false.
+func (f Facts) HasLiveProcesses() bool { return f.LiveProcesses != nil && *f.LiveProcesses }
+
+// HasStdin reports whether Exec is known to stream stdin to a running
+// process. Absent: false.
+func (f Facts) HasStdin() bool { return f.Stdin != nil && *f.Stdin }
+
+// HasFUSE reports whether FUSE is known to work inside the box. Absent: false.
+func (f Facts) HasFUSE() bool { return f.FUSE != nil && *f.FUSE }
+
+// NetworkIsolated reports whether the box is known to reach nothing but
+// itself. Absent or anything else: false.
+func (f Facts) NetworkIsolated() bool { return f.Network == NetworkNone }
+
+// PtraceRestricted reports whether ptrace is known to be restricted
+// (ptrace_scope >= 1). Absent: false.
+func (f Facts) PtraceRestricted() bool { return f.PtraceScope != nil && *f.PtraceScope >= 1 }
+
+// Runs reports whether a binary built for goos/goarch is known to run in the
+// box. Absent OS or Arch: false.
+func (f Facts) Runs(goos, goarch string) bool {
+	return f.OS != "" && f.Arch != "" && f.OS == goos && f.Arch == goarch
+}
+
+// HasShell reports whether a shell is known to be in the box.
+func (f Facts) HasShell() bool { return f.Shell != "" }

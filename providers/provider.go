@@ -1,0 +1,159 @@
+package providers
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Provider makes and finds boxes of one kind.
+type Provider interface {
+	// Name is the provider's registry name ("local", "docker").
+	Name() string
+	// Create makes a box from spec and returns once it runs. The spec is
+	// checked first (Validate, then the fields the provider supports): a
+	// field it cannot honour is Unsupported. The box carries spec.Labels plus
+	// the provider's own reserved labels. A create that fails leaves no box
+	// behind, or says so in its error.
+	Create(ctx context.Context, spec Spec) (Box, error)
+	// Attach finds the box with id again, also from another process. A box
+	// that no longer exists is NotFound.
+	Attach(ctx context.Context, id string) (Box, error)
+	// List returns the boxes of this provider that carry every label in
+	// labels (nil: every box this provider made). Ended boxes may be listed
+	// while the provider still knows them.
+	List(ctx context.Context, labels map[string]string) ([]Box, error)
+}
+
+// Box is one running machine.
+type Box interface {
+	// ID is the provider's id for the box, stable for its whole life.
+	ID() string
+	// Labels returns the labels the box was made with (the caller's and
+	// the provider's own).
+	Labels() map[string]string
+	// Facts reports what the box is and has.
+	Facts(ctx context.Context) (Facts, error)
+	// Exec starts a command. The command ends when it exits, when Kill is
+	// called, or when ctx is done: then its whole process group is killed,
+	// its end confirmed, and Wait returns Aborted (ctx cancelled) or Timeout
+	// (deadline passed).
+	Exec(ctx context.Context, req ExecRequest) (Process, error)
+	// Status reports whether the box runs. A destroyed box is Gone.
+	Status(ctx context.Context) (Status, error)
+	// Destroy ends every process of the box and removes it. Destroying a
+	// box that is already gone is not an error. After Destroy every call on
+	// the box returns Gone.
+	Destroy(ctx context.Context) error
+}
+
+// State is where a box is in its life.
+type State string
+
+// Box states.
+const (
+	StateStarting State = "starting"
+	StateRunning  State = "running"
+	StateStopped  State = "stopped" // paused or stopped; may be started again
+	StateEnded    State = "ended"   // its lifetime passed or it exited; cannot run again
+)
+
+// Status is a box's state.
+type Status struct {
+	State     State     `json:"state"`
+	StartedAt time.Time `json:"startedAt,omitzero"`
+	EndedAt   time.Time `json:"endedAt,omitzero"`
+	Reason    string    `json:"reason,omitempty"` // why it stopped or ended, in the provider's words
+}
+
+// ExecRequest is one command to run in a box.
+type ExecRequest struct {
+	// Argv is the program and its arguments, passed to the box byte for
+	// byte (no shell in between unless Argv names one).
+	Argv []string
+	// Env is the command's whole environment on top of the box's fixed
+	// base (PATH, HOME, TMPDIR). The host's environment never reaches it.
+	Env map[string]string
+	// Dir is the working directory; "" is the box's workspace.
+	Dir string
+	// Stdin is read until EOF, and then the command's stdin is closed. Nil
+	// means an empty stdin: the command reads EOF at once.
+	Stdin io.Reader
+	// Stdout and Stderr receive the command's output as it comes, each
+	// from its own goroutine. Nil discards it.
+	Stdout, Stderr io.Writer
+}
+
+// Process is a running command.
+type Process interface {
+	// Wait waits for the command to end and for its output to be copied.
+	// It returns the exit code (128+n when a signal n ended it) with a nil
+	// error; or a typed error when the outcome is not an exit: Aborted or
+	// Timeout when ctx ended it, Gone when the box went away,
+	// TransportLost when the channel broke.
+	Wait() (int, error)
+	// Kill ends the command's whole process group and returns once the box
+	// confirms none of it runs, or ctx is done. Killing an ended command is
+	// not an error.
+	Kill(ctx context.Context) error
+}
+
+// Files is the full set of file operations on a box's files, with box-side
+// absolute paths. hands serves it for any box; a box whose provider can
+// serve it without running a command (the local provider's host directory,
+// the fake's memory) implements it itself. Errors are *Error with the
+// box-side errno kept as the cause where there is one.
+type Files interface {
+	Stat(ctx context.Context, name string) (FileInfo, error)  // follows symlinks
+	Lstat(ctx context.Context, name string) (FileInfo, error) // does not
+	ReadDir(ctx context.Context, name string) ([]FileInfo, error)
+	// ReadFile streams the whole file.
+	ReadFile(ctx context.Context, name string) (io.ReadCloser, error)
+	// ReadAt reads up to len(p) bytes at off; io.EOF at the end as io.ReaderAt.
+	ReadAt(ctx context.Context, name string, p []byte, off int64) (int, error)
+	// WriteFile replaces name with r's bytes atomically (a temporary name in
+	// the same directory, then rename): a reader in the box sees the old file
+	// or the new one, never half. perm applies to a new file; an existing
+	// file keeps its mode.
+	WriteFile(ctx context.Context, name string, r io.Reader, perm FileMode) error
+	// WriteAt writes p at off into an existing file.
+	WriteAt(ctx context.Context, name string, p []byte, off int64) (int, error)
+	// Create makes an empty regular file; with exclusive, an existing name is
+	// Exists (EEXIST), else an existing file is truncated.
+	Create(ctx context.Context, name string, perm FileMode, exclusive bool) error
+	Mkdir(ctx context.Context, name string, perm FileMode) error
+	Remove(ctx context.Context, name string) error // unlink; a directory is EISDIR
+	Rmdir(ctx context.Context, name string) error
+	// Rename moves oldname to newname, replacing newname (as rename(2)).
+	Rename(ctx context.Context, oldname, newname string) error
+	Chmod(ctx context.Context, name string, mode FileMode) error
+	Chown(ctx context.Context, name string, uid, gid int) error // -1 leaves one unchanged
+	// Utimes sets times to the nanosecond; a zero time leaves it unchanged.
+	Utimes(ctx context.Context, name string, atime, mtime time.Time) error
+	Truncate(ctx context.Context, name string, size int64) error
+	Symlink(ctx context.Context, target, name string) error
+	Readlink(ctx context.Context, name string) (string, error)
+	Link(ctx context.Context, oldname, newname string) error
+	Statfs(ctx context.Context, name string) (StatFS, error)
+	Fsync(ctx context.Context, name string) error
+}
+
+// Archiver moves whole trees as tar streams, the provider's bulk path.
+type Archiver interface {
+	// PutArchive extracts the tar stream into the box directory dir, which
+	// must exist.
+	PutArchive(ctx context.Context, dir string, tar io.Reader) error
+	// GetArchive returns a tar of path (a file or a directory). As Docker's
+	// archive API does, member names start with path's base name.
+	GetArchive(ctx context.Context, path string) (io.ReadCloser, error)
+}
+
+// PathStater stats one box path without running a command.
+type PathStater interface {
+	StatPath(ctx context.Context, path string) (FileInfo, error)
+}
+
+// Endpointer reaches a port the box listens on.
+type Endpointer interface {
+	Endpoint(ctx context.Context, port int) (string, error)
+}
