@@ -138,6 +138,16 @@ type Files interface {
 	Fsync(ctx context.Context, name string) error
 }
 
+// Walker lists a whole tree in one go: the listing syncengine's marks are
+// made of, one round trip instead of one per directory where the box allows.
+type Walker interface {
+	// Walk returns every entry under root (root itself left out), parents
+	// before children, siblings in byte order of their names, with Name set
+	// to the entry's slash-separated path relative to root. Symlinks are
+	// listed, never followed; Target is set for them.
+	Walk(ctx context.Context, root string) ([]FileInfo, error)
+}
+
 // Archiver moves whole trees as tar streams, the provider's bulk path.
 type Archiver interface {
 	// PutArchive extracts the tar stream into the box directory dir, which
