@@ -1,0 +1,667 @@
+package fs
+
+import (
+	"context"
+	iofs "io/fs"
+	"strings"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/syncengine/cache"
+)
+
+// workNode is a file, directory or link under NAME/work/: the box's
+// workspace, served through the box's cache.
+type workNode struct {
+	gofs.Inode
+	b *boxState
+}
+
+var (
+	_ gofs.NodeLookuper   = (*workNode)(nil)
+	_ gofs.NodeGetattrer  = (*workNode)(nil)
+	_ gofs.NodeSetattrer  = (*workNode)(nil)
+	_ gofs.NodeReaddirer  = (*workNode)(nil)
+	_ gofs.NodeOpener     = (*workNode)(nil)
+	_ gofs.NodeCreater    = (*workNode)(nil)
+	_ gofs.NodeMkdirer    = (*workNode)(nil)
+	_ gofs.NodeUnlinker   = (*workNode)(nil)
+	_ gofs.NodeRmdirer    = (*workNode)(nil)
+	_ gofs.NodeRenamer    = (*workNode)(nil)
+	_ gofs.NodeSymlinker  = (*workNode)(nil)
+	_ gofs.NodeReadlinker = (*workNode)(nil)
+	_ gofs.NodeLinker     = (*workNode)(nil)
+	_ gofs.NodeStatfser   = (*workNode)(nil)
+	_ gofs.NodeFsyncer    = (*workNode)(nil)
+	_ gofs.NodeMknoder    = (*workNode)(nil)
+)
+
+// rel is the node's path under work/, or ENOENT for a node whose name went
+// away (an unlinked file still open).
+func (n *workNode) rel() (string, syscall.Errno) {
+	n.b.mu.Lock()
+	root := n.b.workRoot
+	n.b.mu.Unlock()
+	if root == nil {
+		return "", syscall.ENOENT
+	}
+	rootIno := root.EmbeddedInode()
+	var segs []string
+	p := n.EmbeddedInode()
+	for p != rootIno {
+		name, parent := p.Parent()
+		if parent == nil {
+			return "", syscall.ENOENT
+		}
+		segs = append(segs, name)
+		p = parent
+	}
+	for i, j := 0, len(segs)-1; i < j; i, j = i+1, j-1 {
+		segs[i], segs[j] = segs[j], segs[i]
+	}
+	return strings.Join(segs, "/"), 0
+}
+
+func joinRel(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// run performs one cache operation within the box's bounds, recording a
+// failure in the box's err file (a missing name is an answer, not a failure).
+func (n *workNode) run(ctx context.Context, mutation bool, extra time.Duration, fn func(ctx context.Context, c *cache.Cache) error) syscall.Errno {
+	_, c, err := n.b.parts(ctx)
+	if err == nil {
+		err = n.b.do(ctx, mutation, extra, func(ctx context.Context) error { return fn(ctx, c) })
+	}
+	if err != nil {
+		if providers.CodeOf(err) != providers.NotFound {
+			n.b.setErr(err)
+		}
+		return toErrno(err)
+	}
+	return 0
+}
+
+// fillAttr renders a box file's attributes for the kernel.
+func fillAttr(a *fuse.Attr, fi providers.FileInfo, ino uint64) {
+	a.Ino = ino
+	a.Size = uint64(fi.Size)
+	if fi.IsSymlink() && fi.Target != "" {
+		a.Size = uint64(len(fi.Target))
+	}
+	a.Blocks = (a.Size + 511) / 512
+	a.Blksize = 4096
+	a.Mode = providers.UnixMode(fi.Mode)
+	a.Nlink = fi.Nlink
+	if a.Nlink == 0 {
+		a.Nlink = 1
+	}
+	a.Uid, a.Gid = fi.UID, fi.GID
+	mtime, atime, ctime := fi.Mtime, fi.Atime, fi.Ctime
+	if atime.IsZero() {
+		atime = mtime
+	}
+	if ctime.IsZero() {
+		ctime = mtime
+	}
+	a.SetTimes(&atime, &mtime, &ctime)
+}
+
+// child returns the node for rel, of the kind fi says.
+func (n *workNode) child(ctx context.Context, rel string, fi providers.FileInfo, out *fuse.EntryOut) *gofs.Inode {
+	ino := n.b.inos.get(rel)
+	fillAttr(&out.Attr, fi, ino)
+	mode := providers.UnixMode(fi.Mode) & syscall.S_IFMT
+	return n.NewInode(ctx, &workNode{b: n.b}, gofs.StableAttr{Mode: mode, Ino: ino})
+}
+
+func (n *workNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	dir, errno := n.rel()
+	if errno != 0 {
+		return nil, errno
+	}
+	rel := joinRel(dir, name)
+	var fi providers.FileInfo
+	if errno := n.run(ctx, false, 0, func(ctx context.Context, c *cache.Cache) (err error) {
+		fi, err = c.Lookup(ctx, rel)
+		return err
+	}); errno != 0 {
+		return nil, errno
+	}
+	return n.child(ctx, rel, fi, out), 0
+}
+
+func (n *workNode) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if wh, ok := f.(*workHandle); ok {
+		if fi, ok := wh.h.Attr(); ok {
+			fillAttr(&out.Attr, fi, n.StableAttr().Ino)
+			return 0
+		}
+	}
+	rel, errno := n.rel()
+	if errno != 0 {
+		return errno
+	}
+	var fi providers.FileInfo
+	if errno := n.run(ctx, false, 0, func(ctx context.Context, c *cache.Cache) (err error) {
+		fi, err = c.Getattr(ctx, rel)
+		return err
+	}); errno != 0 {
+		return errno
+	}
+	fillAttr(&out.Attr, fi, n.StableAttr().Ino)
+	return 0
+}
+
+func (n *workNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	rel, relErr := n.rel()
+	wh, _ := f.(*workHandle)
+	if relErr != 0 && wh == nil {
+		return relErr
+	}
+	var fi providers.FileInfo
+	have := false
+	if size, ok := in.GetSize(); ok {
+		if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
+			if wh != nil {
+				if err := wh.h.Truncate(int64(size)); err != nil {
+					return err
+				}
+				fi, have = wh.h.Attr()
+				return nil
+			}
+			fi, err = c.Truncate(ctx, rel, int64(size))
+			have = err == nil
+			return err
+		}); errno != 0 {
+			return errno
+		}
+	}
+	if relErr != 0 {
+		// An unlinked open file: only its content is ours to change.
+		if fi, ok := wh.h.Attr(); ok {
+			fillAttr(&out.Attr, fi, n.StableAttr().Ino)
+		}
+		return 0
+	}
+	if mode, ok := in.GetMode(); ok {
+		if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
+			m := providers.FileModeFromUnix(mode) & (iofs.ModePerm | iofs.ModeSetuid | iofs.ModeSetgid | iofs.ModeSticky)
+			fi, err = c.Chmod(ctx, rel, m)
+			have = err == nil
+			return err
+		}); errno != 0 {
+			return errno
+		}
+	}
+	uid, uok := in.GetUID()
+	gid, gok := in.GetGID()
+	if uok || gok {
+		u, g := -1, -1
+		if uok {
+			u = int(uid)
+		}
+		if gok {
+			g = int(gid)
+		}
+		if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
+			fi, err = c.Chown(ctx, rel, u, g)
+			have = err == nil
+			return err
+		}); errno != 0 {
+			return errno
+		}
+	}
+	atime, aok := in.GetATime()
+	mtime, mok := in.GetMTime()
+	if aok || mok {
+		var at, mt time.Time
+		if aok {
+			at = atime
+		}
+		if mok {
+			mt = mtime
+		}
+		if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
+			fi, err = c.Utimes(ctx, rel, at, mt)
+			have = err == nil
+			return err
+		}); errno != 0 {
+			return errno
+		}
+	}
+	if !have {
+		return n.Getattr(ctx, f, out)
+	}
+	if wh != nil {
+		if lfi, ok := wh.h.Attr(); ok {
+			fi = lfi
+		}
+	}
+	fillAttr(&out.Attr, fi, n.StableAttr().Ino)
+	return 0
+}
+
+func (n *workNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	rel, errno := n.rel()
+	if errno != 0 {
+		return nil, errno
+	}
+	var list []providers.FileInfo
+	if errno := n.run(ctx, false, 0, func(ctx context.Context, c *cache.Cache) (err error) {
+		list, err = c.ReadDir(ctx, rel)
+		return err
+	}); errno != 0 {
+		return nil, errno
+	}
+	ents := make([]fuse.DirEntry, 0, len(list))
+	for _, fi := range list {
+		ents = append(ents, fuse.DirEntry{
+			Name: fi.Name,
+			Mode: providers.UnixMode(fi.Mode) & syscall.S_IFMT,
+			Ino:  n.b.inos.get(joinRel(rel, fi.Name)),
+		})
+	}
+	return gofs.NewListDirStream(ents), 0
+}
+
+// transferTime is the extra bound for moving size bytes (at 4 MiB/s, the
+// slowest channel we take as alive).
+func transferTime(size int64) time.Duration {
+	return time.Duration(size/(4<<20)) * time.Second
+}
+
+func (n *workNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	rel, errno := n.rel()
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	var h *cache.Handle
+	var keep bool
+	var size int64
+	if _, c, err := n.b.parts(ctx); err == nil {
+		if fi, err := c.Getattr(ctx, rel); err == nil {
+			size = fi.Size
+		}
+	}
+	write := int(flags)&syscall.O_ACCMODE != syscall.O_RDONLY
+	if errno := n.run(ctx, write, transferTime(size), func(ctx context.Context, c *cache.Cache) (err error) {
+		h, keep, err = c.OpenFile(ctx, rel, int(flags))
+		return err
+	}); errno != 0 {
+		return nil, 0, errno
+	}
+	var fuseFlags uint32
+	if keep {
+		fuseFlags |= fuse.FOPEN_KEEP_CACHE
+	}
+	return &workHandle{n: n, h: h}, fuseFlags, 0
+}
+
+func (n *workNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	dir, errno := n.rel()
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	rel := joinRel(dir, name)
+	var h *cache.Handle
+	var fi providers.FileInfo
+	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
+		h, fi, err = c.Create(ctx, rel, int(flags), providers.FileModeFromUnix(mode).Perm())
+		return err
+	}); errno != 0 {
+		return nil, nil, 0, errno
+	}
+	n.b.inos.remove(rel) // a new file: never the number of one that was here
+	ch := n.child(ctx, rel, fi, out)
+	return ch, &workHandle{n: n, h: h}, 0, 0
+}
+
+func (n *workNode) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if mode&syscall.S_IFMT != syscall.S_IFREG {
+		n.b.setErr(providers.Errorf(providers.Unsupported, "mknod", "only regular files can be made in a box's work tree"))
+		return nil, syscall.EPERM
+	}
+	ch, fh, _, errno := n.Create(ctx, name, syscall.O_CREAT|syscall.O_EXCL|syscall.O_WRONLY, mode&0o7777, out)
+	if errno == 0 {
+		fh.(*workHandle).Release(ctx)
+	}
+	return ch, errno
+}
+
+func (n *workNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	dir, errno := n.rel()
+	if errno != 0 {
+		return nil, errno
+	}
+	rel := joinRel(dir, name)
+	var fi providers.FileInfo
+	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
+		fi, err = c.Mkdir(ctx, rel, providers.FileModeFromUnix(mode).Perm())
+		return err
+	}); errno != 0 {
+		return nil, errno
+	}
+	n.b.inos.remove(rel)
+	return n.child(ctx, rel, fi, out), 0
+}
+
+func (n *workNode) Unlink(ctx context.Context, name string) syscall.Errno {
+	dir, errno := n.rel()
+	if errno != 0 {
+		return errno
+	}
+	rel := joinRel(dir, name)
+	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) error { return c.Remove(ctx, rel) }); errno != 0 {
+		return errno
+	}
+	n.b.inos.remove(rel)
+	return 0
+}
+
+func (n *workNode) Rmdir(ctx context.Context, name string) syscall.Errno {
+	dir, errno := n.rel()
+	if errno != 0 {
+		return errno
+	}
+	rel := joinRel(dir, name)
+	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) error { return c.Rmdir(ctx, rel) }); errno != 0 {
+		return errno
+	}
+	n.b.inos.remove(rel)
+	return 0
+}
+
+func (n *workNode) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	np, ok := newParent.(*workNode)
+	if !ok || np.b != n.b {
+		return syscall.EXDEV
+	}
+	if flags&unix.RENAME_EXCHANGE != 0 || flags&unix.RENAME_WHITEOUT != 0 {
+		return syscall.EINVAL
+	}
+	dir, errno := n.rel()
+	if errno != 0 {
+		return errno
+	}
+	ndir, errno := np.rel()
+	if errno != 0 {
+		return errno
+	}
+	oldrel, newrel := joinRel(dir, name), joinRel(ndir, newName)
+	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) error {
+		if flags&unix.RENAME_NOREPLACE != 0 {
+			// Not atomic in the box: checked, then renamed.
+			if _, err := c.Lookup(ctx, newrel); err == nil {
+				return providers.PathError("fs.Rename", n.b.name, newrel, syscall.EEXIST)
+			} else if providers.CodeOf(err) != providers.NotFound {
+				return err
+			}
+		}
+		return c.Rename(ctx, oldrel, newrel)
+	}); errno != 0 {
+		return errno
+	}
+	n.b.inos.rename(oldrel, newrel)
+	return 0
+}
+
+func (n *workNode) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	dir, errno := n.rel()
+	if errno != 0 {
+		return nil, errno
+	}
+	rel := joinRel(dir, name)
+	var fi providers.FileInfo
+	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
+		fi, err = c.Symlink(ctx, target, rel)
+		return err
+	}); errno != 0 {
+		return nil, errno
+	}
+	n.b.inos.remove(rel)
+	return n.child(ctx, rel, fi, out), 0
+}
+
+func (n *workNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	rel, errno := n.rel()
+	if errno != 0 {
+		return nil, errno
+	}
+	var target string
+	if errno := n.run(ctx, false, 0, func(ctx context.Context, c *cache.Cache) (err error) {
+		target, err = c.Readlink(ctx, rel)
+		return err
+	}); errno != 0 {
+		return nil, errno
+	}
+	return []byte(target), 0
+}
+
+func (n *workNode) Link(ctx context.Context, target gofs.InodeEmbedder, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	t, ok := target.(*workNode)
+	if !ok || t.b != n.b {
+		return nil, syscall.EXDEV
+	}
+	oldrel, errno := t.rel()
+	if errno != 0 {
+		return nil, errno
+	}
+	dir, errno := n.rel()
+	if errno != 0 {
+		return nil, errno
+	}
+	rel := joinRel(dir, name)
+	var fi providers.FileInfo
+	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
+		fi, err = c.Link(ctx, oldrel, rel)
+		return err
+	}); errno != 0 {
+		return nil, errno
+	}
+	// The new name is another inode here (as sshfs shows hard links): the
+	// box holds one file, and its link count says so.
+	n.b.inos.remove(rel)
+	return n.child(ctx, rel, fi, out), 0
+}
+
+func (n *workNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	var st providers.StatFS
+	if errno := n.run(ctx, false, 0, func(ctx context.Context, c *cache.Cache) (err error) {
+		st, err = c.Statfs(ctx)
+		return err
+	}); errno != 0 {
+		return errno
+	}
+	out.Bsize = st.Bsize
+	out.Frsize = st.Bsize
+	out.Blocks, out.Bfree, out.Bavail = st.Blocks, st.Bfree, st.Bavail
+	out.Files, out.Ffree = st.Files, st.Ffree
+	out.NameLen = st.NameLen
+	if out.NameLen == 0 {
+		out.NameLen = 255
+	}
+	return 0
+}
+
+func (n *workNode) Fsync(ctx context.Context, f gofs.FileHandle, flags uint32) syscall.Errno {
+	if wh, ok := f.(*workHandle); ok {
+		return wh.Fsync(ctx, flags)
+	}
+	return 0
+}
+
+// workHandle is one open of a work/ file.
+type workHandle struct {
+	n *workNode
+	h *cache.Handle
+}
+
+var (
+	_ gofs.FileReader   = (*workHandle)(nil)
+	_ gofs.FileWriter   = (*workHandle)(nil)
+	_ gofs.FileFlusher  = (*workHandle)(nil)
+	_ gofs.FileFsyncer  = (*workHandle)(nil)
+	_ gofs.FileReleaser = (*workHandle)(nil)
+)
+
+func (wh *workHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	n, err := wh.h.ReadAt(dest, off)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+func (wh *workHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	n, err := wh.h.WriteAt(data, off)
+	if err != nil {
+		wh.n.b.setErr(err)
+		return uint32(n), toErrno(err)
+	}
+	return uint32(n), 0
+}
+
+// size is what the push of this file has to move.
+func (wh *workHandle) size() int64 {
+	if fi, ok := wh.h.Attr(); ok {
+		return fi.Size
+	}
+	return 0
+}
+
+// Flush is close(2): the box has the file's bytes when it returns, or the
+// error says why not (the data stays dirty and journaled).
+func (wh *workHandle) Flush(ctx context.Context) syscall.Errno {
+	b := wh.n.b
+	err := b.do(ctx, true, transferTime(wh.size()), wh.h.Flush)
+	if err != nil {
+		b.setErr(providers.E(0, "close", err))
+		return toErrno(err)
+	}
+	return 0
+}
+
+func (wh *workHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	b := wh.n.b
+	if err := b.do(ctx, true, transferTime(wh.size()), wh.h.Fsync); err != nil {
+		b.setErr(providers.E(0, "fsync", err))
+		return toErrno(err)
+	}
+	return 0
+}
+
+func (wh *workHandle) Release(ctx context.Context) syscall.Errno {
+	b := wh.n.b
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.fs.opts.OpTimeout+transferTime(wh.size()))
+	defer cancel()
+	wh.h.Release(rctx)
+	return 0
+}
+
+// refresh reads the box's whole listing again (one walk) and tells the
+// kernel which names and contents changed, so the next open sees them.
+func (b *boxState) refresh(ctx context.Context) error {
+	_, c, err := b.parts(ctx)
+	if err != nil {
+		return err
+	}
+	ch, err := c.Refresh(ctx)
+	if err != nil {
+		b.notifyAll()
+		return err
+	}
+	b.notifyChanges(ch)
+	return nil
+}
+
+// findNode returns the kernel-known node of rel, if any, without asking the box.
+func (b *boxState) findNode(rel string) *gofs.Inode {
+	b.mu.Lock()
+	root := b.workRoot
+	b.mu.Unlock()
+	if root == nil {
+		return nil
+	}
+	n := root.EmbeddedInode()
+	if rel == "" {
+		return n
+	}
+	for _, seg := range strings.Split(rel, "/") {
+		n = n.GetChild(seg)
+		if n == nil {
+			return nil
+		}
+	}
+	return n
+}
+
+func splitRel(rel string) (string, string) {
+	i := strings.LastIndexByte(rel, '/')
+	if i < 0 {
+		return "", rel
+	}
+	return rel[:i], rel[i+1:]
+}
+
+// notifyChanges drops the kernel's entries, attributes and pages for what
+// changed in the box. No lock is held while the kernel is told.
+func (b *boxState) notifyChanges(ch cache.Changes) {
+	if !b.fs.mounted() {
+		return
+	}
+	for _, rel := range ch.Changed {
+		if n := b.findNode(rel); n != nil {
+			n.NotifyContent(0, 0)
+		}
+	}
+	for _, rel := range ch.Removed {
+		dir, name := splitRel(rel)
+		parent := b.findNode(dir)
+		child := b.findNode(rel)
+		b.inos.remove(rel)
+		if parent == nil {
+			continue
+		}
+		if child != nil {
+			parent.NotifyDelete(name, child)
+		} else {
+			parent.NotifyEntry(name)
+		}
+	}
+	for _, rel := range ch.Added {
+		dir, name := splitRel(rel)
+		if parent := b.findNode(dir); parent != nil {
+			parent.NotifyEntry(name)
+		}
+	}
+}
+
+// notifyAll drops what the kernel holds of every known node of the work
+// tree: the fallback when the box's changes could not be listed.
+func (b *boxState) notifyAll() {
+	if !b.fs.mounted() {
+		return
+	}
+	root := b.findNode("")
+	if root == nil {
+		return
+	}
+	var walk func(n *gofs.Inode)
+	walk = func(n *gofs.Inode) {
+		n.NotifyContent(0, 0)
+		for name, ch := range n.Children() {
+			n.NotifyEntry(name)
+			walk(ch)
+		}
+	}
+	walk(root)
+}

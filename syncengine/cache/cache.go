@@ -1,0 +1,653 @@
+// Package cache keeps a box's workspace on the host for the filesystem: a
+// listing of what the box holds (refreshed one directory per round trip, or
+// one walk after a command), a content cache of the files read, and the dirty
+// files written through the mount, pushed to the box at flush and journaled
+// on disk so a crash of the daemon loses nothing.
+//
+// Paths given to a Cache are slash-separated and relative to the workspace
+// root ("" is the root itself). Box-side paths are the root joined with them.
+package cache
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/boxfs/boxfs/providers"
+)
+
+// Remote is what the cache needs of a box: its files, and one listing of a
+// whole tree. hands.Hands serves both for any box.
+type Remote interface {
+	providers.Files
+	providers.Walker
+}
+
+// Options configure a Cache.
+type Options struct {
+	// Dir is the host directory the cache keeps its data and journal in; it
+	// is created if missing. One directory per box.
+	Dir string
+	// Root is the box-side workspace path the cache presents.
+	Root string
+	// Box names the box in errors and logs.
+	Box string
+	// AttrTimeout is how long a listing or attribute is trusted before it is
+	// asked of the box again (default 1 s).
+	AttrTimeout time.Duration
+	// BigDir is the entry count above which a lookup in a stale directory
+	// stats the one name instead of re-listing the directory (default 2,000).
+	BigDir int
+	Logger *slog.Logger
+	// Now is the clock (default time.Now); tests pin it.
+	Now func() time.Time
+}
+
+// Cache is one box's workspace as the host sees it.
+type Cache struct {
+	remote Remote
+	opts   Options
+	log    *slog.Logger
+	now    func() time.Time
+
+	dataDir, journalDir string
+
+	mu     sync.Mutex
+	dirs   map[string]*dirList   // rel of a directory -> its listing
+	attrs  map[string]attrEntry  // rel -> the latest stat of it
+	files  map[string]*file      // rel -> content state, for files read or written
+	nextID uint64
+	statfs struct {
+		v  providers.StatFS
+		at time.Time
+	}
+}
+
+type dirList struct {
+	entries map[string]providers.FileInfo
+	fetched time.Time
+}
+
+type attrEntry struct {
+	fi  providers.FileInfo
+	at  time.Time
+	neg bool // the path was found missing at `at`
+}
+
+// Open opens the cache for one box. It reads the journal of dirty files a
+// previous process left; Recover pushes them.
+func Open(remote Remote, opts Options) (*Cache, error) {
+	const op = "cache.Open"
+	if opts.AttrTimeout <= 0 {
+		opts.AttrTimeout = time.Second
+	}
+	if opts.BigDir <= 0 {
+		opts.BigDir = 2000
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if !strings.HasPrefix(opts.Root, "/") {
+		return nil, providers.Errorf(providers.Invalid, op, "workspace root %q is not absolute", opts.Root)
+	}
+	c := &Cache{
+		remote:     remote,
+		opts:       opts,
+		log:        opts.Logger.With("box", opts.Box),
+		now:        opts.Now,
+		dataDir:    filepath.Join(opts.Dir, "data"),
+		journalDir: filepath.Join(opts.Dir, "journal"),
+		dirs:       map[string]*dirList{},
+		attrs:      map[string]attrEntry{},
+		files:      map[string]*file{},
+	}
+	for _, d := range []string{c.dataDir, c.journalDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, providers.E(providers.Unknown, op, err)
+		}
+	}
+	if err := c.loadJournal(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Root is the box-side workspace path.
+func (c *Cache) Root() string { return c.opts.Root }
+
+// AttrTimeout is how long the cache trusts what it has seen.
+func (c *Cache) AttrTimeout() time.Duration { return c.opts.AttrTimeout }
+
+// abs is the box-side path of rel.
+func (c *Cache) abs(rel string) string {
+	if rel == "" {
+		return c.opts.Root
+	}
+	return path.Join(c.opts.Root, rel)
+}
+
+func split(rel string) (dir, name string) {
+	i := strings.LastIndexByte(rel, '/')
+	if i < 0 {
+		return "", rel
+	}
+	return rel[:i], rel[i+1:]
+}
+
+func join(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+func (c *Cache) fresh(t time.Time) bool {
+	return !t.IsZero() && c.now().Sub(t) < c.opts.AttrTimeout
+}
+
+// Lookup returns the attributes of rel, from the listing while it is fresh,
+// else from the box: a stale directory is listed again in one round trip,
+// which answers every other lookup in it too (git status looks up every name).
+// A missing path is NotFound with ENOENT.
+func (c *Cache) Lookup(ctx context.Context, rel string) (providers.FileInfo, error) {
+	if f := c.localFile(rel); f != nil {
+		if fi, ok := f.localAttr(); ok {
+			return fi, nil
+		}
+	}
+	if rel == "" {
+		return c.stat(ctx, rel)
+	}
+	dir, name := split(rel)
+	c.mu.Lock()
+	if a, ok := c.attrs[rel]; ok && c.fresh(a.at) {
+		c.mu.Unlock()
+		if a.neg {
+			return providers.FileInfo{}, c.notFound("cache.Lookup", rel)
+		}
+		return a.fi, nil
+	}
+	d := c.dirs[dir]
+	if d != nil && c.fresh(d.fetched) {
+		fi, ok := d.entries[name]
+		c.mu.Unlock()
+		if !ok {
+			return providers.FileInfo{}, c.notFound("cache.Lookup", rel)
+		}
+		return fi, nil
+	}
+	big := d != nil && len(d.entries) > c.opts.BigDir
+	c.mu.Unlock()
+	if !big {
+		if _, err := c.ReadDir(ctx, dir); err == nil {
+			c.mu.Lock()
+			d := c.dirs[dir]
+			fi, ok := d.entries[name]
+			c.mu.Unlock()
+			if !ok {
+				return providers.FileInfo{}, c.notFound("cache.Lookup", rel)
+			}
+			return fi, nil
+		} else if providers.CodeOf(err) != providers.Permission {
+			return providers.FileInfo{}, err
+		}
+	}
+	return c.stat(ctx, rel)
+}
+
+func (c *Cache) notFound(op, rel string) error {
+	return providers.PathError(op, c.opts.Box, c.abs(rel), syscall.ENOENT)
+}
+
+// Getattr returns rel's attributes: the host's for a file written here and not
+// yet pushed, else what the box said within the attribute timeout, else a new
+// stat of the box.
+func (c *Cache) Getattr(ctx context.Context, rel string) (providers.FileInfo, error) {
+	if f := c.localFile(rel); f != nil {
+		if fi, ok := f.localAttr(); ok {
+			return fi, nil
+		}
+	}
+	c.mu.Lock()
+	if a, ok := c.attrs[rel]; ok && c.fresh(a.at) {
+		c.mu.Unlock()
+		if a.neg {
+			return providers.FileInfo{}, c.notFound("cache.Getattr", rel)
+		}
+		return a.fi, nil
+	}
+	if rel != "" {
+		dir, name := split(rel)
+		if d := c.dirs[dir]; d != nil && c.fresh(d.fetched) {
+			fi, ok := d.entries[name]
+			c.mu.Unlock()
+			if !ok {
+				return providers.FileInfo{}, c.notFound("cache.Getattr", rel)
+			}
+			return fi, nil
+		}
+	}
+	c.mu.Unlock()
+	return c.stat(ctx, rel)
+}
+
+// stat asks the box for rel's attributes and records the answer, a missing
+// path included.
+func (c *Cache) stat(ctx context.Context, rel string) (providers.FileInfo, error) {
+	fi, err := c.remote.Lstat(ctx, c.abs(rel))
+	now := c.now()
+	if err != nil {
+		if providers.CodeOf(err) == providers.NotFound {
+			c.mu.Lock()
+			c.attrs[rel] = attrEntry{at: now, neg: true}
+			c.mu.Unlock()
+		}
+		return providers.FileInfo{}, err
+	}
+	_, fi.Name = split(rel)
+	c.record(rel, fi, now)
+	return fi, nil
+}
+
+// record keeps a fresh stat of rel, in its directory's listing too.
+func (c *Cache) record(rel string, fi providers.FileInfo, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.attrs[rel] = attrEntry{fi: fi, at: at}
+	if rel == "" {
+		return
+	}
+	dir, name := split(rel)
+	if d := c.dirs[dir]; d != nil {
+		d.entries[name] = fi
+	}
+}
+
+// forget drops what the cache knows of rel (and, for a directory, below it).
+func (c *Cache) forget(rel string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.forgetLocked(rel)
+}
+
+func (c *Cache) forgetLocked(rel string) {
+	delete(c.attrs, rel)
+	prefix := rel + "/"
+	for k := range c.attrs {
+		if strings.HasPrefix(k, prefix) {
+			delete(c.attrs, k)
+		}
+	}
+	for k := range c.dirs {
+		if k == rel || strings.HasPrefix(k, prefix) {
+			delete(c.dirs, k)
+		}
+	}
+	if rel != "" {
+		dir, name := split(rel)
+		if d := c.dirs[dir]; d != nil {
+			delete(d.entries, name)
+		}
+	}
+}
+
+// ReadDir lists a directory: from the listing while it is fresh, else with
+// one round trip to the box. Entries carry full attributes (READDIRPLUS).
+func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, error) {
+	c.mu.Lock()
+	if d := c.dirs[rel]; d != nil && c.fresh(d.fetched) {
+		out := c.entriesLocked(rel, d)
+		c.mu.Unlock()
+		return out, nil
+	}
+	c.mu.Unlock()
+	list, err := c.remote.ReadDir(ctx, c.abs(rel))
+	if err != nil {
+		if providers.CodeOf(err) == providers.NotFound {
+			c.forget(rel)
+		}
+		return nil, err
+	}
+	now := c.now()
+	d := &dirList{entries: make(map[string]providers.FileInfo, len(list)), fetched: now}
+	for _, fi := range list {
+		d.entries[fi.Name] = fi
+	}
+	c.mu.Lock()
+	c.dirs[rel] = d
+	for _, fi := range list {
+		c.attrs[join(rel, fi.Name)] = attrEntry{fi: fi, at: now}
+	}
+	out := c.entriesLocked(rel, d)
+	c.mu.Unlock()
+	return out, nil
+}
+
+// entriesLocked renders a listing, with the host's attributes for files
+// written here and not yet pushed.
+func (c *Cache) entriesLocked(rel string, d *dirList) []providers.FileInfo {
+	out := make([]providers.FileInfo, 0, len(d.entries))
+	for name, fi := range d.entries {
+		if f := c.files[join(rel, name)]; f != nil {
+			if lfi, ok := f.localAttr(); ok {
+				fi = lfi
+			}
+		}
+		out = append(out, fi)
+	}
+	sortInfos(out)
+	return out
+}
+
+// Readlink returns a symlink's target, from the listing when it carries it.
+func (c *Cache) Readlink(ctx context.Context, rel string) (string, error) {
+	c.mu.Lock()
+	a, ok := c.attrs[rel]
+	c.mu.Unlock()
+	if ok && !a.neg && c.fresh(a.at) && a.fi.IsSymlink() && a.fi.Target != "" {
+		return a.fi.Target, nil
+	}
+	return c.remote.Readlink(ctx, c.abs(rel))
+}
+
+// Statfs reports the capacity of the box's file system, asked at most once
+// per attribute timeout.
+func (c *Cache) Statfs(ctx context.Context) (providers.StatFS, error) {
+	c.mu.Lock()
+	if c.fresh(c.statfs.at) {
+		v := c.statfs.v
+		c.mu.Unlock()
+		return v, nil
+	}
+	c.mu.Unlock()
+	v, err := c.remote.Statfs(ctx, c.opts.Root)
+	if err != nil {
+		return v, err
+	}
+	c.mu.Lock()
+	c.statfs.v, c.statfs.at = v, c.now()
+	c.mu.Unlock()
+	return v, nil
+}
+
+// Invalidate makes every listing and attribute stale, so the next use asks
+// the box again. Cached content stays and is checked against the next stat.
+func (c *Cache) Invalidate() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, d := range c.dirs {
+		d.fetched = time.Time{}
+	}
+	for k, a := range c.attrs {
+		a.at = time.Time{}
+		c.attrs[k] = a
+	}
+	c.statfs.at = time.Time{}
+}
+
+// afterMutation records what a mutation made of rel: a fresh stat of it,
+// and its directory's listing kept in step.
+func (c *Cache) afterMutation(ctx context.Context, rel string) (providers.FileInfo, error) {
+	fi, err := c.remote.Lstat(ctx, c.abs(rel))
+	if err != nil {
+		c.forget(rel)
+		return providers.FileInfo{}, err
+	}
+	_, fi.Name = split(rel)
+	c.record(rel, fi, c.now())
+	return fi, nil
+}
+
+// Mkdir makes a directory in the box.
+func (c *Cache) Mkdir(ctx context.Context, rel string, perm fs.FileMode) (providers.FileInfo, error) {
+	if err := c.remote.Mkdir(ctx, c.abs(rel), perm); err != nil {
+		return providers.FileInfo{}, err
+	}
+	c.mu.Lock()
+	c.dirs[rel] = &dirList{entries: map[string]providers.FileInfo{}, fetched: c.now()}
+	c.mu.Unlock()
+	return c.afterMutation(ctx, rel)
+}
+
+// Symlink makes a symbolic link rel pointing at target.
+func (c *Cache) Symlink(ctx context.Context, target, rel string) (providers.FileInfo, error) {
+	if err := c.remote.Symlink(ctx, target, c.abs(rel)); err != nil {
+		return providers.FileInfo{}, err
+	}
+	fi, err := c.afterMutation(ctx, rel)
+	if err == nil && fi.Target == "" {
+		fi.Target = target
+		c.record(rel, fi, c.now())
+	}
+	return fi, err
+}
+
+// Link makes newrel a hard link to oldrel.
+func (c *Cache) Link(ctx context.Context, oldrel, newrel string) (providers.FileInfo, error) {
+	if f := c.localFile(oldrel); f != nil {
+		if err := f.push(ctx, c); err != nil {
+			return providers.FileInfo{}, err
+		}
+	}
+	if err := c.remote.Link(ctx, c.abs(oldrel), c.abs(newrel)); err != nil {
+		return providers.FileInfo{}, err
+	}
+	c.afterMutation(ctx, oldrel) // its link count changed
+	return c.afterMutation(ctx, newrel)
+}
+
+// Remove unlinks a file. Its cached content goes too (an open handle keeps
+// reading it until it is released).
+func (c *Cache) Remove(ctx context.Context, rel string) error {
+	if err := c.remote.Remove(ctx, c.abs(rel)); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	f := c.files[rel]
+	delete(c.files, rel)
+	c.forgetLocked(rel)
+	c.attrs[rel] = attrEntry{at: c.now(), neg: true}
+	c.mu.Unlock()
+	if f != nil {
+		f.unlinked(c)
+	}
+	return nil
+}
+
+// Rmdir removes an empty directory.
+func (c *Cache) Rmdir(ctx context.Context, rel string) error {
+	if err := c.remote.Rmdir(ctx, c.abs(rel)); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.forgetLocked(rel)
+	c.attrs[rel] = attrEntry{at: c.now(), neg: true}
+	c.mu.Unlock()
+	return nil
+}
+
+// Rename moves oldrel to newrel in the box, replacing newrel, as rename(2).
+// Dirty content moves with the name: it is pushed to the new path.
+func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
+	// A replaced file's dirty data must not be pushed over the moved one.
+	if err := c.remote.Rename(ctx, c.abs(oldrel), c.abs(newrel)); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	var dropped []*file
+	oldPrefix, newPrefix := oldrel+"/", newrel+"/"
+	// Files at or under the target are replaced.
+	for k, f := range c.files {
+		if k == newrel || strings.HasPrefix(k, newPrefix) {
+			delete(c.files, k)
+			dropped = append(dropped, f)
+		}
+	}
+	moved := map[string]*file{}
+	for k, f := range c.files {
+		switch {
+		case k == oldrel:
+			moved[newrel] = f
+			delete(c.files, k)
+		case strings.HasPrefix(k, oldPrefix):
+			moved[newPrefix+k[len(oldPrefix):]] = f
+			delete(c.files, k)
+		}
+	}
+	for k, f := range moved {
+		c.files[k] = f
+		f.setRel(k)
+	}
+	// Listings under either name are rebuilt on next use.
+	c.forgetLocked(newrel)
+	var kept providers.FileInfo
+	var haveKept bool
+	if a, ok := c.attrs[oldrel]; ok && !a.neg {
+		kept, haveKept = a.fi, true
+	}
+	c.forgetLocked(oldrel)
+	now := c.now()
+	c.attrs[oldrel] = attrEntry{at: now, neg: true}
+	if haveKept {
+		_, kept.Name = split(newrel)
+		c.attrs[newrel] = attrEntry{fi: kept, at: now}
+		dir, name := split(newrel)
+		if d := c.dirs[dir]; d != nil {
+			d.entries[name] = kept
+		}
+	}
+	c.mu.Unlock()
+	for _, f := range dropped {
+		f.unlinked(c)
+	}
+	for _, f := range moved {
+		f.rewriteJournal(c)
+	}
+	return nil
+}
+
+// Chmod sets rel's mode bits in the box at once.
+func (c *Cache) Chmod(ctx context.Context, rel string, mode fs.FileMode) (providers.FileInfo, error) {
+	if f := c.localFile(rel); f != nil {
+		f.setMode(mode)
+		if !f.existsInBox() {
+			fi, _ := f.localAttr()
+			return fi, nil
+		}
+	}
+	if err := c.remote.Chmod(ctx, c.abs(rel), mode); err != nil {
+		return providers.FileInfo{}, err
+	}
+	return c.afterMutation(ctx, rel)
+}
+
+// Chown sets rel's owner in the box at once (-1 leaves one unchanged).
+func (c *Cache) Chown(ctx context.Context, rel string, uid, gid int) (providers.FileInfo, error) {
+	if err := c.remote.Chown(ctx, c.abs(rel), uid, gid); err != nil {
+		return providers.FileInfo{}, err
+	}
+	return c.afterMutation(ctx, rel)
+}
+
+// Utimes sets rel's times. For a file with unpushed writes the times are
+// applied right after the push, so the push does not undo them (cp -p, tar).
+func (c *Cache) Utimes(ctx context.Context, rel string, atime, mtime time.Time) (providers.FileInfo, error) {
+	if f := c.localFile(rel); f != nil && f.deferTimes(atime, mtime) {
+		fi, _ := f.localAttr()
+		return fi, nil
+	}
+	if err := c.remote.Utimes(ctx, c.abs(rel), atime, mtime); err != nil {
+		return providers.FileInfo{}, err
+	}
+	return c.afterMutation(ctx, rel)
+}
+
+// Truncate sets rel's size. A file with cached content is truncated here and
+// pushed at the next flush; any other file is truncated in the box at once.
+func (c *Cache) Truncate(ctx context.Context, rel string, size int64) (providers.FileInfo, error) {
+	if f := c.localFile(rel); f != nil && f.opens() > 0 {
+		if err := f.truncate(c, size); err != nil {
+			return providers.FileInfo{}, err
+		}
+		fi, _ := f.localAttr()
+		return fi, nil
+	}
+	if err := c.remote.Truncate(ctx, c.abs(rel), size); err != nil {
+		return providers.FileInfo{}, err
+	}
+	return c.afterMutation(ctx, rel)
+}
+
+// localFile returns the content state of rel, if the cache has any.
+func (c *Cache) localFile(rel string) *file {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.files[rel]
+}
+
+// Dirty returns the paths with writes not yet in the box.
+func (c *Cache) Dirty() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for rel, f := range c.files {
+		if f.isDirty() {
+			out = append(out, rel)
+		}
+	}
+	sortStrings(out)
+	return out
+}
+
+// FlushAll pushes every dirty file. It tries them all and returns the first
+// error; a file that fails stays dirty.
+func (c *Cache) FlushAll(ctx context.Context) error {
+	c.mu.Lock()
+	var fs []*file
+	for _, f := range c.files {
+		if f.isDirty() {
+			fs = append(fs, f)
+		}
+	}
+	c.mu.Unlock()
+	var first error
+	for _, f := range fs {
+		if err := f.push(ctx, c); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Recover pushes the dirty files a previous process journaled and did not
+// push. Files that fail stay dirty, journaled, and are tried again at the
+// next flush.
+func (c *Cache) Recover(ctx context.Context) error {
+	err := c.FlushAll(ctx)
+	if err != nil {
+		c.log.Warn("journaled writes not pushed yet", "err", err, "dirty", len(c.Dirty()))
+	}
+	return err
+}
+
+func (c *Cache) newID() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nextID++
+	return c.nextID
+}
+
+func (c *Cache) dataPath(id uint64) string {
+	return filepath.Join(c.dataDir, fmt.Sprintf("%d", id))
+}

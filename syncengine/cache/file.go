@@ -1,0 +1,689 @@
+package cache
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/boxfs/boxfs/providers"
+)
+
+// file is the host-side state of one box file that was read or written:
+// its content in a data file, what box version that content is, and whether
+// it holds writes the box does not have yet.
+type file struct {
+	id uint64
+
+	// content guards the data file's content: readers and writers share it,
+	// a fetch, a push or a truncate holds it alone.
+	content sync.RWMutex
+
+	mu       sync.Mutex // guards the fields below
+	rel      string
+	data     *os.File // open while the file has opens or is dirty
+	valid    bool     // data holds the box's content as of boxSize/boxMtime, or newer local writes
+	boxSize  int64
+	boxMtime time.Time
+	dirty    bool
+	gone     bool // unlinked or replaced: never pushed again
+	inBox    bool // the path exists in the box (false only between a failed create and nothing)
+	mode     fs.FileMode
+	base     providers.FileInfo // the box's last attributes (owner, inode, links)
+	atime    time.Time // deferred times, applied after the next push
+	mtime    time.Time
+	local    time.Time // when the host last changed the content
+	size     int64     // local size while dirty
+	nopen    int
+	version  uint64 // bumped whenever data is refilled from the box
+	kernel   uint64 // the version the kernel's page cache was last filled from
+	pushErr  error
+	journal  bool // a journal record exists
+}
+
+// Handle is one open of a work/ file.
+type Handle struct {
+	c     *Cache
+	f     *file
+	write bool
+	done  bool
+}
+
+// OpenFile opens rel for reading and/or writing with open(2) flags. Reading
+// fetches the whole file into the cache unless the cached copy still matches
+// the box (same size and nanosecond mtime); a write-only truncating open
+// fetches nothing. keepCache tells the filesystem the kernel's page cache of
+// the file is still right (FOPEN_KEEP_CACHE).
+func (c *Cache) OpenFile(ctx context.Context, rel string, flags int) (h *Handle, keepCache bool, err error) {
+	acc := flags & syscall.O_ACCMODE
+	write := acc == syscall.O_WRONLY || acc == syscall.O_RDWR
+	trunc := write && flags&syscall.O_TRUNC != 0
+
+	f := c.fileFor(rel)
+	f.mu.Lock()
+	f.nopen++
+	f.mu.Unlock()
+	defer func() {
+		if err != nil {
+			f.release(c)
+		}
+	}()
+
+	if trunc {
+		if err := f.truncate(c, 0); err != nil {
+			return nil, false, err
+		}
+	} else if err := f.ensure(ctx, c); err != nil {
+		return nil, false, err
+	}
+	f.mu.Lock()
+	keepCache = f.kernel == f.version
+	f.kernel = f.version
+	f.mu.Unlock()
+	return &Handle{c: c, f: f, write: write}, keepCache, nil
+}
+
+// Create makes rel in the box at once (exclusive or truncating, as
+// O_CREAT|O_EXCL or O_CREAT|O_TRUNC) and opens it.
+func (c *Cache) Create(ctx context.Context, rel string, flags int, perm fs.FileMode) (*Handle, providers.FileInfo, error) {
+	excl := flags&syscall.O_EXCL != 0
+	if err := c.remote.Create(ctx, c.abs(rel), perm, excl); err != nil {
+		return nil, providers.FileInfo{}, err
+	}
+	fi, err := c.afterMutation(ctx, rel)
+	if err != nil {
+		return nil, providers.FileInfo{}, err
+	}
+	f := c.fileFor(rel)
+	f.content.Lock()
+	f.mu.Lock()
+	f.nopen++
+	err = f.openDataLocked(c, true)
+	if err == nil {
+		f.valid, f.boxSize, f.boxMtime = true, fi.Size, fi.Mtime
+		f.size, f.mode, f.inBox, f.base = fi.Size, fi.Mode.Perm(), true, fi
+		f.version++
+		f.kernel = f.version
+	}
+	f.mu.Unlock()
+	f.content.Unlock()
+	if err != nil {
+		f.release(c)
+		return nil, providers.FileInfo{}, err
+	}
+	return &Handle{c: c, f: f, write: true}, fi, nil
+}
+
+// fileFor returns rel's content state, making an empty one if it has none.
+func (c *Cache) fileFor(rel string) *file {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f := c.files[rel]; f != nil {
+		return f
+	}
+	c.nextID++
+	f := &file{id: c.nextID, rel: rel, inBox: true}
+	c.files[rel] = f
+	return f
+}
+
+// openDataLocked opens (and with trunc empties) the data file. f.mu held.
+func (f *file) openDataLocked(c *Cache, trunc bool) error {
+	if f.data != nil {
+		if trunc {
+			return f.data.Truncate(0)
+		}
+		return nil
+	}
+	flags := os.O_RDWR | os.O_CREATE
+	if trunc {
+		flags |= os.O_TRUNC
+	}
+	d, err := os.OpenFile(c.dataPath(f.id), flags, 0o600)
+	if err != nil {
+		return providers.E(providers.Unknown, "cache.data", err)
+	}
+	f.data = d
+	return nil
+}
+
+// ensure makes the data file hold the box's current content (or the host's
+// newer writes), fetching it when the cached copy is missing or stale.
+func (f *file) ensure(ctx context.Context, c *Cache) error {
+	f.mu.Lock()
+	if f.dirty {
+		err := f.openDataLocked(c, false)
+		f.mu.Unlock()
+		return err
+	}
+	rel := f.rel
+	f.mu.Unlock()
+
+	// One stat (often answered by a fresh listing) says whether the cache
+	// is still the box's content.
+	fi, err := c.Getattr(ctx, rel)
+	if err != nil {
+		return err
+	}
+	if !fi.IsRegular() {
+		if fi.IsDir() {
+			return providers.PathError("cache.Open", c.opts.Box, c.abs(rel), syscall.EISDIR)
+		}
+		return providers.PathError("cache.Open", c.opts.Box, c.abs(rel), syscall.EINVAL)
+	}
+	f.content.Lock()
+	defer f.content.Unlock()
+	f.mu.Lock()
+	if f.dirty || (f.valid && f.boxSize == fi.Size && f.boxMtime.Equal(fi.Mtime)) {
+		err := f.openDataLocked(c, false)
+		if !f.dirty {
+			f.mode, f.base = fi.Mode.Perm(), fi
+		}
+		f.mu.Unlock()
+		return err
+	}
+	if err := f.openDataLocked(c, false); err != nil {
+		f.mu.Unlock()
+		return err
+	}
+	d := f.data
+	f.mu.Unlock()
+
+	// Fetch into the data file. The content lock keeps readers and writers
+	// out; f.mu is free for attribute calls meanwhile.
+	n, err := fetch(ctx, c, rel, d)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.valid, f.boxSize, f.boxMtime, f.size = true, n, fi.Mtime, n
+	f.mode, f.base = fi.Mode.Perm(), fi
+	f.version++
+	f.mu.Unlock()
+	if n != fi.Size {
+		// It changed while we read it; what we hold is newer than the stat,
+		// and the next open stats again and sees the difference.
+		f.mu.Lock()
+		f.boxMtime = time.Time{}
+		f.mu.Unlock()
+	}
+	return nil
+}
+
+func fetch(ctx context.Context, c *Cache, rel string, d *os.File) (int64, error) {
+	r, err := c.remote.ReadFile(ctx, c.abs(rel))
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	if err := d.Truncate(0); err != nil {
+		return 0, providers.E(providers.Unknown, "cache.fetch", err)
+	}
+	if _, err := d.Seek(0, io.SeekStart); err != nil {
+		return 0, providers.E(providers.Unknown, "cache.fetch", err)
+	}
+	n, err := io.Copy(d, ctxReader{ctx, r})
+	if err != nil {
+		return 0, providers.E(0, "cache.fetch", err).WithPath(c.abs(rel))
+	}
+	return n, nil
+}
+
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (r ctxReader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.r.Read(p)
+}
+
+// ReadAt reads the cached content.
+func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
+	f := h.f
+	f.content.RLock()
+	defer f.content.RUnlock()
+	f.mu.Lock()
+	d := f.data
+	f.mu.Unlock()
+	if d == nil {
+		return 0, providers.Errorf(providers.Gone, "cache.Read", "file handle is closed")
+	}
+	n, err := d.ReadAt(p, off)
+	if err == io.EOF {
+		err = nil
+	}
+	return n, err
+}
+
+// WriteAt writes into the cached content and marks the file dirty; the box
+// gets it at the next flush.
+func (h *Handle) WriteAt(p []byte, off int64) (int, error) {
+	f := h.f
+	f.content.RLock()
+	defer f.content.RUnlock()
+	f.mu.Lock()
+	d := f.data
+	f.mu.Unlock()
+	if d == nil {
+		return 0, providers.Errorf(providers.Gone, "cache.Write", "file handle is closed")
+	}
+	n, err := d.WriteAt(p, off)
+	if err != nil {
+		return n, providers.E(providers.Unknown, "cache.Write", err)
+	}
+	f.mu.Lock()
+	if end := off + int64(n); end > f.size {
+		f.size = end
+	}
+	f.local = h.c.now()
+	f.markDirtyLocked(h.c)
+	f.mu.Unlock()
+	return n, nil
+}
+
+// Truncate sets the file's size through this handle.
+func (h *Handle) Truncate(size int64) error { return h.f.truncate(h.c, size) }
+
+// Attr is the file's attributes as the host now sees them.
+func (h *Handle) Attr() (providers.FileInfo, bool) { return h.f.localAttr() }
+
+// Flush pushes the file to the box if it holds writes the box lacks, and
+// returns the push's error: this is what close(2) reports. A file already
+// pushed (a dup'd descriptor's close) is not pushed again.
+func (h *Handle) Flush(ctx context.Context) error { return h.f.push(ctx, h.c) }
+
+// Fsync pushes like Flush and then asks the box to sync the file.
+func (h *Handle) Fsync(ctx context.Context) error {
+	if err := h.f.push(ctx, h.c); err != nil {
+		return err
+	}
+	h.f.mu.Lock()
+	rel, gone := h.f.rel, h.f.gone
+	h.f.mu.Unlock()
+	if gone {
+		return nil
+	}
+	return h.c.remote.Fsync(ctx, h.c.abs(rel))
+}
+
+// Release ends this open. A file that still holds writes after its last
+// close (a shared mmap writes back after close) is pushed now; a failure
+// keeps it dirty and journaled, to be pushed at the next flush or recover.
+func (h *Handle) Release(ctx context.Context) {
+	if h.done {
+		return
+	}
+	h.done = true
+	h.f.release(h.c)
+	if h.f.isDirty() && h.f.opens() == 0 {
+		if err := h.f.push(ctx, h.c); err != nil {
+			h.c.log.Warn("push after last close failed; kept dirty", "path", h.f.path(), "err", err)
+		}
+	}
+}
+
+func (f *file) release(c *Cache) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nopen--
+	if f.nopen == 0 && !f.dirty && f.data != nil {
+		f.data.Close()
+		f.data = nil
+	}
+}
+
+func (f *file) opens() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nopen
+}
+
+func (f *file) path() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rel
+}
+
+func (f *file) setRel(rel string) {
+	f.mu.Lock()
+	f.rel = rel
+	f.mu.Unlock()
+}
+
+func (f *file) isDirty() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dirty && !f.gone
+}
+
+func (f *file) existsInBox() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inBox
+}
+
+func (f *file) setMode(mode fs.FileMode) {
+	f.mu.Lock()
+	f.mode = mode.Perm()
+	f.mu.Unlock()
+}
+
+// deferTimes keeps times to set after the next push, when one is pending.
+func (f *file) deferTimes(atime, mtime time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.dirty {
+		return false
+	}
+	if !atime.IsZero() {
+		f.atime = atime
+	}
+	if !mtime.IsZero() {
+		f.mtime = mtime
+	}
+	return true
+}
+
+// localAttr returns the host's view of a file it holds writes for.
+func (f *file) localAttr() (providers.FileInfo, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.dirty || f.gone {
+		return providers.FileInfo{}, false
+	}
+	fi := f.base
+	_, fi.Name = split(f.rel)
+	fi.Mode = f.mode
+	fi.Size = f.size
+	fi.Mtime, fi.Ctime = f.local, f.local
+	if !f.mtime.IsZero() {
+		fi.Mtime = f.mtime
+	}
+	if !f.atime.IsZero() {
+		fi.Atime = f.atime
+	} else {
+		fi.Atime = fi.Mtime
+	}
+	if fi.Nlink == 0 {
+		fi.Nlink = 1
+	}
+	return fi, true
+}
+
+// markDirtyLocked notes unpushed writes and journals them once. f.mu held.
+func (f *file) markDirtyLocked(c *Cache) {
+	if f.dirty || f.gone {
+		return
+	}
+	f.dirty = true
+	if f.local.IsZero() {
+		f.local = c.now()
+	}
+	if err := f.writeJournalLocked(c); err != nil {
+		c.log.Error("journal write failed; a crash now would lose this file's writes", "path", f.rel, "err", err)
+	}
+}
+
+func (f *file) truncate(c *Cache, size int64) error {
+	f.content.Lock()
+	defer f.content.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.openDataLocked(c, false); err != nil {
+		return err
+	}
+	if !f.valid && size > 0 {
+		// Keeping the first size bytes needs the content, which only an
+		// open fetches; callers truncate through an open file or the box.
+		return providers.Errorf(providers.Invalid, "cache.Truncate", "content of %s is not cached", f.rel)
+	}
+	if err := f.data.Truncate(size); err != nil {
+		return providers.E(providers.Unknown, "cache.Truncate", err)
+	}
+	f.valid = true
+	f.size = size
+	f.local = c.now()
+	f.markDirtyLocked(c)
+	return nil
+}
+
+// push sends a dirty file to the box: the whole content, atomically (the box
+// writes a temporary name and renames it), then any deferred times. On
+// failure the file stays dirty and the error is returned.
+func (f *file) push(ctx context.Context, c *Cache) error {
+	f.content.Lock()
+	defer f.content.Unlock()
+	f.mu.Lock()
+	if !f.dirty || f.gone {
+		f.mu.Unlock()
+		return nil
+	}
+	rel, mode, atime, mtime := f.rel, f.mode, f.atime, f.mtime
+	src, err := os.Open(c.dataPath(f.id))
+	f.mu.Unlock()
+	if err != nil {
+		return providers.E(providers.Unknown, "cache.push", err)
+	}
+	defer src.Close()
+	if mode == 0 {
+		mode = 0o644
+	}
+	abs := c.abs(rel)
+	err = c.remote.WriteFile(ctx, abs, src, mode)
+	if err == nil && (!atime.IsZero() || !mtime.IsZero()) {
+		err = c.remote.Utimes(ctx, abs, atime, mtime)
+	}
+	if err != nil {
+		f.mu.Lock()
+		f.pushErr = err
+		f.mu.Unlock()
+		return err
+	}
+	fi, serr := c.remote.Lstat(ctx, abs)
+	now := c.now()
+	f.mu.Lock()
+	if serr == nil {
+		f.boxSize, f.boxMtime = fi.Size, fi.Mtime
+		f.size, f.base = fi.Size, fi
+	} else {
+		f.boxMtime = time.Time{} // revalidate at next open
+	}
+	f.valid = true
+	f.dirty = false
+	f.pushErr = nil
+	f.atime, f.mtime = time.Time{}, time.Time{}
+	if f.nopen == 0 && f.data != nil {
+		f.data.Close()
+		f.data = nil
+	}
+	f.removeJournalLocked(c)
+	f.mu.Unlock()
+	if serr == nil {
+		_, fi.Name = split(rel)
+		c.record(rel, fi, now)
+	}
+	return nil
+}
+
+// unlinked drops a file whose name went away: no push, no journal.
+func (f *file) unlinked(c *Cache) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gone = true
+	f.dirty = false
+	f.removeJournalLocked(c)
+	if f.nopen == 0 && f.data != nil {
+		f.data.Close()
+		f.data = nil
+		os.Remove(c.dataPath(f.id))
+	}
+}
+
+// The journal: one small JSON record per dirty file, fsync'd, naming its
+// data file. Data files are written through the page cache, which survives
+// a crash of the daemon (not of the machine).
+type journalRecord struct {
+	Path  string      `json:"path"`
+	ID    uint64      `json:"id"`
+	Mode  fs.FileMode `json:"mode"`
+	Atime time.Time   `json:"atime,omitzero"`
+	Mtime time.Time   `json:"mtime,omitzero"`
+}
+
+func (f *file) writeJournalLocked(c *Cache) error {
+	rec := journalRecord{Path: f.rel, ID: f.id, Mode: f.mode, Atime: f.atime, Mtime: f.mtime}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	name := filepath.Join(c.journalDir, strconv.FormatUint(f.id, 10)+".json")
+	tmp := name + ".tmp"
+	if err := writeSync(tmp, b); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		return err
+	}
+	f.journal = true
+	return syncDir(c.journalDir)
+}
+
+func (f *file) rewriteJournal(c *Cache) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.journal && f.dirty {
+		if err := f.writeJournalLocked(c); err != nil {
+			c.log.Error("journal rewrite after rename failed", "path", f.rel, "err", err)
+		}
+	}
+}
+
+func (f *file) removeJournalLocked(c *Cache) {
+	if !f.journal {
+		return
+	}
+	os.Remove(filepath.Join(c.journalDir, strconv.FormatUint(f.id, 10)+".json"))
+	f.journal = false
+}
+
+func writeSync(name string, b []byte) error {
+	fd, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := fd.Write(b); err != nil {
+		fd.Close()
+		return err
+	}
+	if err := fd.Sync(); err != nil {
+		fd.Close()
+		return err
+	}
+	return fd.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// loadJournal reads what a previous process left dirty, and clears data
+// files nothing refers to.
+func (c *Cache) loadJournal() error {
+	ents, err := os.ReadDir(c.journalDir)
+	if err != nil {
+		return providers.E(providers.Unknown, "cache.loadJournal", err)
+	}
+	keep := map[uint64]bool{}
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".json") {
+			os.Remove(filepath.Join(c.journalDir, name))
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(c.journalDir, name))
+		var rec journalRecord
+		if err == nil {
+			err = json.Unmarshal(b, &rec)
+		}
+		if err != nil || rec.Path == "" {
+			c.log.Error("unreadable journal record; left in place", "file", name, "err", err)
+			continue
+		}
+		st, err := os.Stat(c.dataPath(rec.ID))
+		if err != nil {
+			c.log.Error("journal names a missing data file; dropped", "path", rec.Path, "err", err)
+			os.Remove(filepath.Join(c.journalDir, name))
+			continue
+		}
+		keep[rec.ID] = true
+		f := &file{id: rec.ID, rel: rec.Path, valid: true, dirty: true, inBox: true, journal: true,
+			mode: rec.Mode, atime: rec.Atime, mtime: rec.Mtime, size: st.Size(), local: st.ModTime()}
+		if old := c.files[rec.Path]; old == nil || old.id < rec.ID {
+			c.files[rec.Path] = f
+		}
+		if rec.ID > c.nextID {
+			c.nextID = rec.ID
+		}
+	}
+	data, err := os.ReadDir(c.dataDir)
+	if err != nil {
+		return providers.E(providers.Unknown, "cache.loadJournal", err)
+	}
+	for _, e := range data {
+		id, err := strconv.ParseUint(e.Name(), 10, 64)
+		if err != nil || !keep[id] {
+			os.Remove(filepath.Join(c.dataDir, e.Name()))
+		}
+	}
+	return nil
+}
+
+// Close closes the cache's data files. Dirty files stay journaled.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, f := range c.files {
+		f.mu.Lock()
+		if f.data != nil {
+			f.data.Close()
+			f.data = nil
+		}
+		f.mu.Unlock()
+	}
+	return nil
+}
+
+// PushError returns the last push error of rel, if it is dirty because a
+// push failed.
+func (c *Cache) PushError(rel string) error {
+	f := c.localFile(rel)
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pushErr
+}
+
+func sortInfos(s []providers.FileInfo) {
+	sort.Slice(s, func(i, j int) bool { return s[i].Name < s[j].Name })
+}
+
+func sortStrings(s []string) { sort.Strings(s) }
