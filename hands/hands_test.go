@@ -1,0 +1,26 @@
+package hands_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/boxfs/boxfs/hands"
+)
+
+// TestConformance runs the table against every path hands has, each
+// compared with the os package on a host directory.
+func TestConformance(t *testing.T) {
+	t.Run("via=script/box=hostbox", func(t *testing.T) {
+		box := newHostBox(t)
+		h, err := hands.New(context.Background(), box, hands.Options{Force: hands.ViaScript})
+		if err != nil {
+			t.Fatal(err)
+		}
+		root := filepath.Join(box.dir, "conf")
+		if err := h.Mkdir(context.Background(), root, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		runConformance(t, row{name: "script", files: h, walker: h, root: root})
+	})
+}

@@ -1,0 +1,107 @@
+package hands
+
+import (
+	"archive/tar"
+	"context"
+	"io"
+	"path"
+	"syscall"
+
+	"github.com/boxfs/boxfs/providers"
+)
+
+// bulkSize is the file size from which native ReadFile moves a file through
+// the provider's archive API instead of a cat exec: Docker's archive call
+// costs ~200 ms against ~150 ms for an exec, but moves 90-130 MiB/s against
+// 26-70 MiB/s through exec stdout (research/docker-engine.md).
+const bulkSize = 1 << 20
+
+// native serves stat through the provider's stat-path API, big whole-file
+// reads through its archive API, and everything else through scripts.
+type native struct {
+	*scripts
+	stater   providers.PathStater
+	archiver providers.Archiver
+}
+
+var _ providers.Files = (*native)(nil)
+
+// Lstat stats name without a command. The stat-path API knows mode, size,
+// mtime and a symlink's target; uid, gid, inode, link count, atime and
+// ctime are left zero. An answer other than found or not found falls back to
+// the script, which recovers the exact errno.
+func (n *native) Lstat(ctx context.Context, name string) (providers.FileInfo, error) {
+	const op = "hands.Lstat"
+	p, err := checkPath(op, n.box.ID(), name)
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	fi, err := n.stater.StatPath(ctx, p)
+	switch {
+	case err == nil:
+		fi.Name = path.Base(p)
+		return fi, nil
+	case providers.IsCode(err, providers.NotFound):
+		return providers.FileInfo{}, providers.PathError(op, n.box.ID(), p, syscall.ENOENT)
+	case providers.IsCode(err, providers.Timeout), providers.IsCode(err, providers.Aborted), providers.IsCode(err, providers.Gone):
+		return providers.FileInfo{}, providers.E(0, op, err).WithBox(n.box.ID()).WithPath(p)
+	}
+	return n.scripts.Lstat(ctx, p)
+}
+
+// Stat follows a final symlink by stating its resolved target, which the
+// stat-path API reports as an absolute path in the box; else it falls back
+// to the script.
+func (n *native) Stat(ctx context.Context, name string) (providers.FileInfo, error) {
+	const op = "hands.Stat"
+	fi, err := n.Lstat(ctx, name)
+	if err != nil || !fi.IsSymlink() {
+		if err != nil {
+			if e, ok := err.(*providers.Error); ok {
+				e.Op = op
+			}
+		}
+		return fi, err
+	}
+	p, _ := checkPath(op, n.box.ID(), name)
+	if path.IsAbs(fi.Target) {
+		tfi, err := n.stater.StatPath(ctx, fi.Target)
+		if err == nil && !tfi.IsSymlink() {
+			tfi.Name = path.Base(p)
+			tfi.Target = ""
+			return tfi, nil
+		}
+		if providers.IsCode(err, providers.NotFound) {
+			return providers.FileInfo{}, providers.PathError(op, n.box.ID(), p, syscall.ENOENT)
+		}
+	}
+	return n.scripts.Stat(ctx, p)
+}
+
+// ReadFile moves a big regular file through the archive API, anything else
+// through a cat exec.
+func (n *native) ReadFile(ctx context.Context, name string) (io.ReadCloser, error) {
+	const op = "hands.ReadFile"
+	p, err := checkPath(op, n.box.ID(), name)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := n.stater.StatPath(ctx, p)
+	if err != nil || !fi.IsRegular() || fi.Size < bulkSize {
+		return n.scripts.ReadFile(ctx, p)
+	}
+	rc, err := n.archiver.GetArchive(ctx, p)
+	if err != nil {
+		return n.scripts.ReadFile(ctx, p)
+	}
+	tr := tar.NewReader(rc)
+	hdr, err := tr.Next()
+	if err != nil || hdr.Typeflag != tar.TypeReg {
+		rc.Close()
+		return n.scripts.ReadFile(ctx, p)
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{tr, rc}, nil
+}

@@ -1,0 +1,955 @@
+package hands
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/boxfs/boxfs/providers"
+)
+
+// scripts serves every file operation with one exec of a fixed sh script.
+type scripts struct {
+	box      providers.Box
+	liveness time.Duration
+}
+
+var (
+	_ providers.Files    = (*scripts)(nil)
+	_ providers.Walker   = (*scripts)(nil)
+	_ providers.Archiver = (*scripts)(nil)
+)
+
+// errnoBase is added to an errno to make a script's exit status: 64+errno
+// stays clear of the shell's own statuses (1, 2, 126, 127, 128+n).
+const errnoBase = 64
+
+// prelude is the fixed head of every script. It decodes escaped arguments
+// (see escapeArg) and defines the checks that recover errnos.
+const prelude = decodeArgs + `
+# e N: end with errno N
+e() { exit $((64 + $1)); }
+# walk D: D resolves to a searchable directory, else end with the errno path
+# resolution gives (ENAMETOOLONG, ENOTDIR, ENOENT, EACCES).
+walk() {
+	r=${1#/}
+	a=
+	while [ -n "$r" ]; do
+		c=${r%%/*}
+		case $r in */*) r=${r#*/} ;; *) r= ;; esac
+		[ ${#c} -le 255 ] || e 36
+		a=$a/$c
+		if [ -d "$a" ]; then
+			[ -x "$a" ] || e 13
+		elif [ -e "$a" ]; then
+			e 20
+		else
+			e 2
+		fi
+	done
+}
+# par P: P's parent resolves; sets d (the parent) and b (the base name)
+par() {
+	d=${1%/*}
+	b=${1##*/}
+	[ -n "$d" ] || d=/
+	walk "$d"
+	[ ${#b} -le 255 ] || e 36
+}
+# has P: P exists, a final symlink not followed
+has() { [ -e "$1" ] || [ -L "$1" ]; }
+# isdir P: P is a directory and not a symlink
+isdir() { [ -d "$1" ] && ! [ -L "$1" ]; }
+# canw D: D can be written
+canw() {
+	[ -w "$1" ] && return 0
+	[ "$(id -u)" = 0 ] && e 30
+	e 13
+}
+# nospc P: end with ENOSPC when P's file system is full
+nospc() {
+	df -Pk "$1" 2>/dev/null | {
+		read -r _
+		read -r _ _ _ f _
+		[ "$f" = 0 ]
+	} && e 28
+	return 0
+}
+gnu() { stat --version >/dev/null 2>&1; }
+# st FLAG P: "mode size atime mtime ctime ino nlink uid gid dev", times s.ns
+st() {
+	if gnu; then
+		stat $1 -c '%f %s %.9X %.9Y %.9Z %i %h %u %g %d' -- "$2"
+	else
+		stat $1 -c '%f %s %X %Y %Z %i %h %u %g %d' -- "$2"
+	fi
+}
+# mvT O N: rename O to N, N never taken as a directory to move into
+mvT() {
+	if mv --version >/dev/null 2>&1; then
+		mv -f -T -- "$1" "$2"
+	else
+		mv -f -- "$1" "$2"
+	fi
+}
+`
+
+// The scripts, one per operation. Arguments are described above each.
+const (
+	// PATH L|P
+	scriptStat = `p=$1
+par "$p"
+if [ "$2" = L ]; then
+	[ -e "$p" ] || e 2
+	f=-L
+else
+	has "$p" || e 2
+	f=
+fi
+st "$f" "$p" || exit 1
+if [ -z "$f" ] && [ -L "$p" ]; then readlink -- "$p" || exit 1; fi
+`
+	// findFormat is one entry of a listing: 13 NUL-terminated fields.
+	findFormat = `%m\0%y\0%s\0%A@\0%T@\0%C@\0%i\0%n\0%U\0%G\0%D\0%l\0`
+	// DIR
+	scriptReadDir = `p=$1
+par "$p"
+[ -e "$p" ] || e 2
+[ -d "$p" ] || e 20
+[ -r "$p" ] || e 13
+find -H "$p" -mindepth 1 -maxdepth 1 -printf '` + findFormat + `%f\0'
+`
+	// ROOT
+	scriptWalk = `p=$1
+par "$p"
+[ -e "$p" ] || e 2
+[ -d "$p" ] || e 20
+[ -r "$p" ] || e 13
+find -H "$p" -mindepth 1 -printf '` + findFormat + `%P\0'
+`
+	// PATH; prints K, then the file
+	scriptReadFile = `p=$1
+par "$p"
+[ -e "$p" ] || e 2
+[ -d "$p" ] && e 21
+[ -r "$p" ] || e 13
+printf K
+exec cat -- "$p"
+`
+	// PATH OFF LEN
+	scriptReadAt = `p=$1
+par "$p"
+[ -e "$p" ] || e 2
+[ -d "$p" ] && e 21
+[ -r "$p" ] || e 13
+tail -c +$(($2 + 1)) -- "$p" | head -c "$3"
+`
+	// PATH PERM; stdin is the content
+	scriptWriteFile = `p=$1
+par "$p"
+isdir "$p" && e 21
+canw "$d"
+t=$d/.boxfs-w.$$
+if ! cat > "$t"; then
+	rm -f -- "$t"
+	nospc "$d"
+	exit 1
+fi
+m=$2
+if [ -f "$p" ] && ! [ -L "$p" ]; then m=0$(stat -c %a -- "$p") || m=$2; fi
+chmod "$m" "$t" || { rm -f -- "$t"; exit 1; }
+mvT "$t" "$p" || { rm -f -- "$t"; exit 1; }
+`
+	// PATH OFF; stdin is the content
+	scriptWriteAt = `p=$1
+par "$p"
+[ -e "$p" ] || e 2
+[ -d "$p" ] && e 21
+[ -w "$p" ] || e 13
+if dd --version >/dev/null 2>&1; then
+	dd of="$p" bs=65536 seek="$2" oflag=seek_bytes conv=notrunc status=none || { nospc "$p"; exit 1; }
+else
+	dd of="$p" bs=1 seek="$2" conv=notrunc 2>/dev/null || { nospc "$p"; exit 1; }
+fi
+`
+	// PATH PERM EXCL(1|0)
+	scriptCreate = `p=$1
+par "$p"
+if has "$p"; then
+	[ "$3" = 1 ] && e 17
+	[ -d "$p" ] && e 21
+	[ -e "$p" ] && ! [ -w "$p" ] && e 13
+	: > "$p" || exit 1
+else
+	canw "$d"
+	: > "$p" || { nospc "$d"; exit 1; }
+	chmod "$2" "$p" || exit 1
+fi
+`
+	// PATH PERM
+	scriptMkdir = `p=$1
+par "$p"
+has "$p" && e 17
+canw "$d"
+mkdir -m "$2" -- "$p" || { nospc "$d"; exit 1; }
+`
+	// PATH
+	scriptRemove = `p=$1
+par "$p"
+has "$p" || e 2
+isdir "$p" && e 21
+canw "$d"
+rm -f -- "$p" || exit 1
+`
+	// PATH
+	scriptRmdir = `p=$1
+par "$p"
+has "$p" || e 2
+isdir "$p" || e 20
+[ "$p" = / ] && e 16
+[ -z "$(ls -A -- "$p")" ] || e 39
+canw "$d"
+rmdir -- "$p" || exit 1
+`
+	// OLD NEW
+	scriptRename = `o=$1
+n=$2
+par "$o"
+od=$d
+has "$o" || e 2
+par "$n"
+nd=$d
+[ "$o" = "$n" ] && exit 0
+canw "$od"
+canw "$nd"
+[ "$(stat -c %d -- "$od")" = "$(stat -c %d -- "$nd")" ] || e 18
+if isdir "$o"; then
+	case $n/ in "$o"/*)
+		[ "$n" = "$o" ] && exit 0
+		e 22 ;;
+	esac
+	if has "$n"; then
+		isdir "$n" || e 20
+		[ -z "$(ls -A -- "$n")" ] || e 39
+	fi
+elif has "$n"; then
+	isdir "$n" && e 21
+	if ! [ -L "$o" ] && ! [ -L "$n" ] && [ "$o" -ef "$n" ]; then exit 0; fi
+fi
+mvT "$o" "$n" || exit 1
+`
+	// PATH MODE
+	scriptChmod = `p=$1
+par "$p"
+[ -e "$p" ] || e 2
+chmod "$2" "$p" && exit 0
+[ "$(id -u)" = 0 ] || e 1
+exit 1
+`
+	// PATH OWNER (uid, :gid or uid:gid)
+	scriptChown = `p=$1
+par "$p"
+[ -e "$p" ] || e 2
+[ -n "$2" ] || exit 0
+chown "$2" -- "$p" && exit 0
+[ "$(id -u)" = 0 ] || e 1
+exit 1
+`
+	// PATH ATIME MTIME ("" leaves one; else @sec.ns)
+	scriptUtimes = `p=$1
+par "$p"
+[ -e "$p" ] || e 2
+if [ -n "$2" ]; then touch -c -a -d "$2" -- "$p" || exit 1; fi
+if [ -n "$3" ]; then touch -c -m -d "$3" -- "$p" || exit 1; fi
+`
+	// PATH SIZE
+	scriptTruncate = `p=$1
+par "$p"
+[ -e "$p" ] || e 2
+[ -d "$p" ] && e 21
+[ -w "$p" ] || e 13
+truncate -s "$2" -- "$p" || { nospc "$p"; exit 1; }
+`
+	// TARGET PATH
+	scriptSymlink = `t=$1
+p=$2
+par "$p"
+has "$p" && e 17
+canw "$d"
+ln -s -- "$t" "$p" || { nospc "$d"; exit 1; }
+`
+	// PATH
+	scriptReadlink = `p=$1
+par "$p"
+has "$p" || e 2
+[ -L "$p" ] || e 22
+readlink -- "$p"
+`
+	// OLD NEW
+	scriptLink = `o=$1
+n=$2
+par "$o"
+od=$d
+has "$o" || e 2
+isdir "$o" && e 1
+par "$n"
+has "$n" && e 17
+canw "$d"
+[ "$(stat -c %d -- "$od")" = "$(stat -c %d -- "$d")" ] || e 18
+ln -- "$o" "$n" || { nospc "$d"; exit 1; }
+`
+	// PATH
+	scriptStatfs = `p=$1
+par "$p"
+[ -e "$p" ] || e 2
+stat -f -c '%s %b %f %a %c %d %l' -- "$p"
+`
+	// PATH
+	scriptFsync = `p=$1
+par "$p"
+[ -e "$p" ] || e 2
+sync -- "$p" 2>/dev/null || sync
+`
+	// PATH; prints K, then the tar
+	scriptGetArchive = `p=$1
+par "$p"
+has "$p" || e 2
+printf K
+exec tar -C "$d" -cf - -- "$b"
+`
+	// DIR; stdin is the tar
+	scriptPutArchive = `p=$1
+par "$p"
+[ -e "$p" ] || e 2
+[ -d "$p" ] || e 20
+canw "$p"
+exec tar -C "$p" -xf -
+`
+)
+
+// decodeArgs is the fixed head of every script hands runs: it decodes the
+// arguments escapeArg escaped, in place.
+const decodeArgs = `LC_ALL=C
+export LC_ALL
+i=$#
+while [ "$i" -gt 0 ]; do
+	a=$1
+	shift
+	case $a in *\\*) a=$(printf '%bx' "$a"); a=${a%x} ;; esac
+	set -- "$@" "$a"
+	i=$((i - 1))
+done
+`
+
+// escapeArg makes s safe to pass through any provider's argv (JSON
+// included): bytes outside printable ASCII, and the backslash, become \0ooo,
+// which the prelude decodes with printf %b.
+func escapeArg(s string) string {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '\\' {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c > 0x7e || c == '\\' {
+			fmt.Fprintf(&b, "\\0%03o", c)
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// checkPath cleans a box-side path: absolute, no NUL byte, not over
+// PATH_MAX.
+func checkPath(op, box, p string) (string, error) {
+	if p == "" || p[0] != '/' {
+		return "", providers.Errorf(providers.Invalid, op, "path %q is not absolute", p).WithBox(box).WithPath(p)
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", providers.PathError(op, box, p, syscall.EINVAL)
+	}
+	if len(p) >= 4096 {
+		return "", providers.PathError(op, box, p, syscall.ENAMETOOLONG)
+	}
+	return path.Clean(p), nil
+}
+
+// run runs one script. stdout nil captures the output, which run returns.
+func (s *scripts) run(ctx context.Context, op, name, script string, stdin io.Reader, stdout io.Writer, args ...string) ([]byte, error) {
+	var out bytes.Buffer
+	if stdout == nil {
+		stdout = &out
+	}
+	argv := make([]string, 0, 4+len(args))
+	argv = append(argv, "sh", "-c", prelude+script, "sh")
+	for _, a := range args {
+		argv = append(argv, escapeArg(a))
+	}
+	ectx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	act := newActivity()
+	stderr := &limitedBuffer{max: 4096}
+	req := providers.ExecRequest{
+		Argv:   argv,
+		Env:    map[string]string{"LC_ALL": "C"},
+		Dir:    "/",
+		Stdout: actWriter{stdout, act},
+		Stderr: stderr,
+	}
+	if stdin != nil {
+		req.Stdin = actReader{stdin, act}
+	}
+	p, err := startLive(ectx, s.box, req, s.liveness)
+	if err != nil {
+		return nil, s.wrap(op, name, err)
+	}
+	code, err := waitLive(ectx, cancel, p, act, s.liveness, nil)
+	if err != nil {
+		return nil, s.wrap(op, name, err)
+	}
+	return out.Bytes(), s.status(op, name, code, stderr.String())
+}
+
+func (s *scripts) wrap(op, name string, err error) error {
+	e := providers.E(0, op, err).WithBox(s.box.ID())
+	if name != "" {
+		e.WithPath(name)
+	}
+	return e
+}
+
+// status turns a script's exit status into its error.
+func (s *scripts) status(op, name string, code int, stderr string) error {
+	switch {
+	case code == 0:
+		return nil
+	case code > errnoBase && code < 126:
+		return providers.PathError(op, s.box.ID(), name, syscall.Errno(code-errnoBase))
+	case code == 126 || code == 127:
+		return providers.Errorf(providers.Unsupported, op, "the box lacks a tool the script needs (exit %d): %s", code, strings.TrimSpace(stderr)).WithBox(s.box.ID()).WithPath(name)
+	}
+	return providers.Errorf(providers.Unknown, op, "script exited %d: %s", code, strings.TrimSpace(stderr)).WithBox(s.box.ID()).WithPath(name)
+}
+
+// Stat returns name's attributes, following symlinks.
+func (s *scripts) Stat(ctx context.Context, name string) (providers.FileInfo, error) {
+	return s.stat(ctx, "hands.Stat", name, "L")
+}
+
+// Lstat returns name's attributes, not following a final symlink.
+func (s *scripts) Lstat(ctx context.Context, name string) (providers.FileInfo, error) {
+	return s.stat(ctx, "hands.Lstat", name, "P")
+}
+
+func (s *scripts) stat(ctx context.Context, op, name, follow string) (providers.FileInfo, error) {
+	p, err := checkPath(op, s.box.ID(), name)
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	out, err := s.run(ctx, op, p, scriptStat, nil, nil, p, follow)
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	line, rest, _ := bytes.Cut(out, []byte{'\n'})
+	fi, err := parseStat(string(line))
+	if err != nil {
+		return providers.FileInfo{}, providers.E(providers.Unknown, op, err).WithBox(s.box.ID()).WithPath(p)
+	}
+	fi.Name = path.Base(p)
+	if fi.IsSymlink() {
+		fi.Target = string(bytes.TrimSuffix(rest, []byte{'\n'}))
+	}
+	return fi, nil
+}
+
+// parseStat reads "mode size atime mtime ctime ino nlink uid gid dev" with
+// the mode in hex and times as s or s.ns.
+func parseStat(line string) (providers.FileInfo, error) {
+	f := strings.Fields(line)
+	if len(f) != 10 {
+		return providers.FileInfo{}, fmt.Errorf("stat printed %q, want 10 fields", line)
+	}
+	var fi providers.FileInfo
+	mode, err1 := strconv.ParseUint(f[0], 16, 32)
+	size, err2 := strconv.ParseInt(f[1], 10, 64)
+	at, err3 := parseTime(f[2])
+	mt, err4 := parseTime(f[3])
+	ct, err5 := parseTime(f[4])
+	ino, err6 := strconv.ParseUint(f[5], 10, 64)
+	nlink, err7 := strconv.ParseUint(f[6], 10, 32)
+	uid, err8 := strconv.ParseUint(f[7], 10, 32)
+	gid, err9 := strconv.ParseUint(f[8], 10, 32)
+	dev, err10 := strconv.ParseUint(f[9], 10, 64)
+	for _, err := range []error{err1, err2, err3, err4, err5, err6, err7, err8, err9, err10} {
+		if err != nil {
+			return providers.FileInfo{}, fmt.Errorf("stat printed %q: %v", line, err)
+		}
+	}
+	fi.Mode = providers.FileModeFromUnix(uint32(mode))
+	fi.Size = size
+	fi.Atime, fi.Mtime, fi.Ctime = at, mt, ct
+	fi.Ino, fi.Nlink, fi.UID, fi.GID, fi.Dev = ino, uint32(nlink), uint32(uid), uint32(gid), dev
+	return fi, nil
+}
+
+// parseTime reads "sec" or "sec.frac" (any number of fraction digits; the
+// first nine count).
+func parseTime(s string) (time.Time, error) {
+	secs, frac, _ := strings.Cut(s, ".")
+	sec, err := strconv.ParseInt(secs, 10, 64)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var ns int64
+	if frac != "" {
+		if len(frac) > 9 {
+			frac = frac[:9]
+		}
+		frac += strings.Repeat("0", 9-len(frac))
+		if ns, err = strconv.ParseInt(frac, 10, 64); err != nil {
+			return time.Time{}, err
+		}
+	}
+	if strings.HasPrefix(secs, "-") {
+		ns = -ns
+	}
+	return time.Unix(sec, ns), nil
+}
+
+// findTypes maps find's %y letters to Linux file type bits.
+var findTypes = map[string]uint32{
+	"f": 0o100000, "d": 0o040000, "l": 0o120000, "p": 0o010000,
+	"s": 0o140000, "c": 0o020000, "b": 0o060000,
+}
+
+// parseListing reads records of findFormat followed by a name.
+func parseListing(out []byte) ([]providers.FileInfo, error) {
+	fields := strings.Split(string(out), "\x00")
+	if len(fields) > 0 && fields[len(fields)-1] == "" {
+		fields = fields[:len(fields)-1]
+	}
+	const n = 13
+	if len(fields)%n != 0 {
+		return nil, fmt.Errorf("listing has %d fields, not a multiple of %d", len(fields), n)
+	}
+	infos := make([]providers.FileInfo, 0, len(fields)/n)
+	for i := 0; i < len(fields); i += n {
+		f := fields[i : i+n]
+		perm, err := strconv.ParseUint(f[0], 8, 32)
+		if err != nil {
+			return nil, fmt.Errorf("listing mode %q: %v", f[0], err)
+		}
+		typ, ok := findTypes[f[1]]
+		if !ok {
+			return nil, fmt.Errorf("listing type %q", f[1])
+		}
+		line := fmt.Sprintf("%x %s %s %s %s %s %s %s %s %s", uint32(perm)|typ, f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10])
+		fi, err := parseStat(line)
+		if err != nil {
+			return nil, err
+		}
+		if fi.IsSymlink() {
+			fi.Target = f[11]
+		}
+		fi.Name = f[12]
+		infos = append(infos, fi)
+	}
+	return infos, nil
+}
+
+// ReadDir lists a directory with attributes, sorted by name.
+func (s *scripts) ReadDir(ctx context.Context, name string) ([]providers.FileInfo, error) {
+	const op = "hands.ReadDir"
+	p, err := checkPath(op, s.box.ID(), name)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.run(ctx, op, p, scriptReadDir, nil, nil, p)
+	if err != nil {
+		return nil, err
+	}
+	infos, err := parseListing(out)
+	if err != nil {
+		return nil, providers.E(providers.Unknown, op, err).WithBox(s.box.ID()).WithPath(p)
+	}
+	slices.SortFunc(infos, func(a, b providers.FileInfo) int { return strings.Compare(a.Name, b.Name) })
+	return infos, nil
+}
+
+// Walk lists the tree under root with one exec of find.
+func (s *scripts) Walk(ctx context.Context, root string) ([]providers.FileInfo, error) {
+	const op = "hands.Walk"
+	p, err := checkPath(op, s.box.ID(), root)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.run(ctx, op, p, scriptWalk, nil, nil, p)
+	if err != nil {
+		return nil, err
+	}
+	infos, err := parseListing(out)
+	if err != nil {
+		return nil, providers.E(providers.Unknown, op, err).WithBox(s.box.ID()).WithPath(p)
+	}
+	sortTree(infos)
+	return infos, nil
+}
+
+// sortTree orders a walk: parents before children, siblings in byte order
+// (compare with '/' below every other byte, which names never hold).
+func sortTree(infos []providers.FileInfo) {
+	slices.SortFunc(infos, func(a, b providers.FileInfo) int { return comparePaths(a.Name, b.Name) })
+}
+
+func comparePaths(a, b string) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		ca, cb := a[i], b[i]
+		if ca == cb {
+			continue
+		}
+		if ca == '/' {
+			return -1
+		}
+		if cb == '/' {
+			return 1
+		}
+		if ca < cb {
+			return -1
+		}
+		return 1
+	}
+	return len(a) - len(b)
+}
+
+// ReadFile streams name through cat.
+func (s *scripts) ReadFile(ctx context.Context, name string) (io.ReadCloser, error) {
+	const op = "hands.ReadFile"
+	p, err := checkPath(op, s.box.ID(), name)
+	if err != nil {
+		return nil, err
+	}
+	return s.stream(ctx, op, p, scriptReadFile, p)
+}
+
+// stream runs a script that prints K and then a stream, and returns the
+// stream once K arrived, or the script's error.
+func (s *scripts) stream(ctx context.Context, op, p, script string, args ...string) (io.ReadCloser, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.run(sctx, op, p, script, nil, pw, args...)
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	var k [1]byte
+	if _, err := io.ReadFull(pr, k[:]); err != nil || k[0] != 'K' {
+		pr.Close()
+		cancel()
+		if err = <-done; err == nil {
+			err = providers.Errorf(providers.Unknown, op, "script gave no stream").WithBox(s.box.ID()).WithPath(p)
+		}
+		return nil, err
+	}
+	return &streamReader{pr: pr, cancel: cancel, done: done}, nil
+}
+
+type streamReader struct {
+	pr     *io.PipeReader
+	cancel context.CancelFunc
+	done   chan error
+	closed bool
+}
+
+func (r *streamReader) Read(p []byte) (int, error) { return r.pr.Read(p) }
+
+// Close stops the stream; the exec is cancelled when it has not ended.
+func (r *streamReader) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	r.pr.Close()
+	r.cancel()
+	<-r.done
+	return nil
+}
+
+// ReadAt reads up to len(p) bytes at off with tail and head.
+func (s *scripts) ReadAt(ctx context.Context, name string, p []byte, off int64) (int, error) {
+	const op = "hands.ReadAt"
+	pth, err := checkPath(op, s.box.ID(), name)
+	if err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, providers.PathError(op, s.box.ID(), pth, syscall.EINVAL)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	w := &fixedWriter{buf: p}
+	if _, err := s.run(ctx, op, pth, scriptReadAt, nil, w, pth, strconv.FormatInt(off, 10), strconv.Itoa(len(p))); err != nil {
+		return 0, err
+	}
+	if w.n < len(p) {
+		return w.n, io.EOF
+	}
+	return w.n, nil
+}
+
+// fixedWriter fills buf and fails past its end.
+type fixedWriter struct {
+	buf []byte
+	n   int
+}
+
+func (w *fixedWriter) Write(p []byte) (int, error) {
+	n := copy(w.buf[w.n:], p)
+	w.n += n
+	if n < len(p) {
+		return n, io.ErrShortWrite
+	}
+	return n, nil
+}
+
+// octal renders a mode for chmod and mkdir -m: a leading 0 and four digits,
+// so GNU chmod clears a directory's setuid and setgid bits when asked to.
+func octal(m providers.FileMode) string {
+	return fmt.Sprintf("0%04o", providers.UnixMode(m)&0o7777)
+}
+
+// WriteFile writes r to a temporary name in name's directory and renames it
+// over name.
+func (s *scripts) WriteFile(ctx context.Context, name string, r io.Reader, perm providers.FileMode) error {
+	const op = "hands.WriteFile"
+	p, err := checkPath(op, s.box.ID(), name)
+	if err != nil {
+		return err
+	}
+	if r == nil {
+		r = bytes.NewReader(nil)
+	}
+	_, err = s.run(ctx, op, p, scriptWriteFile, r, nil, p, octal(perm))
+	return err
+}
+
+// WriteAt writes p at off with dd.
+func (s *scripts) WriteAt(ctx context.Context, name string, p []byte, off int64) (int, error) {
+	const op = "hands.WriteAt"
+	pth, err := checkPath(op, s.box.ID(), name)
+	if err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, providers.PathError(op, s.box.ID(), pth, syscall.EINVAL)
+	}
+	if _, err := s.run(ctx, op, pth, scriptWriteAt, bytes.NewReader(p), nil, pth, strconv.FormatInt(off, 10)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Create makes an empty regular file.
+func (s *scripts) Create(ctx context.Context, name string, perm providers.FileMode, exclusive bool) error {
+	const op = "hands.Create"
+	p, err := checkPath(op, s.box.ID(), name)
+	if err != nil {
+		return err
+	}
+	excl := "0"
+	if exclusive {
+		excl = "1"
+	}
+	_, err = s.run(ctx, op, p, scriptCreate, nil, nil, p, octal(perm), excl)
+	return err
+}
+
+// Mkdir makes a directory with exactly perm.
+func (s *scripts) Mkdir(ctx context.Context, name string, perm providers.FileMode) error {
+	return s.simple(ctx, "hands.Mkdir", name, scriptMkdir, octal(perm))
+}
+
+// Remove unlinks a non-directory.
+func (s *scripts) Remove(ctx context.Context, name string) error {
+	return s.simple(ctx, "hands.Remove", name, scriptRemove)
+}
+
+// Rmdir removes an empty directory.
+func (s *scripts) Rmdir(ctx context.Context, name string) error {
+	return s.simple(ctx, "hands.Rmdir", name, scriptRmdir)
+}
+
+// simple runs a script whose first argument is the checked path.
+func (s *scripts) simple(ctx context.Context, op, name, script string, args ...string) error {
+	p, err := checkPath(op, s.box.ID(), name)
+	if err != nil {
+		return err
+	}
+	_, err = s.run(ctx, op, p, script, nil, nil, append([]string{p}, args...)...)
+	return err
+}
+
+// two runs a script on two checked paths.
+func (s *scripts) two(ctx context.Context, op, script, a, b string) error {
+	pa, err := checkPath(op, s.box.ID(), a)
+	if err != nil {
+		return err
+	}
+	pb, err := checkPath(op, s.box.ID(), b)
+	if err != nil {
+		return err
+	}
+	_, err = s.run(ctx, op, pa, script, nil, nil, pa, pb)
+	return err
+}
+
+// Rename moves oldname to newname as rename(2) does.
+func (s *scripts) Rename(ctx context.Context, oldname, newname string) error {
+	return s.two(ctx, "hands.Rename", scriptRename, oldname, newname)
+}
+
+// Chmod sets name's mode, following symlinks.
+func (s *scripts) Chmod(ctx context.Context, name string, mode providers.FileMode) error {
+	return s.simple(ctx, "hands.Chmod", name, scriptChmod, octal(mode))
+}
+
+// Chown sets name's owner, following symlinks.
+func (s *scripts) Chown(ctx context.Context, name string, uid, gid int) error {
+	var owner string
+	if uid >= 0 {
+		owner = strconv.Itoa(uid)
+	}
+	if gid >= 0 {
+		owner += ":" + strconv.Itoa(gid)
+	}
+	return s.simple(ctx, "hands.Chown", name, scriptChown, owner)
+}
+
+// touchTime renders t for touch -d: "@sec.ns", or "" for the zero time.
+func touchTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	sec, ns := t.Unix(), t.Nanosecond()
+	if sec < 0 && ns > 0 {
+		return fmt.Sprintf("@-%d.%09d", -sec-1, 1e9-ns)
+	}
+	return fmt.Sprintf("@%d.%09d", sec, ns)
+}
+
+// Utimes sets times with touch -d @sec.ns.
+func (s *scripts) Utimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	return s.simple(ctx, "hands.Utimes", name, scriptUtimes, touchTime(atime), touchTime(mtime))
+}
+
+// Truncate sets name's size.
+func (s *scripts) Truncate(ctx context.Context, name string, size int64) error {
+	const op = "hands.Truncate"
+	if size < 0 {
+		return providers.PathError(op, s.box.ID(), name, syscall.EINVAL)
+	}
+	return s.simple(ctx, op, name, scriptTruncate, strconv.FormatInt(size, 10))
+}
+
+// Symlink makes name a symbolic link to target.
+func (s *scripts) Symlink(ctx context.Context, target, name string) error {
+	const op = "hands.Symlink"
+	p, err := checkPath(op, s.box.ID(), name)
+	if err != nil {
+		return err
+	}
+	if target == "" {
+		return providers.PathError(op, s.box.ID(), p, syscall.ENOENT)
+	}
+	if strings.IndexByte(target, 0) >= 0 {
+		return providers.PathError(op, s.box.ID(), p, syscall.EINVAL)
+	}
+	_, err = s.run(ctx, op, p, scriptSymlink, nil, nil, target, p)
+	return err
+}
+
+// Readlink returns a symlink's target.
+func (s *scripts) Readlink(ctx context.Context, name string) (string, error) {
+	const op = "hands.Readlink"
+	p, err := checkPath(op, s.box.ID(), name)
+	if err != nil {
+		return "", err
+	}
+	out, err := s.run(ctx, op, p, scriptReadlink, nil, nil, p)
+	if err != nil {
+		return "", err
+	}
+	return string(bytes.TrimSuffix(out, []byte{'\n'})), nil
+}
+
+// Link makes newname a hard link to oldname.
+func (s *scripts) Link(ctx context.Context, oldname, newname string) error {
+	return s.two(ctx, "hands.Link", scriptLink, oldname, newname)
+}
+
+// Statfs reports the file system's capacity with stat -f.
+func (s *scripts) Statfs(ctx context.Context, name string) (providers.StatFS, error) {
+	const op = "hands.Statfs"
+	p, err := checkPath(op, s.box.ID(), name)
+	if err != nil {
+		return providers.StatFS{}, err
+	}
+	out, err := s.run(ctx, op, p, scriptStatfs, nil, nil, p)
+	if err != nil {
+		return providers.StatFS{}, err
+	}
+	f := strings.Fields(string(out))
+	if len(f) != 7 {
+		return providers.StatFS{}, providers.Errorf(providers.Unknown, op, "stat -f printed %q", out).WithBox(s.box.ID()).WithPath(p)
+	}
+	var v [7]uint64
+	for i := range f {
+		if v[i], err = strconv.ParseUint(f[i], 10, 64); err != nil {
+			return providers.StatFS{}, providers.Errorf(providers.Unknown, op, "stat -f printed %q", out).WithBox(s.box.ID()).WithPath(p)
+		}
+	}
+	return providers.StatFS{Bsize: uint32(v[0]), Blocks: v[1], Bfree: v[2], Bavail: v[3], Files: v[4], Ffree: v[5], NameLen: uint32(v[6])}, nil
+}
+
+// Fsync flushes name with sync FILE.
+func (s *scripts) Fsync(ctx context.Context, name string) error {
+	return s.simple(ctx, "hands.Fsync", name, scriptFsync)
+}
+
+// GetArchive streams tar -cf of path, member names starting at its base
+// name.
+func (s *scripts) GetArchive(ctx context.Context, name string) (io.ReadCloser, error) {
+	const op = "hands.GetArchive"
+	p, err := checkPath(op, s.box.ID(), name)
+	if err != nil {
+		return nil, err
+	}
+	return s.stream(ctx, op, p, scriptGetArchive, p)
+}
+
+// PutArchive extracts a tar stream into dir with tar -xf.
+func (s *scripts) PutArchive(ctx context.Context, dir string, tar io.Reader) error {
+	const op = "hands.PutArchive"
+	p, err := checkPath(op, s.box.ID(), dir)
+	if err != nil {
+		return err
+	}
+	_, err = s.run(ctx, op, p, scriptPutArchive, tar, nil, p)
+	return err
+}
