@@ -256,20 +256,20 @@ var steps = []step{
 	}},
 	{"rename", func(ctx context.Context, f providers.Files, r string, p bool) string {
 		var out []string
-		out = append(out, errs(f.Rename(ctx, r+"/d/g", r+"/d/c")))          // file over file
-		out = append(out, errs(f.Rename(ctx, r+"/d/c", r+"/e")))            // file over dir
-		f.Mkdir(ctx, r+"/x", 0o755)                                         //
-		out = append(out, errs(f.Rename(ctx, r+"/x", r+"/e")))              // dir over non-empty dir
-		out = append(out, errs(f.Rename(ctx, r+"/x", r+"/d/f")))            // dir over file
-		out = append(out, errs(f.Rename(ctx, r+"/e", r+"/e/sub/in")))       // dir into itself
-		out = append(out, errs(f.Rename(ctx, r+"/x", r+"/e/sub")))          // dir over empty dir
-		out = append(out, errs(f.Rename(ctx, r+"/missing", r+"/y")))        // missing
-		out = append(out, errs(f.Rename(ctx, r+"/d/c", r+"/no/y")))         // missing parent
-		out = append(out, errs(f.Rename(ctx, r+"/d/f", r+"/d/h")))          // hard links of one file
-		out = append(out, errs(f.Rename(ctx, r+"/d/l", r+"/d/l2")))         // a symlink
-		out = append(out, errs(f.Rename(ctx, r+"/d/dl", r+"/d/dl")))        // onto itself
-		out = append(out, errs(f.Rename(ctx, r+"/dl", r+"/dl2")))           // a symlink to a dir
-		out = append(out, errs(f.Rename(ctx, r+"/d/c", r+"/dl2")))          // file over a symlink to a dir
+		out = append(out, errs(f.Rename(ctx, r+"/d/g", r+"/d/c")))         // file over file
+		out = append(out, errs(f.Rename(ctx, r+"/d/c", r+"/e")))           // file over dir
+		f.Mkdir(ctx, r+"/x", 0o755)                                        //
+		out = append(out, errs(f.Rename(ctx, r+"/x", r+"/e")))             // dir over non-empty dir
+		out = append(out, errs(f.Rename(ctx, r+"/x", r+"/d/f")))           // dir over file
+		out = append(out, errs(f.Rename(ctx, r+"/e", r+"/e/sub/in")))      // dir into itself
+		out = append(out, errs(f.Rename(ctx, r+"/x", r+"/e/sub")))         // dir over empty dir
+		out = append(out, errs(f.Rename(ctx, r+"/missing", r+"/y")))       // missing
+		out = append(out, errs(f.Rename(ctx, r+"/d/c", r+"/no/y")))        // missing parent
+		out = append(out, errs(f.Rename(ctx, r+"/d/f", r+"/d/h")))         // hard links of one file
+		out = append(out, errs(f.Rename(ctx, r+"/d/l", r+"/d/l2")))        // a symlink
+		out = append(out, errs(f.Rename(ctx, r+"/d/dl", r+"/d/dl")))       // onto itself
+		out = append(out, errs(f.Rename(ctx, r+"/dl", r+"/dl2")))          // a symlink to a dir
+		out = append(out, errs(f.Rename(ctx, r+"/d/c", r+"/dl2")))         // file over a symlink to a dir
 		out = append(out, dirStr(ctx, f, r+"/d", p), dirStr(ctx, f, r, p)) //
 		out = append(out, dirStr(ctx, f, r+"/e", p))
 		return strings.Join(out, "\n")

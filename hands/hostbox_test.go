@@ -108,11 +108,11 @@ func (b *hostBox) Exec(ctx context.Context, req providers.ExecRequest) (provider
 
 type hostProc struct {
 	ctxErr func() error // the exec's ctx.Err, to classify its end
-	cmd  *exec.Cmd
-	once sync.Once
-	done chan struct{}
-	code int
-	err  error
+	cmd    *exec.Cmd
+	once   sync.Once
+	done   chan struct{}
+	code   int
+	err    error
 }
 
 func (p *hostProc) Wait() (int, error) {

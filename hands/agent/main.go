@@ -1,9 +1,42 @@
 package agent
 
-import "errors"
+import (
+	"flag"
+	"fmt"
+	"os"
+)
 
-// Main runs the agent with its command-line arguments (after "boxfs agent").
-// Not yet written: the hands issue builds it.
+// maxPacket is the largest READ or WRITE payload the client asks for and
+// the server answers (pkg/sftp accepts packets up to 256 KiB).
+const maxPacket = 128 << 10
+
+// Main runs "boxfs agent": it serves the box's files on stdin and stdout
+// until stdin closes, then returns nil. It writes nothing but protocol to
+// stdout, and little to stderr.
+//
+// Flags:
+//
+//	-sha256 HEX   refuse to serve unless this binary's SHA-256 is HEX (the
+//	              host names the binary it uploaded, so a stale or partly
+//	              written file never serves)
 func Main(args []string) error {
-	return errors.New("agent: not built yet")
+	fs := flag.NewFlagSet("boxfs agent", flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	sum := fs.String("sha256", "", "refuse to serve unless this binary's SHA-256 is `hex`")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("agent: unexpected arguments %q", fs.Args())
+	}
+	if *sum != "" {
+		if err := verifySelf(*sum); err != nil {
+			return err
+		}
+	}
+	in, out, err := protocolStreams()
+	if err != nil {
+		return err
+	}
+	return Serve(in, out)
 }
