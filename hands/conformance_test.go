@@ -352,3 +352,72 @@ func walkStr(fis []providers.FileInfo, partial bool) string {
 	}
 	return strings.Join(parts, "\n")
 }
+
+// hostileNames are names that break scripts which splice paths into their
+// text or read tools' line output.
+var hostileNames = []string{
+	"sp ace", " lead", "new\nline", "trail\n", `quo"te`, "it's", "-dash", "--", "-n",
+	"\xff\xfe\x80bytes", "back\\slash", "\\0101", "%s%b%n", "$(touch pwned)", "`touch pwned`",
+	"*", "?", "semi;colon", "tab\there", "a=b", "é-ü", "..dots",
+}
+
+// hostileSteps does every operation a script serves on each hostile name.
+func hostileSteps(ctx context.Context, f providers.Files, r string, p bool) string {
+	var out []string
+	for i, n := range hostileNames {
+		name := r + "/" + n
+		out = append(out, errs(f.WriteFile(ctx, name, strings.NewReader(n), 0o644)))
+		fi, err := f.Stat(ctx, name)
+		out = append(out, statStr(fi, err, p), readStr(ctx, f, name), readAtStr(ctx, f, name, 3, 1))
+		_, err = f.WriteAt(ctx, name, []byte(n), 2)
+		out = append(out, errs(err), errs(f.Truncate(ctx, name, 5)), errs(f.Chmod(ctx, name, 0o640)))
+		out = append(out, errs(f.Utimes(ctx, name, t1, t2)))
+		out = append(out, errs(f.Rename(ctx, name, name+"2")), errs(f.Link(ctx, name+"2", name)))
+		link := fmt.Sprintf("%s/ln-%d", r, i)
+		out = append(out, errs(f.Symlink(ctx, n, link)))
+		tgt, err := f.Readlink(ctx, link)
+		out = append(out, fmt.Sprintf("%q %s", tgt, errs(err)))
+		out = append(out, errs(f.Mkdir(ctx, name+".d", 0o755)), errs(f.Create(ctx, name+".d/"+n, 0o600, true)))
+		out = append(out, dirStr(ctx, f, name+".d", p))
+		out = append(out, errs(f.Remove(ctx, name+".d/"+n)), errs(f.Rmdir(ctx, name+".d")), errs(f.Remove(ctx, name+"2")))
+		fi, err = f.Lstat(ctx, link)
+		out = append(out, statStr(fi, err, p))
+	}
+	out = append(out, dirStr(ctx, f, r, p))
+	return strings.Join(out, "\n")
+}
+
+func runHostile(t *testing.T, rw row) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ref := t.TempDir()
+	want := hostileSteps(ctx, osFiles{}, ref, rw.partial)
+	got := hostileSteps(ctx, rw.files, rw.root, rw.partial)
+	if got != want {
+		gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
+		for i := range min(len(gl), len(wl)) {
+			if gl[i] != wl[i] {
+				t.Errorf("line %d:\n got: %s\nwant: %s", i, gl[i], wl[i])
+			}
+		}
+		if len(gl) != len(wl) {
+			t.Errorf("got %d lines, want %d", len(gl), len(wl))
+		}
+	}
+	if !strings.Contains(want, `"\xff\xfe\x80bytes"`) {
+		t.Fatalf("the reference lost a name: %s", want)
+	}
+	if rw.walker != nil {
+		w, err := osWalk(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := rw.walker.Walk(ctx, rw.root)
+		if err != nil {
+			t.Fatalf("Walk: %v", err)
+		}
+		if gs, ws := walkStr(g, rw.partial), walkStr(w, rw.partial); gs != ws {
+			t.Errorf("Walk:\n got: %s\nwant: %s", gs, ws)
+		}
+	}
+}
