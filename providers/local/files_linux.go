@@ -1,0 +1,640 @@
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/boxfs/boxfs/providers"
+)
+
+var (
+	_ providers.Files  = (*Box)(nil)
+	_ providers.Walker = (*Box)(nil)
+)
+
+// fsRoot returns the box directory opened as an os.Root, through which
+// every file operation goes so that no path or symlink leads out of it.
+func (b *Box) fsRoot(op string) (*os.Root, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.destroyed {
+		return nil, b.goneErr(op)
+	}
+	if b.root == nil {
+		r, err := os.OpenRoot(b.dir)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, b.goneErr(op)
+			}
+			return nil, providers.E(0, op, err).WithBox(b.id)
+		}
+		b.root = r
+	}
+	return b.root, nil
+}
+
+// rel turns a host absolute path into a path relative to the box
+// directory: "." for the directory itself. A relative path is Invalid, a
+// path outside the box Unsafe.
+func (b *Box) rel(op, name string) (string, error) {
+	if !filepath.IsAbs(name) {
+		return "", providers.Errorf(providers.Invalid, op, "path is not absolute").WithBox(b.id).WithPath(name)
+	}
+	c := filepath.Clean(name)
+	if c == b.dir {
+		return ".", nil
+	}
+	if !strings.HasPrefix(c, b.dir+"/") {
+		return "", providers.Errorf(providers.Unsafe, op, "path is outside the box directory %s", b.dir).WithBox(b.id).WithPath(name)
+	}
+	return c[len(b.dir)+1:], nil
+}
+
+// open resolves name for op: the root and the relative path.
+func (b *Box) open(ctx context.Context, op, name string) (*os.Root, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", providers.E(0, op, err).WithBox(b.id).WithPath(name)
+	}
+	rel, err := b.rel(op, name)
+	if err != nil {
+		return nil, "", err
+	}
+	r, err := b.fsRoot(op)
+	if err != nil {
+		return nil, "", err
+	}
+	return r, rel, nil
+}
+
+// pathErr turns a file operation's failure into an *Error that keeps the
+// errno. An error without an errno from os.Root is its refusal of a path
+// that would leave the box (errPathEscapes): Unsafe. An ENOENT on a box
+// that was destroyed meanwhile is Gone.
+func (b *Box) pathErr(op, name string, err error) error {
+	if errno, ok := providers.ErrnoOf(err); ok {
+		if errno == syscall.ENOENT && !b.exists() {
+			return b.goneErr(op)
+		}
+		return providers.PathError(op, b.id, name, errno)
+	}
+	var pe *providers.Error
+	switch {
+	case errors.As(err, &pe):
+		return err
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return providers.E(0, op, err).WithBox(b.id).WithPath(name)
+	case errors.Is(err, fs.ErrClosed):
+		return b.goneErr(op)
+	case errors.Is(err, fs.ErrInvalid):
+		return providers.E(providers.Invalid, op, err).WithBox(b.id).WithPath(name)
+	}
+	return providers.E(providers.Unsafe, op, err).WithBox(b.id).WithPath(name)
+}
+
+func fileInfo(name string, st *unix.Stat_t) providers.FileInfo {
+	return providers.FileInfo{
+		Name:  name,
+		Mode:  providers.FileModeFromUnix(st.Mode),
+		Size:  st.Size,
+		Mtime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec),
+		Atime: time.Unix(st.Atim.Sec, st.Atim.Nsec),
+		Ctime: time.Unix(st.Ctim.Sec, st.Ctim.Nsec),
+		Ino:   st.Ino,
+		Nlink: uint32(st.Nlink),
+		UID:   st.Uid,
+		GID:   st.Gid,
+		Dev:   st.Dev,
+	}
+}
+
+func fromFileInfo(name string, fi fs.FileInfo) providers.FileInfo {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return providers.FileInfo{Name: name, Mode: fi.Mode(), Size: fi.Size(), Mtime: fi.ModTime()}
+	}
+	return fileInfo(name, &unix.Stat_t{
+		Mode: st.Mode, Size: st.Size, Ino: st.Ino, Nlink: st.Nlink, Uid: st.Uid, Gid: st.Gid, Dev: st.Dev,
+		Mtim: unix.Timespec(st.Mtim), Atim: unix.Timespec(st.Atim), Ctim: unix.Timespec(st.Ctim),
+	})
+}
+
+func baseName(name string) string { return filepath.Base(filepath.Clean(name)) }
+
+// Stat returns name's attributes, following symlinks (within the box).
+func (b *Box) Stat(ctx context.Context, name string) (providers.FileInfo, error) {
+	const op = "local.Stat"
+	r, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	fi, err := r.Stat(rel)
+	if err != nil {
+		return providers.FileInfo{}, b.pathErr(op, name, err)
+	}
+	return fromFileInfo(baseName(name), fi), nil
+}
+
+// Lstat returns name's attributes, not following a final symlink; Target
+// is set for a symlink.
+func (b *Box) Lstat(ctx context.Context, name string) (providers.FileInfo, error) {
+	const op = "local.Lstat"
+	r, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	fi, err := r.Lstat(rel)
+	if err != nil {
+		return providers.FileInfo{}, b.pathErr(op, name, err)
+	}
+	info := fromFileInfo(baseName(name), fi)
+	if info.IsSymlink() {
+		if t, err := r.Readlink(rel); err == nil {
+			info.Target = t
+		}
+	}
+	return info, nil
+}
+
+// readDir lists the open directory d: entries sorted by name, each
+// lstat'ed relative to d, symlinks with their targets.
+func readDir(d *os.File) ([]providers.FileInfo, error) {
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	fd := int(d.Fd())
+	out := make([]providers.FileInfo, 0, len(names))
+	for _, n := range names {
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, syscall.ENOENT) {
+				continue // removed while we listed
+			}
+			return nil, err
+		}
+		fi := fileInfo(n, &st)
+		if fi.IsSymlink() {
+			buf := make([]byte, 4096)
+			if k, err := unix.Readlinkat(fd, n, buf); err == nil {
+				fi.Target = string(buf[:k])
+			}
+		}
+		out = append(out, fi)
+	}
+	return out, nil
+}
+
+// ReadDir lists a directory, sorted by name, without following symlinks.
+func (b *Box) ReadDir(ctx context.Context, name string) ([]providers.FileInfo, error) {
+	const op = "local.ReadDir"
+	r, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return nil, err
+	}
+	d, err := r.Open(rel)
+	if err != nil {
+		return nil, b.pathErr(op, name, err)
+	}
+	defer d.Close()
+	out, err := readDir(d)
+	if err != nil {
+		return nil, b.pathErr(op, name, err)
+	}
+	return out, nil
+}
+
+// Walk lists the tree under root: parents before children, siblings by
+// name, Names relative with slashes, symlinks not followed.
+func (b *Box) Walk(ctx context.Context, root string) ([]providers.FileInfo, error) {
+	const op = "local.Walk"
+	r, rel, err := b.open(ctx, op, root)
+	if err != nil {
+		return nil, err
+	}
+	var out []providers.FileInfo
+	var walk func(relDir, prefix string) error
+	walk = func(relDir, prefix string) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		d, err := r.Open(relDir)
+		if err != nil {
+			return err
+		}
+		ents, err := readDir(d)
+		d.Close()
+		if err != nil {
+			return err
+		}
+		for _, e := range ents {
+			name := e.Name
+			e.Name = prefix + name
+			out = append(out, e)
+			if e.IsDir() {
+				if err := walk(path.Join(relDir, name), e.Name+"/"); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk(rel, ""); err != nil {
+		return nil, b.pathErr(op, root, err)
+	}
+	return out, nil
+}
+
+// ReadFile opens name for streaming. A directory is EISDIR.
+func (b *Box) ReadFile(ctx context.Context, name string) (io.ReadCloser, error) {
+	const op = "local.ReadFile"
+	r, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return nil, err
+	}
+	f, err := r.Open(rel)
+	if err != nil {
+		return nil, b.pathErr(op, name, err)
+	}
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		f.Close()
+		return nil, providers.PathError(op, b.id, name, syscall.EISDIR)
+	}
+	return f, nil
+}
+
+// ReadAt reads up to len(p) bytes at off; io.EOF at the end.
+func (b *Box) ReadAt(ctx context.Context, name string, p []byte, off int64) (int, error) {
+	const op = "local.ReadAt"
+	if off < 0 {
+		return 0, providers.PathError(op, b.id, name, syscall.EINVAL)
+	}
+	r, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return 0, err
+	}
+	f, err := r.Open(rel)
+	if err != nil {
+		return 0, b.pathErr(op, name, err)
+	}
+	defer f.Close()
+	n, err := f.ReadAt(p, off)
+	if err != nil && err != io.EOF {
+		return n, b.pathErr(op, name, err)
+	}
+	return n, err
+}
+
+// ctxReader stops a copy when ctx ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+const specialBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+
+// WriteFile replaces name with r's bytes: written to a temporary name in
+// the same directory, then renamed over name. An existing regular file
+// keeps its mode (and, where we may, its owner); perm applies to a new one,
+// exactly (no umask). A symlink at name is replaced, not written through.
+func (b *Box) WriteFile(ctx context.Context, name string, r io.Reader, perm providers.FileMode) error {
+	const op = "local.WriteFile"
+	root, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return err
+	}
+	if rel == "." {
+		return providers.PathError(op, b.id, name, syscall.EISDIR)
+	}
+	mode := perm & specialBits
+	uid, gid := -1, -1
+	if fi, err := root.Lstat(rel); err == nil {
+		if fi.IsDir() {
+			return providers.PathError(op, b.id, name, syscall.EISDIR)
+		}
+		if fi.Mode().IsRegular() {
+			mode = fi.Mode() & specialBits
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && (int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid()) {
+				uid, gid = int(st.Uid), int(st.Gid)
+			}
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return b.pathErr(op, name, err)
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := path.Join(path.Dir(rel), ".boxfs-tmp-"+hex.EncodeToString(rnd[:]))
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return b.pathErr(op, name, err)
+	}
+	_, err = io.Copy(f, ctxReader{ctx, r})
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil && uid >= 0 {
+		f.Chown(uid, gid) // best effort: only root may give a file away
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Rename(tmp, rel)
+	}
+	if err != nil {
+		root.Remove(tmp)
+		return b.pathErr(op, name, err)
+	}
+	return nil
+}
+
+// WriteAt writes p at off into the existing file name.
+func (b *Box) WriteAt(ctx context.Context, name string, p []byte, off int64) (int, error) {
+	const op = "local.WriteAt"
+	if off < 0 {
+		return 0, providers.PathError(op, b.id, name, syscall.EINVAL)
+	}
+	r, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return 0, err
+	}
+	f, err := r.OpenFile(rel, os.O_WRONLY, 0)
+	if err != nil {
+		return 0, b.pathErr(op, name, err)
+	}
+	n, err := f.WriteAt(p, off)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return n, b.pathErr(op, name, err)
+	}
+	return n, nil
+}
+
+// Create makes an empty regular file with mode perm, exactly; with
+// exclusive an existing name is EEXIST, else an existing file is truncated.
+func (b *Box) Create(ctx context.Context, name string, perm providers.FileMode, exclusive bool) error {
+	const op = "local.Create"
+	r, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return err
+	}
+	f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		err = f.Chmod(perm & specialBits)
+	case errors.Is(err, fs.ErrExist) && !exclusive:
+		f, err = r.OpenFile(rel, os.O_WRONLY|os.O_TRUNC, 0)
+	}
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		return b.pathErr(op, name, err)
+	}
+	if err := f.Close(); err != nil {
+		return b.pathErr(op, name, err)
+	}
+	return nil
+}
+
+// Mkdir makes a directory with mode perm, exactly.
+func (b *Box) Mkdir(ctx context.Context, name string, perm providers.FileMode) error {
+	const op = "local.Mkdir"
+	r, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return err
+	}
+	if err := r.Mkdir(rel, perm&fs.ModePerm); err != nil {
+		return b.pathErr(op, name, err)
+	}
+	if err := r.Chmod(rel, perm&specialBits); err != nil {
+		return b.pathErr(op, name, err)
+	}
+	return nil
+}
+
+// unlinkat removes the final component of name in its parent, opened
+// through the root: flags 0 unlinks (a directory is EISDIR),
+// AT_REMOVEDIR removes an empty directory (a file is ENOTDIR).
+func (b *Box) unlinkat(ctx context.Context, op, name string, flags int) error {
+	r, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return err
+	}
+	if rel == "." {
+		return providers.PathError(op, b.id, name, syscall.EBUSY)
+	}
+	parent, base := path.Split(rel)
+	if parent == "" {
+		parent = "."
+	}
+	d, err := r.Open(parent)
+	if err != nil {
+		return b.pathErr(op, name, err)
+	}
+	defer d.Close()
+	if err := unix.Unlinkat(int(d.Fd()), base, flags); err != nil {
+		return b.pathErr(op, name, err)
+	}
+	return nil
+}
+
+// Remove unlinks name; a directory is EISDIR.
+func (b *Box) Remove(ctx context.Context, name string) error {
+	return b.unlinkat(ctx, "local.Remove", name, 0)
+}
+
+// Rmdir removes the empty directory name.
+func (b *Box) Rmdir(ctx context.Context, name string) error {
+	return b.unlinkat(ctx, "local.Rmdir", name, unix.AT_REMOVEDIR)
+}
+
+// Rename moves oldname to newname as rename(2) does.
+func (b *Box) Rename(ctx context.Context, oldname, newname string) error {
+	const op = "local.Rename"
+	r, oldRel, err := b.open(ctx, op, oldname)
+	if err != nil {
+		return err
+	}
+	newRel, err := b.rel(op, newname)
+	if err != nil {
+		return err
+	}
+	if err := r.Rename(oldRel, newRel); err != nil {
+		return b.pathErr(op, oldname, err)
+	}
+	return nil
+}
+
+// Chmod sets name's mode bits (permissions, setuid, setgid, sticky).
+func (b *Box) Chmod(ctx context.Context, name string, mode providers.FileMode) error {
+	const op = "local.Chmod"
+	r, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return err
+	}
+	if err := r.Chmod(rel, mode&specialBits); err != nil {
+		return b.pathErr(op, name, err)
+	}
+	return nil
+}
+
+// Chown sets name's owner; -1 leaves one unchanged.
+func (b *Box) Chown(ctx context.Context, name string, uid, gid int) error {
+	const op = "local.Chown"
+	r, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return err
+	}
+	if err := r.Chown(rel, uid, gid); err != nil {
+		return b.pathErr(op, name, err)
+	}
+	return nil
+}
+
+// Utimes sets name's times to the nanosecond; a zero time is left alone.
+func (b *Box) Utimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	const op = "local.Utimes"
+	r, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return err
+	}
+	if err := r.Chtimes(rel, atime, mtime); err != nil {
+		return b.pathErr(op, name, err)
+	}
+	return nil
+}
+
+// Truncate sets name's size.
+func (b *Box) Truncate(ctx context.Context, name string, size int64) error {
+	const op = "local.Truncate"
+	if size < 0 {
+		return providers.PathError(op, b.id, name, syscall.EINVAL)
+	}
+	r, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return err
+	}
+	f, err := r.OpenFile(rel, os.O_WRONLY, 0)
+	if err != nil {
+		return b.pathErr(op, name, err)
+	}
+	err = f.Truncate(size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return b.pathErr(op, name, err)
+	}
+	return nil
+}
+
+// Symlink makes name a symlink to target. The target is stored as given;
+// following it later stays confined to the box.
+func (b *Box) Symlink(ctx context.Context, target, name string) error {
+	const op = "local.Symlink"
+	r, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return err
+	}
+	if err := r.Symlink(target, rel); err != nil {
+		return b.pathErr(op, name, err)
+	}
+	return nil
+}
+
+// Readlink returns the target of the symlink name.
+func (b *Box) Readlink(ctx context.Context, name string) (string, error) {
+	const op = "local.Readlink"
+	r, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return "", err
+	}
+	t, err := r.Readlink(rel)
+	if err != nil {
+		return "", b.pathErr(op, name, err)
+	}
+	return t, nil
+}
+
+// Link makes newname a hard link to oldname.
+func (b *Box) Link(ctx context.Context, oldname, newname string) error {
+	const op = "local.Link"
+	r, oldRel, err := b.open(ctx, op, oldname)
+	if err != nil {
+		return err
+	}
+	newRel, err := b.rel(op, newname)
+	if err != nil {
+		return err
+	}
+	if err := r.Link(oldRel, newRel); err != nil {
+		return b.pathErr(op, newname, err)
+	}
+	return nil
+}
+
+// Statfs reports the capacity of the file system holding name.
+func (b *Box) Statfs(ctx context.Context, name string) (providers.StatFS, error) {
+	const op = "local.Statfs"
+	r, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return providers.StatFS{}, err
+	}
+	f, err := r.Open(rel)
+	if err != nil {
+		return providers.StatFS{}, b.pathErr(op, name, err)
+	}
+	defer f.Close()
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+		return providers.StatFS{}, b.pathErr(op, name, err)
+	}
+	return providers.StatFS{
+		Bsize: uint32(st.Bsize), Blocks: st.Blocks, Bfree: st.Bfree, Bavail: st.Bavail,
+		Files: st.Files, Ffree: st.Ffree, NameLen: uint32(st.Namelen),
+	}, nil
+}
+
+// Fsync flushes name's data and metadata to disk.
+func (b *Box) Fsync(ctx context.Context, name string) error {
+	const op = "local.Fsync"
+	r, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return err
+	}
+	f, err := r.Open(rel)
+	if err != nil {
+		return b.pathErr(op, name, err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return b.pathErr(op, name, err)
+	}
+	return nil
+}

@@ -1,0 +1,29 @@
+package local_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/providers/local"
+	"github.com/boxfs/boxfs/providers/providertest"
+)
+
+func TestConformance(t *testing.T) {
+	providertest.Run(t, providertest.Harness{
+		Provider: local.New(t.TempDir()),
+		Unsupported: []string{
+			"image", "snapshot", "region", "cpus", "memoryMb", "gpu",
+			"ports", "mounts", "workspace", "user", "capabilities",
+		},
+		Refused: map[string]providers.Spec{
+			"isolation=container": {Isolation: providers.IsolationContainer},
+			"isolation=gvisor":    {Isolation: providers.IsolationGVisor},
+			"isolation=microvm":   {Isolation: providers.IsolationMicroVM},
+			"network=none":        {Network: providers.Network{Mode: providers.NetworkNone}},
+			"network=allowlist":   {Network: providers.Network{Mode: providers.NetworkAllowlist, Allow: []string{"example.com"}}},
+		},
+		Lifetime:      2 * time.Second,
+		LifetimeSlack: 20 * time.Second,
+	})
+}
