@@ -30,17 +30,25 @@ type hostBox struct {
 
 func newHostBox(t testing.TB) *hostBox {
 	t.Helper()
-	dir := t.TempDir()
+	b, err := hostBoxAt(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// hostBoxAt makes a hostBox in dir (work/ and tmp/ under it).
+func hostBoxAt(dir string) (*hostBox, error) {
 	b := &hostBox{id: "hostbox-" + filepath.Base(dir), dir: filepath.Join(dir, "work"), tmp: filepath.Join(dir, "tmp"), shell: "/bin/sh"}
 	if _, err := os.Stat("/bin/bash"); err == nil {
 		b.shell = "/bin/bash"
 	}
 	for _, d := range []string{b.dir, b.tmp} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
-	return b
+	return b, nil
 }
 
 func (b *hostBox) ID() string                { return b.id }

@@ -71,18 +71,18 @@ for id in "$@"; do
 	f=$dir/$id
 	pg=
 	read -r pg pid st own < "$f" 2>/dev/null
-	case $pg in '' | *[!0-9]*) rm -f -- "$f"; continue ;; esac
+	case $pg in '' | *[!0-9]* | 0 | 1) rm -f -- "$f"; continue ;; esac
 	if [ -r "/proc/$pid/stat" ] && [ "$st" != 0 ]; then
 		read -r _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ now _ < "/proc/$pid/stat"
 		[ "$now" = "$st" ] || { rm -f -- "$f"; continue; }
 	fi
 	gone=
 	for s in 0.01 0.02 0.05 0.1 0.2 0.5 1 1 2; do
-		kill -s 0 -"$pg" 2>/dev/null || { gone=1; break; }
-		kill -s KILL -"$pg" 2>/dev/null
+		kill -0 -"$pg" 2>/dev/null || { gone=1; break; }
+		kill -9 -"$pg" 2>/dev/null
 		sleep "$s"
 	done
-	if [ -n "$gone" ] || ! kill -s 0 -"$pg" 2>/dev/null; then
+	if [ -n "$gone" ] || ! kill -0 -"$pg" 2>/dev/null; then
 		rm -f -- "$f"
 	else
 		rc=1
@@ -161,6 +161,13 @@ func (h *Hands) Run(ctx context.Context, cmd Command) (providers.Process, error)
 			rp.err = providers.E(0, op, rp.err).WithBox(h.box.ID())
 		}
 		close(rp.done)
+		if rp.err != nil && id != "" {
+			// Ended by ctx or the liveness bound: the wrapper died with its
+			// group and left its record; confirm the group gone and clear it.
+			ectx, ecancel := context.WithTimeout(context.WithoutCancel(ctx), h.liveness)
+			h.endRecords(ectx, []string{id})
+			ecancel()
+		}
 	}()
 	return rp, nil
 }
