@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/boxfs/boxfs/providers"
 )
@@ -53,6 +54,14 @@ func (v view) PutArchive(ctx context.Context, dir string, r io.Reader) error {
 }
 
 func (t *tree) untar(dst *node, raw []byte, op, box, dir string) error {
+	// Directory times are set last, as tar and Docker do: the members
+	// extracted into a directory would change them.
+	dirTimes := map[*node]time.Time{}
+	defer func() {
+		for n, mt := range dirTimes {
+			n.mtime, n.atime = mt, mt
+		}
+	}()
 	tr := tar.NewReader(bytes.NewReader(raw))
 	for {
 		hdr, err := tr.Next()
@@ -163,11 +172,14 @@ func (t *tree) untar(dst *node, raw []byte, op, box, dir string) error {
 			return bad(providers.Unsupported, "member %q is of tar type %q, which the fake does not make", hdr.Name, hdr.Typeflag)
 		}
 		n.uid, n.gid = uint32(hdr.Uid), uint32(hdr.Gid)
-		if !hdr.ModTime.IsZero() {
-			n.mtime = hdr.ModTime
-			n.atime = hdr.ModTime
-		}
 		t.touchDir(parentDir)
+		switch {
+		case hdr.ModTime.IsZero():
+		case n.isDir():
+			dirTimes[n] = hdr.ModTime
+		default:
+			n.mtime, n.atime = hdr.ModTime, hdr.ModTime
+		}
 	}
 }
 
