@@ -1,8 +1,8 @@
 package fake_test
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -409,5 +409,3 @@ func (r realFS) tree() string {
 	})
 	return b.String()
 }
-
-

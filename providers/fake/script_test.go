@@ -71,7 +71,7 @@ func TestScriptedExec(t *testing.T) {
 			want:  []ran{{stderr: "exiting 4\n", code: 4}},
 		},
 		{
-			name:  "first matching rule wins",
+			name: "first matching rule wins",
 			rule: func(p *fake.Provider) {
 				p.On(fake.Match{Op: "Exec"}).Fail(providers.Auth).Once()
 				p.On(fake.Match{Op: "Exec"}).Fail(providers.Liveness).Once()
