@@ -1,0 +1,77 @@
+package docker_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/providers/docker"
+	"github.com/boxfs/boxfs/providers/providertest"
+)
+
+func TestConformance(t *testing.T) {
+	p := newProvider(t)
+	providertest.Run(t, providertest.Harness{
+		Provider:    p,
+		Spec:        providers.Spec{Labels: map[string]string{testLabel: "conformance"}},
+		Unsupported: []string{"snapshot", "region", "gpu", "ports"},
+		Refused: map[string]providers.Spec{
+			"isolation=microvm": {Isolation: providers.IsolationMicroVM},
+			"isolation=gvisor":  {Isolation: providers.IsolationGVisor},
+			"isolation=none":    {Isolation: providers.IsolationNone},
+			"network=open":      {Network: providers.Network{Mode: providers.NetworkOpen}},
+			"network=allowlist": {Network: providers.Network{Mode: providers.NetworkAllowlist, Allow: []string{"example.com"}}},
+		},
+	})
+}
+
+// testLabel marks every container these tests make, so leftovers of a
+// crashed run can be found: docker ps -a --filter label=boxfs-test.
+const testLabel = "boxfs-test"
+
+// requireDocker fails the test when BOXFS_REQUIRE_DOCKER=1 (CI), else skips it.
+func requireDocker(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("BOXFS_REQUIRE_DOCKER") == "1" {
+		t.Fatalf("BOXFS_REQUIRE_DOCKER=1: "+format, args...)
+	}
+	t.Skipf(format+" (scripts/docker-up starts an engine; set BOXFS_REQUIRE_DOCKER=1 to fail instead of skipping)", args...)
+}
+
+// newProvider opens the provider on the engine DOCKER_HOST names, or skips
+// (fails under BOXFS_REQUIRE_DOCKER=1) when no engine answers or the base
+// image is missing.
+func newProvider(t *testing.T) *docker.Provider {
+	t.Helper()
+	p, err := docker.New(providers.Config{})
+	if err != nil {
+		t.Fatalf("docker.New: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Ping(ctx); err != nil {
+		requireDocker(t, "no Docker engine answers: %v", err)
+	}
+	cli := dockerClient(t)
+	if _, err := cli.ImageInspect(ctx, docker.DefaultImage); err != nil {
+		requireDocker(t, "the engine has no image %s: %v", docker.DefaultImage, err)
+	}
+	return p
+}
+
+// dockerClient is a plain Engine API client, for checking behind the
+// provider's back.
+func dockerClient(t *testing.T) *client.Client {
+	t.Helper()
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatalf("docker client: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
