@@ -23,6 +23,24 @@ type row struct {
 	// partial: stat carries only kind, mode, size, mtime and a symlink's
 	// target (Docker's stat-path API).
 	partial bool
+	// known lists the steps (and "Walk") known to differ from the os
+	// package on this row, with the reason. A known step that stops
+	// differing fails the test, so the list cannot go stale.
+	known map[string]string
+}
+
+// check compares one step's rendering.
+func (rw row) check(t *testing.T, step, got, want string) {
+	t.Helper()
+	reason, known := rw.known[step]
+	switch {
+	case got != want && known:
+		t.Logf("known divergence in step %q (%s):\n got: %s\nwant: %s", step, reason, got, want)
+	case got != want:
+		t.Errorf("step %q:\n got: %s\nwant: %s", step, got, want)
+	case known:
+		t.Errorf("step %q is listed as a known divergence (%s) but now matches: remove it from the list", step, reason)
+	}
 }
 
 // step is one operation of the table, rendered as text that holds results
@@ -232,7 +250,7 @@ var steps = []step{
 		return strings.Join([]string{errs(e1), statStr(sfi, serr, p), statStr(lfi, lerr, p), readStr(ctx, f, r+"/d/dl")}, " ")
 	}},
 	{"symlink to dir", func(ctx context.Context, f providers.Files, r string, p bool) string {
-		e1 := f.Symlink(ctx, r+"/d", r+"/dl")
+		e1 := f.Symlink(ctx, "d", r+"/dl")
 		fi, err := f.Stat(ctx, r+"/dl/f")
 		return errs(e1) + " " + statStr(fi, err, p)
 	}},
@@ -325,9 +343,7 @@ func runConformance(t *testing.T, rw row) {
 	for _, s := range steps {
 		want := s.do(ctx, osFiles{}, ref, rw.partial)
 		got := s.do(ctx, rw.files, rw.root, rw.partial)
-		if got != want {
-			t.Errorf("step %q:\n got: %s\nwant: %s", s.name, got, want)
-		}
+		rw.check(t, s.name, got, want)
 	}
 	if rw.walker == nil {
 		return
@@ -340,9 +356,7 @@ func runConformance(t *testing.T, rw row) {
 	if err != nil {
 		t.Fatalf("Walk: %v", err)
 	}
-	if g, w := walkStr(got, rw.partial), walkStr(want, rw.partial); g != w {
-		t.Errorf("Walk:\n got: %s\nwant: %s", g, w)
-	}
+	rw.check(t, "Walk", walkStr(got, rw.partial), walkStr(want, rw.partial))
 }
 
 func walkStr(fis []providers.FileInfo, partial bool) string {
