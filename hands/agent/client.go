@@ -1,0 +1,1045 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/pkg/sftp"
+
+	"github.com/boxfs/boxfs/providers"
+)
+
+// DefaultLiveness is the liveness bound when options leave it zero: how
+// long the agent may leave a request unanswered, with nothing at all
+// arriving from it, before the channel counts as hung.
+const DefaultLiveness = 10 * time.Second
+
+// closeGrace bounds how long Close waits for the agent to end by itself
+// once its stdin is closed.
+const closeGrace = 3 * time.Second
+
+// ClientOptions configure NewClient.
+type ClientOptions struct {
+	// Box names the box in errors.
+	Box string
+	// Liveness bounds how long a request may go unanswered while nothing
+	// arrives from the agent; then the client tears the stream down and
+	// every call in flight returns Liveness. Zero is DefaultLiveness.
+	Liveness time.Duration
+}
+
+// Client speaks to one agent over a stream pair. It implements
+// providers.Files and providers.Walker with the box-side paths as given
+// (absolute), times to the nanosecond and the box's errnos. It is safe for
+// concurrent use; concurrent calls are pipelined on the one stream.
+//
+// A Client does not reconnect: once its stream breaks, every call returns
+// TransportLost (Liveness when the client gave up on a hung agent). Done is
+// closed then. Channel is the reconnecting form.
+type Client struct {
+	sc       *sftp.Client
+	box      string
+	liveness time.Duration
+	r        io.ReadCloser
+	w        io.WriteCloser
+
+	mu           sync.Mutex
+	sendFrames   frames
+	recvFrames   frames
+	sent         int64 // requests started on the stream
+	answered     int64 // answers received whole
+	lastProgress time.Time
+
+	dead      chan struct{}
+	deathOnce sync.Once
+	deathErr  *providers.Error // set before dead is closed
+	reported  atomic.Bool      // a call has returned the death
+	closing   atomic.Bool
+}
+
+var (
+	_ providers.Files  = (*Client)(nil)
+	_ providers.Walker = (*Client)(nil)
+)
+
+// NewClient starts the SFTP session over r (the agent's stdout) and w (its
+// stdin) and returns once the agent has answered, or fails within the
+// liveness bound or when ctx ends. The Client owns r and w and closes them
+// when it ends.
+func NewClient(ctx context.Context, r io.ReadCloser, w io.WriteCloser, opts ClientOptions) (*Client, error) {
+	const op = "agent.NewClient"
+	c := &Client{
+		box:      opts.Box,
+		liveness: opts.Liveness,
+		r:        r,
+		w:        w,
+		dead:     make(chan struct{}),
+	}
+	if c.liveness <= 0 {
+		c.liveness = DefaultLiveness
+	}
+	type result struct {
+		sc  *sftp.Client
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sc, err := sftp.NewClientPipe(countingReader{c}, countingWriter{c},
+			sftp.MaxPacketUnchecked(maxPacket),
+			sftp.UseConcurrentWrites(true),
+			sftp.UseFstat(true))
+		done <- result{sc, err}
+	}()
+	timer := time.NewTimer(c.liveness)
+	defer timer.Stop()
+	var fail *providers.Error
+	select {
+	case res := <-done:
+		if res.err == nil {
+			c.sc = res.sc
+			go c.watch()
+			go func() {
+				err := c.sc.Wait()
+				if c.closing.Load() {
+					c.die(errClosed)
+					return
+				}
+				c.die(&providers.Error{Code: providers.TransportLost, Err: fmt.Errorf("the agent's stream ended: %v", err)})
+			}()
+			return c, nil
+		}
+		fail = providers.E(providers.TransportLost, op, res.err)
+	case <-ctx.Done():
+		fail = ctxError(op, ctx.Err())
+	case <-timer.C:
+		fail = providers.Errorf(providers.Liveness, op, "the agent did not answer within %v", c.liveness)
+	}
+	r.Close()
+	w.Close()
+	select {
+	case res := <-done:
+		if res.sc != nil {
+			res.sc.Close()
+		}
+	case <-time.After(time.Second):
+	}
+	return nil, fail.WithBox(c.box)
+}
+
+var errClosed = &providers.Error{Code: providers.Invalid, Err: errors.New("use of a closed agent channel")}
+
+// Done is closed when the client has ended: Close, a broken stream, or a
+// hung agent.
+func (c *Client) Done() <-chan struct{} { return c.dead }
+
+// Err returns why the client ended, or nil while it runs.
+func (c *Client) Err() error {
+	select {
+	case <-c.dead:
+		return c.deathErr
+	default:
+		return nil
+	}
+}
+
+// RoundTrips returns how many requests the client has sent.
+func (c *Client) RoundTrips() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sent
+}
+
+// Close ends the session: it closes the agent's stdin, so the agent exits,
+// and waits a bounded time for its stdout to end. Calls after Close are
+// Invalid.
+func (c *Client) Close() error {
+	c.closing.Store(true)
+	c.w.Close()
+	select {
+	case <-c.dead:
+	case <-time.After(closeGrace):
+		c.die(errClosed)
+	}
+	return nil
+}
+
+// die ends the client once: it records why, and closes both streams, which
+// makes every request in flight fail at once.
+func (c *Client) die(why *providers.Error) {
+	c.deathOnce.Do(func() {
+		c.deathErr = why
+		close(c.dead)
+		c.r.Close()
+		c.w.Close()
+	})
+}
+
+// watch is the liveness watchdog: it ends the client when a request has
+// been outstanding with nothing arriving for longer than the bound.
+func (c *Client) watch() {
+	tick := c.liveness / 8
+	tick = max(tick, 5*time.Millisecond)
+	tick = min(tick, time.Second)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.dead:
+			return
+		case now := <-t.C:
+			c.mu.Lock()
+			stalled := c.sent > c.answered && now.Sub(c.lastProgress) > c.liveness
+			c.mu.Unlock()
+			if stalled {
+				c.die(&providers.Error{Code: providers.Liveness,
+					Err: fmt.Errorf("no answer from the agent for %v", c.liveness)})
+				return
+			}
+		}
+	}
+}
+
+// frames counts SFTP packets in a byte stream (uint32 length, then that
+// many bytes).
+type frames struct {
+	hdr  [4]byte
+	n    int    // header bytes seen
+	left uint32 // payload bytes still to come
+}
+
+// feed consumes p and returns how many packets began and ended in it.
+func (f *frames) feed(p []byte) (began, ended int64) {
+	for len(p) > 0 {
+		if f.n < 4 {
+			if f.n == 0 {
+				began++
+			}
+			k := copy(f.hdr[f.n:], p)
+			f.n += k
+			p = p[k:]
+			if f.n == 4 {
+				f.left = binary.BigEndian.Uint32(f.hdr[:])
+				if f.left == 0 {
+					f.n = 0
+					ended++
+				}
+			}
+			continue
+		}
+		k := min(uint32(len(p)), f.left)
+		f.left -= k
+		p = p[k:]
+		if f.left == 0 {
+			f.n = 0
+			ended++
+		}
+	}
+	return began, ended
+}
+
+type countingReader struct{ c *Client }
+
+func (cr countingReader) Read(p []byte) (int, error) {
+	n, err := cr.c.r.Read(p)
+	if n > 0 {
+		c := cr.c
+		c.mu.Lock()
+		_, ended := c.recvFrames.feed(p[:n])
+		c.answered += ended
+		c.lastProgress = time.Now()
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+type countingWriter struct{ c *Client }
+
+func (cw countingWriter) Write(p []byte) (int, error) {
+	c := cw.c
+	c.mu.Lock()
+	began, _ := c.sendFrames.feed(p)
+	if began > 0 && c.sent == c.answered {
+		c.lastProgress = time.Now() // the clock starts with the first request outstanding
+	}
+	c.sent += began
+	c.mu.Unlock()
+	return c.w.Write(p)
+}
+
+func (cw countingWriter) Close() error { return cw.c.w.Close() }
+
+// call runs fn, one request or a few, as operation op on name. It returns
+// when fn does, or when ctx ends (Timeout or Aborted; fn's requests then
+// finish in the background, still under the liveness bound). mutation says
+// whether fn changes the box, so that a call cut off by a broken stream is
+// OutcomeUnknown instead of TransportLost.
+func call[T any](ctx context.Context, c *Client, op, name string, mutation bool, fn func() (T, error)) (T, error) {
+	var zero T
+	select {
+	case <-c.dead:
+		return zero, c.lost(op, name, false)
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return zero, ctxError(op, err).WithBox(c.box).WithPath(name)
+	}
+	if ctx.Done() == nil {
+		v, err := fn()
+		return v, c.mapErr(op, name, mutation, err)
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := fn()
+		done <- result{v, err}
+	}()
+	select {
+	case res := <-done:
+		return res.v, c.mapErr(op, name, mutation, res.err)
+	case <-ctx.Done():
+		return zero, ctxError(op, ctx.Err()).WithBox(c.box).WithPath(name)
+	}
+}
+
+// do is call for operations that answer with a status only.
+func do(ctx context.Context, c *Client, op, name string, mutation bool, fn func() error) error {
+	_, err := call(ctx, c, op, name, mutation, func() (struct{}, error) { return struct{}{}, fn() })
+	return err
+}
+
+func ctxError(op string, err error) *providers.Error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return providers.E(providers.Timeout, op, err)
+	}
+	return providers.E(providers.Aborted, op, err)
+}
+
+// mapErr turns what pkg/sftp returned into boxfs's error: the box's errno
+// from the status code, or the death of the stream.
+func (c *Client) mapErr(op, name string, mutation bool, err error) error {
+	if err == nil || err == io.EOF {
+		return err
+	}
+	if errors.Is(err, errBadAnswer) {
+		c.die(&providers.Error{Code: providers.TransportLost, Err: err})
+		return c.lost(op, name, mutation)
+	}
+	var be *providers.Error
+	if errors.As(err, &be) {
+		return err
+	}
+	var se *sftp.StatusError
+	if errors.As(err, &se) {
+		if n, ok := errnoFromStatus(se.Code); ok {
+			return providers.PathError(op, c.box, name, hostErrno(n))
+		}
+		switch se.FxCode() {
+		case sftp.ErrSSHFxEOF:
+			return io.EOF
+		case sftp.ErrSSHFxNoSuchFile:
+			return providers.PathError(op, c.box, name, syscall.ENOENT)
+		case sftp.ErrSSHFxPermissionDenied:
+			return providers.PathError(op, c.box, name, syscall.EACCES)
+		case sftp.ErrSSHFxOpUnsupported:
+			return &providers.Error{Code: providers.Unsupported, Op: op, Box: c.box, Path: name, Err: err}
+		case sftp.ErrSSHFxBadMessage:
+			return &providers.Error{Code: providers.Invalid, Op: op, Box: c.box, Path: name, Err: err}
+		case sftp.ErrSSHFxFailure:
+			return &providers.Error{Code: providers.Unknown, Op: op, Box: c.box, Path: name, Err: err}
+		}
+	}
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return providers.PathError(op, c.box, name, syscall.ENOENT)
+	case errors.Is(err, os.ErrPermission):
+		return providers.PathError(op, c.box, name, syscall.EACCES)
+	}
+	// Anything else is the stream failing: connection lost, a broken
+	// pipe, a malformed packet.
+	c.die(&providers.Error{Code: providers.TransportLost, Err: err})
+	return c.lost(op, name, mutation)
+}
+
+// lost is the error of a call the dead stream ended. A mutation that was
+// sent may or may not have happened: OutcomeUnknown, wrapping the death.
+func (c *Client) lost(op, name string, mutation bool) error {
+	<-c.dead
+	c.reported.Store(true)
+	d := c.deathErr
+	if mutation && d.Code != providers.Invalid {
+		return &providers.Error{Code: providers.OutcomeUnknown, Op: op, Box: c.box, Path: name,
+			Err: &providers.Error{Code: d.Code, Err: d.Err}}
+	}
+	return &providers.Error{Code: d.Code, Op: op, Box: c.box, Path: name, Err: d.Err}
+}
+
+// clean checks a box path: absolute, and not under ReservedDir.
+func clean(op, name string) (string, error) {
+	if !path.IsAbs(name) {
+		return "", providers.Errorf(providers.Invalid, op, "box path %q is not absolute", name)
+	}
+	p := path.Clean(name)
+	if p == ReservedDir || strings.HasPrefix(p, ReservedDir+"/") {
+		return "", providers.Errorf(providers.Unsupported, op, "%s is reserved by the agent channel", ReservedDir).WithPath(p)
+	}
+	return p, nil
+}
+
+// withBox adds the box to an error clean made.
+func (c *Client) withBox(op, name string, err error) error {
+	var be *providers.Error
+	if errors.As(err, &be) {
+		be.Box = c.box
+		return be
+	}
+	return err
+}
+
+// infoOf converts an attribute block; the agent always sends extStatNS.
+func infoOf(name string, fi os.FileInfo) (providers.FileInfo, error) {
+	st, _ := fi.Sys().(*sftp.FileStat)
+	if st != nil {
+		if d, ok := extOf(st, extStatNS); ok {
+			s, err := unmarshalStatNS(d)
+			if err != nil {
+				return providers.FileInfo{}, fmt.Errorf("%w: %v", errBadAnswer, err)
+			}
+			return s.info(name), nil
+		}
+	}
+	// Not our agent: what SFTP v3 carries (whole seconds).
+	out := providers.FileInfo{Name: name, Mode: fi.Mode(), Size: fi.Size(), Mtime: fi.ModTime()}
+	if st != nil {
+		out.UID, out.GID = st.UID, st.GID
+		out.Atime = st.AccessTime()
+	}
+	return out, nil
+}
+
+func extOf(st *sftp.FileStat, name string) (string, bool) {
+	for _, e := range st.Extended {
+		if e.ExtType == name {
+			return e.ExtData, true
+		}
+	}
+	return "", false
+}
+
+// statExt performs a STAT-borne operation and returns its attribute block.
+func (c *Client) statExt(op string, q url.Values) (*sftp.FileStat, error) {
+	fi, err := c.sc.Stat(syntheticPath(op, q))
+	if err != nil {
+		return nil, err
+	}
+	st, ok := fi.Sys().(*sftp.FileStat)
+	if !ok {
+		return nil, errBadAnswer
+	}
+	return st, nil
+}
+
+// setExt performs a SETSTAT-borne operation.
+func (c *Client) setExt(op string, q url.Values, ext ...sftp.StatExtended) error {
+	return c.sc.SetExtendedData(syntheticPath(op, q), ext)
+}
+
+// errBadAnswer marks an answer the agent should never give: the stream is
+// out of step, and the client ends it.
+var errBadAnswer = errors.New("malformed answer from the agent")
+
+func octal(m providers.FileMode) string {
+	return strconv.FormatUint(uint64(providers.UnixMode(m)&0o7777), 8)
+}
+
+func newID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Stat returns name's attributes, following symlinks.
+func (c *Client) Stat(ctx context.Context, name string) (providers.FileInfo, error) {
+	const op = "agent.Stat"
+	p, err := clean(op, name)
+	if err != nil {
+		return providers.FileInfo{}, c.withBox(op, name, err)
+	}
+	return call(ctx, c, op, p, false, func() (providers.FileInfo, error) {
+		fi, err := c.sc.Stat(p)
+		if err != nil {
+			return providers.FileInfo{}, err
+		}
+		return infoOf(path.Base(p), fi)
+	})
+}
+
+// Lstat returns name's attributes, not following a symlink.
+func (c *Client) Lstat(ctx context.Context, name string) (providers.FileInfo, error) {
+	const op = "agent.Lstat"
+	p, err := clean(op, name)
+	if err != nil {
+		return providers.FileInfo{}, c.withBox(op, name, err)
+	}
+	return call(ctx, c, op, p, false, func() (providers.FileInfo, error) {
+		fi, err := c.sc.Lstat(p)
+		if err != nil {
+			return providers.FileInfo{}, err
+		}
+		return infoOf(path.Base(p), fi)
+	})
+}
+
+// ReadDir lists the directory name (following it if a symlink), sorted by
+// name, each entry with full attributes and symlink targets: one round
+// trip for a directory whose listing fits inlineMax.
+func (c *Client) ReadDir(ctx context.Context, name string) ([]providers.FileInfo, error) {
+	const op = "agent.ReadDir"
+	p, err := clean(op, name)
+	if err != nil {
+		return nil, c.withBox(op, name, err)
+	}
+	return call(ctx, c, op, p, false, func() ([]providers.FileInfo, error) {
+		return c.listing(opList, url.Values{"dir": {p}})
+	})
+}
+
+// Walk lists the whole tree under root in one round trip where the
+// listing fits inlineMax (about 1,500 entries), else in a few; see
+// providers.Walker for the order.
+func (c *Client) Walk(ctx context.Context, root string) ([]providers.FileInfo, error) {
+	const op = "agent.Walk"
+	p, err := clean(op, root)
+	if err != nil {
+		return nil, c.withBox(op, root, err)
+	}
+	return call(ctx, c, op, p, false, func() ([]providers.FileInfo, error) {
+		return c.listing(opWalk, url.Values{"root": {p}})
+	})
+}
+
+func (c *Client) listing(op string, q url.Values) ([]providers.FileInfo, error) {
+	st, err := c.statExt(op, q)
+	if err != nil {
+		return nil, err
+	}
+	var b []byte
+	if d, ok := extOf(st, extData); ok {
+		b = []byte(d)
+	} else if d, ok := extOf(st, extSize); ok {
+		size, err := strconv.Atoi(d)
+		if err != nil {
+			return nil, errBadAnswer
+		}
+		if b, err = c.readAll(syntheticPath(op, q), size); err != nil {
+			return nil, err
+		}
+	} else {
+		return nil, errBadAnswer
+	}
+	fis, err := parseWalk(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errBadAnswer, err)
+	}
+	return fis, nil
+}
+
+// readAll reads the file p through OPEN and concurrent READs; sizeHint
+// sizes the first read.
+func (c *Client) readAll(p string, sizeHint int) ([]byte, error) {
+	f, err := c.sc.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, 0, max(sizeHint+1, 1<<20))
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, make([]byte, cap(buf))...)[:len(buf)]
+		}
+		n, err := f.ReadAt(buf[len(buf):cap(buf)], int64(len(buf)))
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// ReadFile streams the whole file. A file up to inlineMax comes in one
+// round trip; a larger one streams through concurrent READs, and ends
+// with the context's error if ctx ends first.
+func (c *Client) ReadFile(ctx context.Context, name string) (io.ReadCloser, error) {
+	const op = "agent.ReadFile"
+	p, err := clean(op, name)
+	if err != nil {
+		return nil, c.withBox(op, name, err)
+	}
+	first, err := call(ctx, c, op, p, false, func() ([]byte, error) {
+		return c.pread(p, 0, inlineMax)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(first) < inlineMax {
+		return io.NopCloser(bytes.NewReader(first)), nil
+	}
+	s := &readStream{c: c, op: op, name: p, pending: first, off: int64(len(first))}
+	s.stop = context.AfterFunc(ctx, func() {
+		err := ctxError(op, ctx.Err()).WithBox(c.box).WithPath(p)
+		s.abort.Store(&err)
+	})
+	return s, nil
+}
+
+// pread reads up to n <= inlineMax bytes of p at off in one round trip.
+func (c *Client) pread(p string, off int64, n int) ([]byte, error) {
+	st, err := c.statExt(opRead, url.Values{"path": {p}, "off": {strconv.FormatInt(off, 10)}, "len": {strconv.Itoa(n)}})
+	if err != nil {
+		return nil, err
+	}
+	d, ok := extOf(st, extData)
+	if !ok || len(d) > n {
+		return nil, errBadAnswer
+	}
+	return []byte(d), nil
+}
+
+// readStream is the rest of a file larger than inlineMax.
+type readStream struct {
+	c       *Client
+	op      string
+	name    string
+	pending []byte
+	off     int64
+	f       *sftp.File
+	err     error
+	stop    func() bool
+	abort   atomic.Pointer[*providers.Error]
+	buf     []byte
+}
+
+func (s *readStream) Read(p []byte) (int, error) {
+	for len(s.pending) == 0 {
+		if s.err != nil {
+			return 0, s.err
+		}
+		if e := s.abort.Load(); e != nil {
+			s.err = *e
+			return 0, s.err
+		}
+		s.fill()
+	}
+	n := copy(p, s.pending)
+	s.pending = s.pending[n:]
+	return n, nil
+}
+
+// fill fetches the next MiB, eight concurrent READs of maxPacket.
+func (s *readStream) fill() {
+	if s.f == nil {
+		f, err := call(context.Background(), s.c, s.op, s.name, false, func() (*sftp.File, error) {
+			return s.c.sc.Open(s.name)
+		})
+		if err != nil {
+			s.err = err
+			return
+		}
+		s.f = f
+		s.buf = make([]byte, 8*maxPacket)
+	}
+	n, err := call(context.Background(), s.c, s.op, s.name, false, func() (int, error) {
+		return s.f.ReadAt(s.buf, s.off)
+	})
+	s.pending = s.buf[:n]
+	s.off += int64(n)
+	if err != nil {
+		s.err = err
+	}
+}
+
+func (s *readStream) Close() error {
+	s.stop()
+	if s.f != nil {
+		go s.f.Close()
+		s.f = nil
+	}
+	if s.err == nil {
+		s.err = os.ErrClosed
+	}
+	return nil
+}
+
+// ReadAt reads up to len(p) bytes at off; io.EOF when fewer remain.
+func (c *Client) ReadAt(ctx context.Context, name string, p []byte, off int64) (int, error) {
+	const op = "agent.ReadAt"
+	pp, err := clean(op, name)
+	if err != nil {
+		return 0, c.withBox(op, name, err)
+	}
+	if off < 0 {
+		return 0, providers.PathError(op, c.box, pp, syscall.EINVAL)
+	}
+	if len(p) <= inlineMax {
+		d, err := call(ctx, c, op, pp, false, func() ([]byte, error) { return c.pread(pp, off, len(p)) })
+		if err != nil {
+			return 0, err
+		}
+		n := copy(p, d)
+		if n < len(p) {
+			return n, io.EOF
+		}
+		return n, nil
+	}
+	// The answer lands in p, so a call cut off by ctx must not keep
+	// writing into it: read into a buffer of our own.
+	type result struct {
+		b []byte
+		n int
+	}
+	res, err := call(ctx, c, op, pp, false, func() (result, error) {
+		f, err := c.sc.Open(pp)
+		if err != nil {
+			return result{}, err
+		}
+		defer func() { go f.Close() }()
+		b := make([]byte, len(p))
+		n, err := f.ReadAt(b, off)
+		return result{b, n}, err
+	})
+	n := copy(p, res.b[:res.n])
+	if err != nil {
+		return n, err
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+var inlinePool = sync.Pool{New: func() any { b := make([]byte, inlineMax+1); return &b }}
+
+// WriteFile replaces name with r's bytes atomically: the agent writes a
+// temporary file in name's directory and renames it over name, keeping an
+// existing file's mode (and owner, where it may); perm (under the box's
+// umask) applies to a new file. Up to inlineMax bytes go in one round
+// trip. If r fails or ctx ends before the data is all sent, name is left
+// as it was.
+func (c *Client) WriteFile(ctx context.Context, name string, r io.Reader, perm providers.FileMode) error {
+	const op = "agent.WriteFile"
+	p, err := clean(op, name)
+	if err != nil {
+		return c.withBox(op, name, err)
+	}
+	bp := inlinePool.Get().(*[]byte)
+	defer inlinePool.Put(bp)
+	buf := *bp
+	n, rerr := io.ReadFull(r, buf)
+	q := url.Values{"path": {p}, "perm": {octal(perm)}, "id": {newID()}}
+	switch rerr {
+	case io.EOF, io.ErrUnexpectedEOF:
+		data := string(buf[:n])
+		return do(ctx, c, op, p, true, func() error {
+			return c.setExt(opWrite, q, sftp.StatExtended{ExtType: extData, ExtData: data})
+		})
+	case nil:
+	default:
+		return providers.E(0, op, rerr).WithBox(c.box).WithPath(p)
+	}
+	// Larger than inlineMax: stream it.
+	head := bytes.Clone(buf[:n])
+	src := &srcReader{r: io.MultiReader(bytes.NewReader(head), r), ctxErr: ctx.Err}
+	return do(ctx, c, op, p, true, func() error {
+		f, err := c.sc.OpenFile(syntheticPath(opAtomic, q), os.O_WRONLY|os.O_CREATE)
+		if err != nil {
+			return err
+		}
+		_, err = f.ReadFromWithConcurrency(src, 16)
+		if err == nil && src.err != nil {
+			err = src.err
+		}
+		if err != nil {
+			// Drop the temporary file: it is not the whole data.
+			c.sc.SetExtendedData(syntheticPath(opAtomic, url.Values{"id": q["id"]}),
+				[]sftp.StatExtended{{ExtType: extAbort}})
+			f.Close()
+			if src.err != nil {
+				if ce := ctx.Err(); ce != nil {
+					return ctxError(op, ce).WithBox(c.box).WithPath(p)
+				}
+				return providers.E(0, op, src.err).WithBox(c.box).WithPath(p)
+			}
+			return err
+		}
+		return f.Close()
+	})
+}
+
+// srcReader is the caller's reader: it remembers the reader's own error,
+// and stops when the call's context ends, so that a WriteFile cut off
+// never commits.
+type srcReader struct {
+	r      io.Reader
+	ctxErr func() error
+	err    error
+}
+
+func (s *srcReader) Read(p []byte) (int, error) {
+	if err := s.ctxErr(); err != nil {
+		s.err = err
+		return 0, err
+	}
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
+}
+
+// WriteAt writes p at off into the existing file name.
+func (c *Client) WriteAt(ctx context.Context, name string, p []byte, off int64) (int, error) {
+	const op = "agent.WriteAt"
+	pp, err := clean(op, name)
+	if err != nil {
+		return 0, c.withBox(op, name, err)
+	}
+	if off < 0 {
+		return 0, providers.PathError(op, c.box, pp, syscall.EINVAL)
+	}
+	if len(p) <= inlineMax {
+		data := string(p)
+		err := do(ctx, c, op, pp, true, func() error {
+			return c.setExt(opPwrite, url.Values{"path": {pp}, "off": {strconv.FormatInt(off, 10)}},
+				sftp.StatExtended{ExtType: extData, ExtData: data})
+		})
+		if err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	data := bytes.Clone(p)
+	return call(ctx, c, op, pp, true, func() (int, error) {
+		f, err := c.sc.OpenFile(pp, os.O_WRONLY)
+		if err != nil {
+			return 0, err
+		}
+		n, err := f.WriteAt(data, off)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return n, err
+	})
+}
+
+// Create makes an empty regular file of mode perm (under the box's umask);
+// with exclusive an existing name is EEXIST, else an existing file is
+// truncated.
+func (c *Client) Create(ctx context.Context, name string, perm providers.FileMode, exclusive bool) error {
+	const op = "agent.Create"
+	p, err := clean(op, name)
+	if err != nil {
+		return c.withBox(op, name, err)
+	}
+	q := url.Values{"path": {p}, "perm": {octal(perm)}}
+	if exclusive {
+		q.Set("excl", "1")
+	}
+	return do(ctx, c, op, p, true, func() error { return c.setExt(opCreate, q) })
+}
+
+// Mkdir makes a directory of mode perm (under the box's umask).
+func (c *Client) Mkdir(ctx context.Context, name string, perm providers.FileMode) error {
+	const op = "agent.Mkdir"
+	p, err := clean(op, name)
+	if err != nil {
+		return c.withBox(op, name, err)
+	}
+	return do(ctx, c, op, p, true, func() error {
+		return c.setExt(opMkdir, url.Values{"path": {p}, "perm": {octal(perm)}})
+	})
+}
+
+// Remove unlinks name; a directory is EISDIR.
+func (c *Client) Remove(ctx context.Context, name string) error {
+	const op = "agent.Remove"
+	p, err := clean(op, name)
+	if err != nil {
+		return c.withBox(op, name, err)
+	}
+	return do(ctx, c, op, p, true, func() error { return c.setExt(opUnlink, url.Values{"path": {p}}) })
+}
+
+// Rmdir removes the empty directory name.
+func (c *Client) Rmdir(ctx context.Context, name string) error {
+	const op = "agent.Rmdir"
+	p, err := clean(op, name)
+	if err != nil {
+		return c.withBox(op, name, err)
+	}
+	return do(ctx, c, op, p, true, func() error { return c.sc.RemoveDirectory(p) })
+}
+
+// Rename moves oldname to newname, replacing newname (rename(2)).
+func (c *Client) Rename(ctx context.Context, oldname, newname string) error {
+	const op = "agent.Rename"
+	o, err := clean(op, oldname)
+	if err != nil {
+		return c.withBox(op, oldname, err)
+	}
+	n, err := clean(op, newname)
+	if err != nil {
+		return c.withBox(op, newname, err)
+	}
+	return do(ctx, c, op, o, true, func() error { return c.sc.PosixRename(o, n) })
+}
+
+// Chmod sets name's permission bits, setuid, setgid and sticky included.
+func (c *Client) Chmod(ctx context.Context, name string, mode providers.FileMode) error {
+	const op = "agent.Chmod"
+	p, err := clean(op, name)
+	if err != nil {
+		return c.withBox(op, name, err)
+	}
+	return do(ctx, c, op, p, true, func() error { return c.sc.Chmod(p, mode) })
+}
+
+// Chown sets name's owner and group; -1 leaves one unchanged.
+func (c *Client) Chown(ctx context.Context, name string, uid, gid int) error {
+	const op = "agent.Chown"
+	p, err := clean(op, name)
+	if err != nil {
+		return c.withBox(op, name, err)
+	}
+	return do(ctx, c, op, p, true, func() error { return c.sc.Chown(p, uid, gid) })
+}
+
+// Utimes sets name's access and modification times to the nanosecond; a
+// zero time leaves that one unchanged.
+func (c *Client) Utimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	const op = "agent.Utimes"
+	p, err := clean(op, name)
+	if err != nil {
+		return c.withBox(op, name, err)
+	}
+	ext := []sftp.StatExtended{{ExtType: extUtimesNS, ExtData: marshalUtimes(atime, mtime)}}
+	return do(ctx, c, op, p, true, func() error { return c.sc.SetExtendedData(p, ext) })
+}
+
+// Truncate sets name's size.
+func (c *Client) Truncate(ctx context.Context, name string, size int64) error {
+	const op = "agent.Truncate"
+	p, err := clean(op, name)
+	if err != nil {
+		return c.withBox(op, name, err)
+	}
+	if size < 0 {
+		return providers.PathError(op, c.box, p, syscall.EINVAL)
+	}
+	return do(ctx, c, op, p, true, func() error { return c.sc.Truncate(p, size) })
+}
+
+// Symlink makes name a symlink to target, which is stored byte for byte.
+func (c *Client) Symlink(ctx context.Context, target, name string) error {
+	const op = "agent.Symlink"
+	p, err := clean(op, name)
+	if err != nil {
+		return c.withBox(op, name, err)
+	}
+	return do(ctx, c, op, p, true, func() error { return c.sc.Symlink(target, p) })
+}
+
+// Readlink returns the target of the symlink name.
+func (c *Client) Readlink(ctx context.Context, name string) (string, error) {
+	const op = "agent.Readlink"
+	p, err := clean(op, name)
+	if err != nil {
+		return "", c.withBox(op, name, err)
+	}
+	return call(ctx, c, op, p, false, func() (string, error) { return c.sc.ReadLink(p) })
+}
+
+// Link makes newname a hard link to oldname (a symlink itself, not its
+// target).
+func (c *Client) Link(ctx context.Context, oldname, newname string) error {
+	const op = "agent.Link"
+	o, err := clean(op, oldname)
+	if err != nil {
+		return c.withBox(op, oldname, err)
+	}
+	n, err := clean(op, newname)
+	if err != nil {
+		return c.withBox(op, newname, err)
+	}
+	return do(ctx, c, op, o, true, func() error { return c.sc.Link(o, n) })
+}
+
+// Statfs returns the capacity of the file system holding name.
+func (c *Client) Statfs(ctx context.Context, name string) (providers.StatFS, error) {
+	const op = "agent.Statfs"
+	p, err := clean(op, name)
+	if err != nil {
+		return providers.StatFS{}, c.withBox(op, name, err)
+	}
+	return call(ctx, c, op, p, false, func() (providers.StatFS, error) {
+		v, err := c.sc.StatVFS(p)
+		if err != nil {
+			return providers.StatFS{}, err
+		}
+		return providers.StatFS{
+			Bsize: uint32(v.Bsize), Blocks: v.Blocks, Bfree: v.Bfree, Bavail: v.Bavail,
+			Files: v.Files, Ffree: v.Ffree, NameLen: uint32(v.Namemax),
+		}, nil
+	})
+}
+
+// Fsync flushes name (a file or a directory) to stable storage in the box.
+func (c *Client) Fsync(ctx context.Context, name string) error {
+	const op = "agent.Fsync"
+	p, err := clean(op, name)
+	if err != nil {
+		return c.withBox(op, name, err)
+	}
+	return do(ctx, c, op, p, false, func() error { return c.setExt(opFsync, url.Values{"path": {p}}) })
+}
+
+// SHA256 returns the SHA-256 of name's content, computed in the box, in
+// one round trip.
+func (c *Client) SHA256(ctx context.Context, name string) ([32]byte, error) {
+	const op = "agent.SHA256"
+	p, err := clean(op, name)
+	if err != nil {
+		return [32]byte{}, c.withBox(op, name, err)
+	}
+	return call(ctx, c, op, p, false, func() ([32]byte, error) {
+		var sum [32]byte
+		st, err := c.statExt(opSHA256, url.Values{"path": {p}})
+		if err != nil {
+			return sum, err
+		}
+		d, ok := extOf(st, extSHA256)
+		if !ok || len(d) != len(sum) {
+			return sum, errBadAnswer
+		}
+		copy(sum[:], d)
+		return sum, nil
+	})
+}

@@ -1,0 +1,841 @@
+//go:build linux
+
+package agent
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"net/url"
+	"os"
+	"path"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/pkg/sftp"
+	"golang.org/x/sys/unix"
+
+	"github.com/boxfs/boxfs/providers"
+)
+
+// Serve serves the agent protocol (SFTP v3 with boxfs's extensions, see
+// wire.go) on in and out, with the box's file system at "/", until in ends.
+// A clean end of in returns nil.
+func Serve(in io.Reader, out io.WriteCloser) error {
+	h := &handlers{atomics: make(map[string]*atomicFile)}
+	rs := sftp.NewRequestServer(stream{in, out},
+		sftp.Handlers{FileGet: h, FilePut: h, FileCmd: h, FileList: h},
+		sftp.WithRSMaxTxPacket(maxPacket))
+	err := rs.Serve()
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+type stream struct {
+	io.Reader
+	io.WriteCloser
+}
+
+// protocolStreams returns the agent's protocol streams: stdin, and a new
+// descriptor for what was stdout. File descriptor 1 is then pointed at
+// stderr, so nothing but protocol can ever reach the host's end of stdout
+// (a stray print, a runtime message).
+func protocolStreams() (io.Reader, io.WriteCloser, error) {
+	fd, err := unix.FcntlInt(1, unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return nil, nil, fmt.Errorf("agent: dup stdout: %w", err)
+	}
+	if err := unix.Dup3(2, 1, 0); err != nil {
+		return nil, nil, fmt.Errorf("agent: point stdout at stderr: %w", err)
+	}
+	return os.Stdin, os.NewFile(uintptr(fd), "protocol"), nil
+}
+
+// verifySelf checks that the running binary's SHA-256 is want (hex).
+func verifySelf(want string) error {
+	f, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return fmt.Errorf("agent: reading own binary: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("agent: reading own binary: %w", err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		return fmt.Errorf("agent: binary checksum %s does not match %s", got, want)
+	}
+	return nil
+}
+
+// wireError is a failed system call as the agent answers it: pkg/sftp's
+// statusFromError asks errors.As for its status code type, and As answers
+// with errnoStatusCode; the message is errnoMessage.
+type wireError struct{ errno syscall.Errno }
+
+func (e *wireError) Error() string { return errnoMessage(e.errno) }
+
+var fxerrType = reflect.TypeOf(sftp.ErrSSHFxFailure)
+
+func (e *wireError) As(target any) bool {
+	v := reflect.ValueOf(target)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Type() != fxerrType {
+		return false
+	}
+	v.Elem().SetUint(uint64(errnoStatusCode(e.errno)))
+	return true
+}
+
+// toWire turns an error carrying an errno into a wireError; io.EOF and
+// nil pass through.
+func toWire(err error) error {
+	if err == nil || err == io.EOF {
+		return err
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) && errno != 0 {
+		return &wireError{errno}
+	}
+	return err
+}
+
+func errnoErr(errno syscall.Errno) error { return &wireError{errno} }
+
+// handlers serves pkg/sftp's request server from the OS.
+type handlers struct {
+	mu      sync.Mutex
+	atomics map[string]*atomicFile // open opAtomic files by id
+}
+
+var (
+	_ sftp.FileReader           = (*handlers)(nil)
+	_ sftp.OpenFileWriter       = (*handlers)(nil)
+	_ sftp.PosixRenameFileCmder = (*handlers)(nil)
+	_ sftp.StatVFSFileCmder     = (*handlers)(nil)
+	_ sftp.LstatFileLister      = (*handlers)(nil)
+	_ sftp.ReadlinkFileLister   = (*handlers)(nil)
+	_ sftp.RealPathFileLister   = (*handlers)(nil)
+)
+
+// Fileread opens a file for reading, or answers opWalk and opList.
+func (h *handlers) Fileread(r *sftp.Request) (io.ReaderAt, error) {
+	if op, q, ok, err := parseSynthetic(r.Filepath); ok {
+		if err != nil {
+			return nil, errnoErr(syscall.EINVAL)
+		}
+		var b []byte
+		switch op {
+		case opWalk:
+			b, err = listTree(q.Get("root"), true)
+		case opList:
+			b, err = listTree(q.Get("dir"), false)
+		default:
+			return nil, fmt.Errorf("agent: no read operation %q", op)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return bytes.NewReader(b), nil
+	}
+	// O_NONBLOCK: opening a FIFO must not hang the agent.
+	f, err := os.OpenFile(r.Filepath, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, toWire(err)
+	}
+	return newOSFile(f), nil
+}
+
+// Filewrite opens a file for writing, or starts an opAtomic file.
+func (h *handlers) Filewrite(r *sftp.Request) (io.WriterAt, error) { return h.openWrite(r) }
+
+// OpenFile opens a file for reading and writing.
+func (h *handlers) OpenFile(r *sftp.Request) (sftp.WriterAtReaderAt, error) { return h.openWrite(r) }
+
+func (h *handlers) openWrite(r *sftp.Request) (sftp.WriterAtReaderAt, error) {
+	if op, q, ok, err := parseSynthetic(r.Filepath); ok {
+		if err != nil || op != opAtomic {
+			return nil, errnoErr(syscall.EINVAL)
+		}
+		return h.newAtomic(q)
+	}
+	pf := r.Pflags()
+	flags := os.O_WRONLY
+	if pf.Read {
+		flags = os.O_RDWR
+	}
+	if pf.Append {
+		flags |= os.O_APPEND
+	}
+	if pf.Creat {
+		flags |= os.O_CREATE
+	}
+	if pf.Trunc {
+		flags |= os.O_TRUNC
+	}
+	if pf.Excl {
+		flags |= os.O_EXCL
+	}
+	f, err := os.OpenFile(r.Filepath, flags|syscall.O_NONBLOCK, 0o666)
+	if err != nil {
+		return nil, toWire(err)
+	}
+	return newOSFile(f), nil
+}
+
+// osFile serves reads and writes of one open file. WriteAt uses pwrite
+// directly, which also works on an O_APPEND file (Linux appends).
+type osFile struct {
+	f  *os.File
+	fd int
+}
+
+func newOSFile(f *os.File) *osFile { return &osFile{f: f, fd: int(f.Fd())} }
+
+func (o *osFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := o.f.ReadAt(p, off)
+	return n, toWire(err)
+}
+
+func (o *osFile) WriteAt(p []byte, off int64) (int, error) { return pwriteAll(o.fd, p, off) }
+
+func (o *osFile) Close() error { return toWire(o.f.Close()) }
+
+func pwriteAll(fd int, p []byte, off int64) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := unix.Pwrite(fd, p[n:], off+int64(n))
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, toWire(err)
+		}
+		if m == 0 {
+			return n, errnoErr(syscall.EIO)
+		}
+		n += m
+	}
+	return n, nil
+}
+
+// atomicFile is a file written under a temporary name in its directory and
+// renamed over its destination when the handle is closed, unless the client
+// aborted it or the transfer broke; then the temporary file is removed.
+type atomicFile struct {
+	h        *handlers
+	id       string
+	f        *os.File
+	fd       int
+	tmp, dst string
+
+	mu     sync.Mutex
+	failed error // the first write error, a transfer error, or errAborted
+}
+
+var errAborted = errors.New("aborted")
+
+// newAtomic starts the replacement of dst: a new file of mode perm (under
+// the umask), or of the mode (and owner) of the regular file dst is.
+func (h *handlers) newAtomic(q url.Values) (*atomicFile, error) {
+	dst, id := q.Get("path"), q.Get("id")
+	perm, err := strconv.ParseUint(q.Get("perm"), 8, 32)
+	if !path.IsAbs(dst) || id == "" || strings.ContainsRune(id, '/') || err != nil || perm > 0o7777 {
+		return nil, errnoErr(syscall.EINVAL)
+	}
+	var st unix.Stat_t
+	keep := false
+	switch err := unix.Lstat(dst, &st); {
+	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		return nil, errnoErr(syscall.EISDIR)
+	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG:
+		keep = true
+	case err != nil && err != syscall.ENOENT:
+		return nil, toWire(err)
+	}
+	a := &atomicFile{h: h, id: id, dst: dst, tmp: path.Join(path.Dir(dst), ".boxfs-tmp-"+id)}
+	fd, err := unix.Open(a.tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, uint32(perm&0o7777))
+	if err != nil {
+		return nil, toWire(err)
+	}
+	a.f, a.fd = os.NewFile(uintptr(fd), a.tmp), fd
+	if keep {
+		// The replacement keeps the file's mode, and its owner where the
+		// agent may set it.
+		// Owner first: chown clears the setuid and setgid bits.
+		var err error
+		if os.Geteuid() == 0 {
+			err = unix.Fchown(a.fd, int(st.Uid), int(st.Gid))
+		}
+		if err == nil {
+			err = unix.Fchmod(a.fd, st.Mode&0o7777)
+		}
+		if err != nil {
+			a.f.Close()
+			unix.Unlink(a.tmp)
+			return nil, toWire(err)
+		}
+	}
+	h.mu.Lock()
+	h.atomics[id] = a
+	h.mu.Unlock()
+	return a, nil
+}
+
+// writeAtomic replaces q's path with data in one go.
+func (h *handlers) writeAtomic(q url.Values, data string) error {
+	a, err := h.newAtomic(q)
+	if err != nil {
+		return err
+	}
+	if _, err := a.WriteAt([]byte(data), 0); err != nil {
+		a.Close()
+		return err
+	}
+	return a.Close()
+}
+
+func (a *atomicFile) fail(err error) {
+	a.mu.Lock()
+	if a.failed == nil {
+		a.failed = err
+	}
+	a.mu.Unlock()
+}
+
+func (a *atomicFile) WriteAt(p []byte, off int64) (int, error) {
+	n, err := pwriteAll(a.fd, p, off)
+	if err != nil {
+		a.fail(err)
+	}
+	return n, err
+}
+
+func (a *atomicFile) ReadAt(p []byte, off int64) (int, error) { return 0, errnoErr(syscall.EBADF) }
+
+// TransferError is called by pkg/sftp when the session ends with the file
+// still open.
+func (a *atomicFile) TransferError(err error) { a.fail(err) }
+
+func (a *atomicFile) Close() error {
+	a.h.mu.Lock()
+	delete(a.h.atomics, a.id)
+	a.h.mu.Unlock()
+	cerr := a.f.Close()
+	a.mu.Lock()
+	failed := a.failed
+	a.mu.Unlock()
+	if failed != nil || cerr != nil {
+		unix.Unlink(a.tmp)
+		if cerr != nil {
+			return toWire(cerr)
+		}
+		if failed == errAborted {
+			return nil
+		}
+		return failed
+	}
+	if err := unix.Rename(a.tmp, a.dst); err != nil {
+		unix.Unlink(a.tmp)
+		return toWire(err)
+	}
+	return nil
+}
+
+// Filecmd serves SETSTAT (with the reserved mutations), RENAME, RMDIR,
+// MKDIR, LINK, SYMLINK and REMOVE.
+func (h *handlers) Filecmd(r *sftp.Request) error {
+	if r.Method == "Setstat" {
+		if op, q, ok, err := parseSynthetic(r.Filepath); ok {
+			if err != nil {
+				return errnoErr(syscall.EINVAL)
+			}
+			return h.syntheticCmd(r, op, q)
+		}
+		return toWire(setstat(r.Filepath, r))
+	}
+	var err error
+	switch r.Method {
+	case "Rename":
+		// SFTP's RENAME does not replace; boxfs's client uses POSIX-RENAME.
+		err = unix.Renameat2(unix.AT_FDCWD, r.Filepath, unix.AT_FDCWD, r.Target, unix.RENAME_NOREPLACE)
+	case "Rmdir":
+		err = unix.Rmdir(r.Filepath)
+	case "Mkdir":
+		err = unix.Mkdir(r.Filepath, 0o777)
+	case "Link":
+		err = unix.Link(r.Filepath, r.Target)
+	case "Symlink":
+		// pkg/sftp: Filepath is the target, as sent; Target the new link.
+		err = unix.Symlink(r.Filepath, r.Target)
+	case "Remove":
+		err = unix.Unlink(r.Filepath)
+	default:
+		return sftp.ErrSSHFxOpUnsupported
+	}
+	return toWire(err)
+}
+
+func (h *handlers) syntheticCmd(r *sftp.Request, op string, q url.Values) error {
+	var data *string
+	abort := false
+	if a := r.Attributes(); a != nil {
+		for _, e := range a.Extended {
+			switch e.ExtType {
+			case extData:
+				data = &e.ExtData
+			case extAbort:
+				abort = true
+			}
+		}
+	}
+	if op == opAtomic {
+		if !abort {
+			return errnoErr(syscall.EINVAL)
+		}
+		h.mu.Lock()
+		a := h.atomics[q.Get("id")]
+		h.mu.Unlock()
+		if a == nil {
+			return errnoErr(syscall.EBADF)
+		}
+		a.fail(errAborted)
+		return nil
+	}
+	p := q.Get("path")
+	if !path.IsAbs(p) {
+		return errnoErr(syscall.EINVAL)
+	}
+	perm := func() (uint32, error) {
+		v, err := strconv.ParseUint(q.Get("perm"), 8, 32)
+		if err != nil || v > 0o7777 {
+			return 0, errnoErr(syscall.EINVAL)
+		}
+		return uint32(v), nil
+	}
+	switch op {
+	case opMkdir:
+		m, err := perm()
+		if err != nil {
+			return err
+		}
+		return toWire(unix.Mkdir(p, m))
+	case opCreate:
+		m, err := perm()
+		if err != nil {
+			return err
+		}
+		flags := unix.O_WRONLY | unix.O_CREAT | unix.O_NONBLOCK | unix.O_CLOEXEC
+		if q.Get("excl") == "1" {
+			flags |= unix.O_EXCL
+		} else {
+			flags |= unix.O_TRUNC
+		}
+		fd, err := unix.Open(p, flags, m)
+		if err != nil {
+			return toWire(err)
+		}
+		return toWire(unix.Close(fd))
+	case opUnlink:
+		return toWire(unix.Unlink(p))
+	case opFsync:
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return toWire(err)
+		}
+		err = unix.Fsync(fd)
+		unix.Close(fd)
+		return toWire(err)
+	case opWrite:
+		if data == nil {
+			return errnoErr(syscall.EINVAL)
+		}
+		return h.writeAtomic(q, *data)
+	case opPwrite:
+		off, err := strconv.ParseInt(q.Get("off"), 10, 64)
+		if data == nil || err != nil || off < 0 {
+			return errnoErr(syscall.EINVAL)
+		}
+		fd, err := unix.Open(p, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return toWire(err)
+		}
+		_, err = pwriteAll(fd, []byte(*data), off)
+		if cerr := unix.Close(fd); err == nil {
+			err = toWire(cerr)
+		}
+		return err
+	}
+	return fmt.Errorf("agent: no operation %q", op)
+}
+
+// setstat applies a SETSTAT: size, permissions, owner, second times, and
+// the utimes-ns extension, in that order.
+func setstat(p string, r *sftp.Request) error {
+	fl := r.AttrFlags()
+	a := r.Attributes()
+	if a == nil {
+		return syscall.EINVAL
+	}
+	if fl.Size {
+		if err := unix.Truncate(p, int64(a.Size)); err != nil {
+			return err
+		}
+	}
+	if fl.Permissions {
+		if err := unix.Chmod(p, a.Mode&0o7777); err != nil {
+			return err
+		}
+	}
+	if fl.UidGid {
+		id := func(v uint32) int {
+			if v == math.MaxUint32 {
+				return -1
+			}
+			return int(v)
+		}
+		if err := unix.Chown(p, id(a.UID), id(a.GID)); err != nil {
+			return err
+		}
+	}
+	if fl.Acmodtime {
+		ts := []unix.Timespec{{Sec: int64(a.Atime)}, {Sec: int64(a.Mtime)}}
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, 0); err != nil {
+			return err
+		}
+	}
+	for _, e := range a.Extended {
+		if e.ExtType != extUtimesNS {
+			continue
+		}
+		at, mt, err := unmarshalUtimes(e.ExtData)
+		if err != nil {
+			return syscall.EINVAL
+		}
+		ts := []unix.Timespec{timespec(at), timespec(mt)}
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func timespec(ns int64) unix.Timespec {
+	if ns == utimeOmit {
+		return unix.Timespec{Nsec: unix.UTIME_OMIT}
+	}
+	return unix.NsecToTimespec(ns)
+}
+
+// PosixRename renames, replacing the target (rename(2)).
+func (h *handlers) PosixRename(r *sftp.Request) error {
+	return toWire(unix.Rename(r.Filepath, r.Target))
+}
+
+// StatVFS answers statvfs@openssh.com.
+func (h *handlers) StatVFS(r *sftp.Request) (*sftp.StatVFS, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(r.Filepath, &st); err != nil {
+		return nil, toWire(err)
+	}
+	return &sftp.StatVFS{
+		Bsize:   uint64(st.Bsize),
+		Frsize:  uint64(st.Frsize),
+		Blocks:  st.Blocks,
+		Bfree:   st.Bfree,
+		Bavail:  st.Bavail,
+		Files:   st.Files,
+		Ffree:   st.Ffree,
+		Favail:  st.Ffree,
+		Fsid:    uint64(uint32(st.Fsid.Val[0]))<<32 | uint64(uint32(st.Fsid.Val[1])),
+		Flag:    uint64(st.Flags),
+		Namemax: uint64(st.Namelen),
+	}, nil
+}
+
+// Filelist serves READDIR ("List") and STAT ("Stat", with opSHA256).
+func (h *handlers) Filelist(r *sftp.Request) (sftp.ListerAt, error) {
+	switch r.Method {
+	case "List":
+		b, err := listTree(r.Filepath, false)
+		if err != nil {
+			return nil, err
+		}
+		fis, err := parseWalk(b)
+		if err != nil {
+			return nil, err
+		}
+		l := make(listing, len(fis))
+		for i, fi := range fis {
+			l[i] = &statInfo{name: fi.Name, s: statNSOfInfo(fi)}
+		}
+		return l, nil
+	case "Stat":
+		if op, q, ok, err := parseSynthetic(r.Filepath); ok {
+			if err != nil {
+				return nil, errnoErr(syscall.EINVAL)
+			}
+			return syntheticStat(op, q)
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(r.Filepath, &st); err != nil {
+			return nil, toWire(err)
+		}
+		return listing{newStatInfo(path.Base(r.Filepath), &st)}, nil
+	}
+	return nil, sftp.ErrSSHFxOpUnsupported
+}
+
+// Lstat serves LSTAT.
+func (h *handlers) Lstat(r *sftp.Request) (sftp.ListerAt, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(r.Filepath, &st); err != nil {
+		return nil, toWire(err)
+	}
+	return listing{newStatInfo(path.Base(r.Filepath), &st)}, nil
+}
+
+// Readlink serves READLINK with the target byte for byte.
+func (h *handlers) Readlink(p string) (string, error) {
+	t, err := os.Readlink(p)
+	return t, toWire(err)
+}
+
+// RealPath cleans p against "/" without resolving symlinks.
+func (h *handlers) RealPath(p string) (string, error) {
+	if !path.IsAbs(p) {
+		p = "/" + p
+	}
+	return path.Clean(p), nil
+}
+
+// syntheticStat answers the STAT-borne operations.
+func syntheticStat(op string, q url.Values) (sftp.ListerAt, error) {
+	switch op {
+	case opSHA256:
+		return hashFile(q.Get("path"))
+	case opRead:
+		off, err1 := strconv.ParseInt(q.Get("off"), 10, 64)
+		n, err2 := strconv.Atoi(q.Get("len"))
+		if err1 != nil || err2 != nil || off < 0 || n < 0 || n > inlineMax {
+			return nil, errnoErr(syscall.EINVAL)
+		}
+		return readInline(q.Get("path"), off, n)
+	case opWalk, opList:
+		root := q.Get("root")
+		if op == opList {
+			root = q.Get("dir")
+		}
+		b, err := listTree(root, op == opWalk)
+		if err != nil {
+			return nil, err
+		}
+		si := &statInfo{name: path.Base(root)}
+		if len(b) > inlineMax {
+			si.ext = []sftp.StatExtended{{ExtType: extSize, ExtData: strconv.Itoa(len(b))}}
+		} else {
+			si.ext = []sftp.StatExtended{{ExtType: extData, ExtData: string(b)}}
+		}
+		return listing{si}, nil
+	}
+	return nil, fmt.Errorf("agent: no operation %q", op)
+}
+
+// readInline reads up to n bytes of p at off; fewer at the end of the file.
+func readInline(p string, off int64, n int) (sftp.ListerAt, error) {
+	if !path.IsAbs(p) {
+		return nil, errnoErr(syscall.EINVAL)
+	}
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, toWire(err)
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, n)
+	got := 0
+	for got < n {
+		m, err := unix.Pread(fd, buf[got:], off+int64(got))
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, toWire(err)
+		}
+		if m == 0 {
+			break
+		}
+		got += m
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, toWire(err)
+	}
+	si := newStatInfo(path.Base(p), &st)
+	si.ext = []sftp.StatExtended{{ExtType: extData, ExtData: string(buf[:got])}}
+	return listing{si}, nil
+}
+
+func hashFile(p string) (sftp.ListerAt, error) {
+	if !path.IsAbs(p) {
+		return nil, errnoErr(syscall.EINVAL)
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, toWire(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return nil, toWire(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, toWire(err)
+	}
+	si := newStatInfo(path.Base(p), &st)
+	si.ext = []sftp.StatExtended{{ExtType: extSHA256, ExtData: string(h.Sum(nil))}}
+	return listing{si}, nil
+}
+
+// statInfo is the os.FileInfo the handlers answer with: pkg/sftp takes the
+// uid and gid from it (FileInfoUidGid) and sends Extended on every
+// attribute block (FileInfoExtendedData).
+type statInfo struct {
+	name string
+	s    statNS
+	ext  []sftp.StatExtended
+}
+
+var (
+	_ sftp.FileInfoUidGid       = (*statInfo)(nil)
+	_ sftp.FileInfoExtendedData = (*statInfo)(nil)
+)
+
+func newStatInfo(name string, st *unix.Stat_t) *statInfo {
+	return &statInfo{name: name, s: statNSOf(st)}
+}
+
+func statNSOf(st *unix.Stat_t) statNS {
+	return statNS{
+		Mode: st.Mode, UID: st.Uid, GID: st.Gid, Nlink: uint32(st.Nlink),
+		Size:  st.Size,
+		Mtime: st.Mtim.Nano(), Atime: st.Atim.Nano(), Ctime: st.Ctim.Nano(),
+		Ino: st.Ino, Dev: uint64(st.Dev),
+	}
+}
+
+func statNSOfInfo(fi providers.FileInfo) statNS {
+	return statNS{
+		Mode: providers.UnixMode(fi.Mode), UID: fi.UID, GID: fi.GID, Nlink: fi.Nlink,
+		Size:  fi.Size,
+		Mtime: fi.Mtime.UnixNano(), Atime: fi.Atime.UnixNano(), Ctime: fi.Ctime.UnixNano(),
+		Ino: fi.Ino, Dev: fi.Dev,
+	}
+}
+
+func (i *statInfo) Name() string       { return i.name }
+func (i *statInfo) Size() int64        { return i.s.Size }
+func (i *statInfo) Mode() fs.FileMode  { return providers.FileModeFromUnix(i.s.Mode) }
+func (i *statInfo) ModTime() time.Time { return time.Unix(0, i.s.Mtime) }
+func (i *statInfo) IsDir() bool        { return i.s.Mode&unix.S_IFMT == unix.S_IFDIR }
+func (i *statInfo) Sys() any           { return nil }
+func (i *statInfo) Uid() uint32        { return i.s.UID }
+func (i *statInfo) Gid() uint32        { return i.s.GID }
+func (i *statInfo) Extended() []sftp.StatExtended {
+	return append([]sftp.StatExtended{{ExtType: extStatNS, ExtData: i.s.marshal()}}, i.ext...)
+}
+
+// listing serves a fixed list of entries.
+type listing []os.FileInfo
+
+func (l listing) ListAt(dst []os.FileInfo, off int64) (int, error) {
+	if off >= int64(len(l)) {
+		return 0, io.EOF
+	}
+	n := copy(dst, l[off:])
+	if off+int64(n) >= int64(len(l)) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// listTree lists dir (following it if it is a symlink) in the walk listing
+// format: its entries, and with recursive their whole trees, never
+// following a symlink below dir. An entry that vanishes while it is listed
+// is left out; any other error ends the listing.
+func listTree(dir string, recursive bool) ([]byte, error) {
+	if !path.IsAbs(dir) {
+		return nil, errnoErr(syscall.EINVAL)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, toWire(err)
+	}
+	var b []byte
+	if err := listDir(fd, "", recursive, &b); err != nil {
+		return nil, toWire(err)
+	}
+	return b, nil
+}
+
+// listDir lists the directory open at fd, and closes fd.
+func listDir(fd int, prefix string, recursive bool, b *[]byte) error {
+	f := os.NewFile(uintptr(fd), prefix)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	var link []byte
+	for _, name := range names {
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if err == syscall.ENOENT {
+				continue
+			}
+			return err
+		}
+		target := ""
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			if link == nil {
+				link = make([]byte, 4096)
+			}
+			n, err := unix.Readlinkat(fd, name, link)
+			if err == syscall.ENOENT {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			target = string(link[:n])
+		}
+		rel := prefix + name
+		*b = appendWalkRecord(*b, statNSOf(&st), rel, target)
+		if !recursive || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			continue
+		}
+		cfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == syscall.ENOENT || err == syscall.ENOTDIR || err == syscall.ELOOP {
+			continue // replaced while we listed
+		}
+		if err != nil {
+			return err
+		}
+		if err := listDir(cfd, rel+"/", true, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,17 @@
+//go:build !linux
+
+package agent
+
+import (
+	"errors"
+	"io"
+)
+
+var errNotLinux = errors.New("agent: the agent serves Linux boxes only")
+
+// Serve serves the agent protocol; the agent runs on Linux only.
+func Serve(in io.Reader, out io.WriteCloser) error { return errNotLinux }
+
+func protocolStreams() (io.Reader, io.WriteCloser, error) { return nil, nil, errNotLinux }
+
+func verifySelf(want string) error { return errNotLinux }

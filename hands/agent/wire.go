@@ -1,0 +1,287 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/boxfs/boxfs/providers"
+)
+
+// This file is the protocol the client and the server share on top of SFTP
+// v3. Both sides are built from the same source, so the formats below carry
+// no version negotiation: a box runs the agent whose sha256 the host names.
+
+// ReservedDir is the directory whose paths the agent serves itself instead
+// of the box's file system: "/.boxfs-agent/<op>?<query>". A real file under
+// it cannot be reached through the channel.
+//
+// pkg/sftp's request server cleans every request path with filepath.Clean
+// before a handler sees it. The query is url.Values-encoded, which escapes
+// '/' as %2F, so the part after the op holds no slash and Clean leaves it
+// byte for byte (tested in wire_test.go).
+const ReservedDir = "/.boxfs-agent"
+
+// The operations served under ReservedDir, by the SFTP request that carries
+// them. Every small operation is one round trip: SFTP's OPEN, READ, CLOSE
+// sequence (three) is used only for data larger than inlineMax.
+const (
+	// STAT: queries whose answer rides in extended attributes of the
+	// attribute block (the block itself describes the file, where there is
+	// one).
+	opSHA256 = "sha256" // path; answer in extSHA256
+	opRead   = "read"   // path, off, len (<= inlineMax); answer in extData, short at EOF
+	opWalk   = "walk"   // root; the listing in extData, or extSize when larger than inlineMax
+	opList   = "list"   // dir; as opWalk, one level
+	// SETSTAT: mutations answered by a status alone; data in extData.
+	opMkdir  = "mkdir"  // path, perm
+	opCreate = "create" // path, perm, excl=1
+	opUnlink = "unlink" // path
+	opFsync  = "fsync"  // path
+	opWrite  = "write"  // path, perm, id; extData replaces the file atomically
+	opPwrite = "pwrite" // path, off; extData written at off
+	// OPEN for writing, WRITE, CLOSE: a file larger than inlineMax, replaced
+	// atomically at CLOSE (path, perm, id). An FSETSTAT with extAbort on its
+	// handle drops it instead.
+	opAtomic = "atomic"
+	// OPEN for reading, READ: opWalk and opList listings larger than
+	// inlineMax.
+)
+
+// inlineMax is the most data one request or answer carries inline; with
+// headers and a path it stays well under pkg/sftp's 256 KiB packet limit.
+const inlineMax = 192 << 10
+
+// Extended attribute names.
+const (
+	// extStatNS is on every attribute block the agent sends (STAT, LSTAT,
+	// FSTAT, every READDIR entry): the fields SFTP v3 lacks or truncates.
+	extStatNS = "stat-ns@boxfs"
+	// extUtimesNS in a SETSTAT sets atime and mtime to the nanosecond.
+	extUtimesNS = "utimes-ns@boxfs"
+	// extSHA256 carries the 32-byte digest answering opSHA256.
+	extSHA256 = "sha256@boxfs"
+	// extAbort in an FSETSTAT on an opAtomic handle drops the temporary file
+	// at CLOSE instead of renaming it into place.
+	extAbort = "abort@boxfs"
+	// extData carries file bytes or a listing, inline.
+	extData = "data@boxfs"
+	// extSize answers opWalk and opList when the listing is too large to
+	// carry inline: its size in decimal; the client reads it through OPEN.
+	extSize = "size@boxfs"
+)
+
+// syntheticPath builds the request path of a reserved operation.
+func syntheticPath(op string, q url.Values) string {
+	return ReservedDir + "/" + op + "?" + q.Encode()
+}
+
+// parseSynthetic splits a request path under ReservedDir into its op and
+// query. ok is false for any other path.
+func parseSynthetic(p string) (op string, q url.Values, ok bool, err error) {
+	rest, found := strings.CutPrefix(p, ReservedDir+"/")
+	if !found {
+		return "", nil, false, nil
+	}
+	op, raw, _ := strings.Cut(rest, "?")
+	q, err = url.ParseQuery(raw)
+	return op, q, true, err
+}
+
+// statNS is the payload of extStatNS, 64 bytes big-endian:
+//
+//	mode u32 (Linux st_mode) | uid u32 | gid u32 | nlink u32 | size i64 |
+//	mtime i64 ns | atime i64 ns | ctime i64 ns | ino u64 | dev u64
+type statNS struct {
+	Mode, UID, GID, Nlink uint32
+	Size                  int64
+	Mtime, Atime, Ctime   int64
+	Ino, Dev              uint64
+}
+
+const statNSLen = 64
+
+func (s statNS) marshal() string {
+	b := make([]byte, 0, statNSLen)
+	b = binary.BigEndian.AppendUint32(b, s.Mode)
+	b = binary.BigEndian.AppendUint32(b, s.UID)
+	b = binary.BigEndian.AppendUint32(b, s.GID)
+	b = binary.BigEndian.AppendUint32(b, s.Nlink)
+	b = binary.BigEndian.AppendUint64(b, uint64(s.Size))
+	b = binary.BigEndian.AppendUint64(b, uint64(s.Mtime))
+	b = binary.BigEndian.AppendUint64(b, uint64(s.Atime))
+	b = binary.BigEndian.AppendUint64(b, uint64(s.Ctime))
+	b = binary.BigEndian.AppendUint64(b, s.Ino)
+	b = binary.BigEndian.AppendUint64(b, s.Dev)
+	return string(b)
+}
+
+func unmarshalStatNS(d string) (statNS, error) {
+	if len(d) != statNSLen {
+		return statNS{}, fmt.Errorf("%s: %d bytes, want %d", extStatNS, len(d), statNSLen)
+	}
+	b := []byte(d)
+	u32 := func(i int) uint32 { return binary.BigEndian.Uint32(b[i:]) }
+	u64 := func(i int) uint64 { return binary.BigEndian.Uint64(b[i:]) }
+	return statNS{
+		Mode: u32(0), UID: u32(4), GID: u32(8), Nlink: u32(12),
+		Size:  int64(u64(16)),
+		Mtime: int64(u64(24)), Atime: int64(u64(32)), Ctime: int64(u64(40)),
+		Ino: u64(48), Dev: u64(56),
+	}, nil
+}
+
+// info converts the wire stat to a FileInfo named name.
+func (s statNS) info(name string) providers.FileInfo {
+	return providers.FileInfo{
+		Name:  name,
+		Mode:  providers.FileModeFromUnix(s.Mode),
+		Size:  s.Size,
+		Mtime: time.Unix(0, s.Mtime),
+		Atime: time.Unix(0, s.Atime),
+		Ctime: time.Unix(0, s.Ctime),
+		Ino:   s.Ino,
+		Nlink: s.Nlink,
+		UID:   s.UID,
+		GID:   s.GID,
+		Dev:   s.Dev,
+	}
+}
+
+// utimeOmit in an extUtimesNS payload leaves that time unchanged.
+const utimeOmit = math.MinInt64
+
+// marshalUtimes encodes atime and mtime (16 bytes big-endian, ns since the
+// epoch); a zero time becomes utimeOmit.
+func marshalUtimes(atime, mtime time.Time) string {
+	ns := func(t time.Time) int64 {
+		if t.IsZero() {
+			return utimeOmit
+		}
+		return t.UnixNano()
+	}
+	b := binary.BigEndian.AppendUint64(nil, uint64(ns(atime)))
+	b = binary.BigEndian.AppendUint64(b, uint64(ns(mtime)))
+	return string(b)
+}
+
+func unmarshalUtimes(d string) (atime, mtime int64, err error) {
+	if len(d) != 16 {
+		return 0, 0, fmt.Errorf("%s: %d bytes, want 16", extUtimesNS, len(d))
+	}
+	return int64(binary.BigEndian.Uint64([]byte(d))), int64(binary.BigEndian.Uint64([]byte(d[8:]))), nil
+}
+
+// Errno preservation. SFTP v3 status codes lose the errno (ENOTEMPTY is
+// SSH_FX_FAILURE), and pkg/sftp's client keeps a status message only inside
+// its error text and turns codes 2 and 3 into bare os errors. So the agent
+// answers a failed system call with the status code errnoStatusBase|errno,
+// a code in a range SFTP does not use, and with the message
+// "errno=<n>: <strerror>" for people reading logs. The client decides by
+// the code alone. Errno numbers are Linux's: a box is Linux.
+const (
+	errnoStatusBase uint32 = 0x62780000 // "bx\0\0"
+	errnoStatusMask uint32 = 0xffff0000
+)
+
+func errnoStatusCode(errno syscall.Errno) uint32 { return errnoStatusBase | uint32(errno)&0xffff }
+
+// errnoFromStatus returns the errno a status code carries.
+func errnoFromStatus(code uint32) (uint32, bool) {
+	if code&errnoStatusMask != errnoStatusBase || code&0xffff == 0 {
+		return 0, false
+	}
+	return code & 0xffff, true
+}
+
+// errnoMessage is the status message for errno.
+func errnoMessage(errno syscall.Errno) string {
+	return "errno=" + strconv.Itoa(int(errno)) + ": " + errno.Error()
+}
+
+// The walk listing, answering opWalk and opList: one record per entry,
+//
+//	"<st_mode> <size> <mtime ns> <atime ns> <ctime ns> <ino> <nlink> <uid> <gid> <dev>" NUL
+//	<path relative to the root, or the base name for opList> NUL
+//	<symlink target, empty for anything else> NUL
+//
+// numbers in decimal; parents come before children and siblings in byte
+// order of their names.
+
+// appendWalkRecord appends one record to b.
+func appendWalkRecord(b []byte, s statNS, rel, target string) []byte {
+	b = strconv.AppendUint(b, uint64(s.Mode), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, s.Size, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, s.Mtime, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, s.Atime, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, s.Ctime, 10)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, s.Ino, 10)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, uint64(s.Nlink), 10)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, uint64(s.UID), 10)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, uint64(s.GID), 10)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, s.Dev, 10)
+	b = append(b, 0)
+	b = append(b, rel...)
+	b = append(b, 0)
+	b = append(b, target...)
+	return append(b, 0)
+}
+
+var errBadListing = errors.New("malformed walk listing")
+
+// parseWalk decodes a listing.
+func parseWalk(b []byte) ([]providers.FileInfo, error) {
+	var out []providers.FileInfo
+	for len(b) > 0 {
+		var fields [3][]byte
+		for i := range fields {
+			j := bytes.IndexByte(b, 0)
+			if j < 0 {
+				return nil, errBadListing
+			}
+			fields[i], b = b[:j], b[j+1:]
+		}
+		nums := bytes.Fields(fields[0])
+		if len(nums) != 10 || len(fields[1]) == 0 {
+			return nil, errBadListing
+		}
+		var v [10]int64
+		for i, n := range nums {
+			var err error
+			if i == 5 || i == 9 { // ino, dev: unsigned 64-bit
+				var u uint64
+				u, err = strconv.ParseUint(string(n), 10, 64)
+				v[i] = int64(u)
+			} else {
+				v[i], err = strconv.ParseInt(string(n), 10, 64)
+			}
+			if err != nil {
+				return nil, errBadListing
+			}
+		}
+		s := statNS{
+			Mode: uint32(v[0]), Size: v[1], Mtime: v[2], Atime: v[3], Ctime: v[4],
+			Ino: uint64(v[5]), Nlink: uint32(v[6]), UID: uint32(v[7]), GID: uint32(v[8]), Dev: uint64(v[9]),
+		}
+		fi := s.info(string(fields[1]))
+		fi.Target = string(fields[2])
+		out = append(out, fi)
+	}
+	return out, nil
+}
