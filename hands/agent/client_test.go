@@ -160,8 +160,12 @@ var longName = strings.Repeat("n", 300)
 // fileOps exercises every operation, including its failures. Each runs
 // after the ones before it, on the same tree.
 var fileOps = []fileOp{
-	{"mkdir", func(ctx context.Context, f providers.Files, r string) (string, error) { return "", f.Mkdir(ctx, j(r, "d"), 0o755) }},
-	{"mkdir/exists", func(ctx context.Context, f providers.Files, r string) (string, error) { return "", f.Mkdir(ctx, j(r, "d"), 0o755) }},
+	{"mkdir", func(ctx context.Context, f providers.Files, r string) (string, error) {
+		return "", f.Mkdir(ctx, j(r, "d"), 0o755)
+	}},
+	{"mkdir/exists", func(ctx context.Context, f providers.Files, r string) (string, error) {
+		return "", f.Mkdir(ctx, j(r, "d"), 0o755)
+	}},
 	{"mkdir/no-parent", func(ctx context.Context, f providers.Files, r string) (string, error) {
 		return "", f.Mkdir(ctx, j(r, "missing", "x"), 0o755)
 	}},
@@ -185,7 +189,9 @@ var fileOps = []fileOp{
 		fi, err := f.Stat(ctx, j(r, "d", "f"))
 		return infoString(fi), err // an existing file keeps its mode (0644)
 	}},
-	{"readfile", func(ctx context.Context, f providers.Files, r string) (string, error) { return readAll(ctx, f, j(r, "d", "f")) }},
+	{"readfile", func(ctx context.Context, f providers.Files, r string) (string, error) {
+		return readAll(ctx, f, j(r, "d", "f"))
+	}},
 	{"writeat", func(ctx context.Context, f providers.Files, r string) (string, error) {
 		n, err := f.WriteAt(ctx, j(r, "d", "f"), []byte(" world"), 5)
 		return fmt.Sprint(n), err
@@ -232,7 +238,9 @@ var fileOps = []fileOp{
 		s, err := readAll(ctx, f, j(r, "d", "new"))
 		return fmt.Sprintf("%q", s), err
 	}},
-	{"truncate/dir", func(ctx context.Context, f providers.Files, r string) (string, error) { return "", f.Truncate(ctx, j(r, "d"), 0) }},
+	{"truncate/dir", func(ctx context.Context, f providers.Files, r string) (string, error) {
+		return "", f.Truncate(ctx, j(r, "d"), 0)
+	}},
 	{"chmod", func(ctx context.Context, f providers.Files, r string) (string, error) {
 		if err := f.Chmod(ctx, j(r, "d", "new"), 0o600); err != nil {
 			return "", err
@@ -261,7 +269,9 @@ var fileOps = []fileOp{
 		fi, err := f.Stat(ctx, j(r, "d", "new"))
 		return infoString(fi), err
 	}},
-	{"chmod/missing", func(ctx context.Context, f providers.Files, r string) (string, error) { return "", f.Chmod(ctx, j(r, "zz"), 0o644) }},
+	{"chmod/missing", func(ctx context.Context, f providers.Files, r string) (string, error) {
+		return "", f.Chmod(ctx, j(r, "zz"), 0o644)
+	}},
 	{"chown/self", func(ctx context.Context, f providers.Files, r string) (string, error) {
 		if err := f.Chown(ctx, j(r, "d", "f"), os.Getuid(), os.Getgid()); err != nil {
 			return "", err
@@ -302,7 +312,9 @@ var fileOps = []fileOp{
 	{"symlink/exists", func(ctx context.Context, f providers.Files, r string) (string, error) {
 		return "", f.Symlink(ctx, "f", j(r, "d", "l"))
 	}},
-	{"readlink/not-link", func(ctx context.Context, f providers.Files, r string) (string, error) { return f.Readlink(ctx, j(r, "d", "f")) }},
+	{"readlink/not-link", func(ctx context.Context, f providers.Files, r string) (string, error) {
+		return f.Readlink(ctx, j(r, "d", "f"))
+	}},
 	{"link", func(ctx context.Context, f providers.Files, r string) (string, error) {
 		if err := f.Link(ctx, j(r, "d", "f"), j(r, "d", "h")); err != nil {
 			return "", err
@@ -337,17 +349,27 @@ var fileOps = []fileOp{
 	{"rename/dir-into-itself", func(ctx context.Context, f providers.Files, r string) (string, error) {
 		return "", f.Rename(ctx, j(r, "d"), j(r, "d", "sub"))
 	}},
-	{"remove/dir", func(ctx context.Context, f providers.Files, r string) (string, error) { return "", f.Remove(ctx, j(r, "wide")) }},
-	{"remove/missing", func(ctx context.Context, f providers.Files, r string) (string, error) { return "", f.Remove(ctx, j(r, "zz")) }},
+	{"remove/dir", func(ctx context.Context, f providers.Files, r string) (string, error) {
+		return "", f.Remove(ctx, j(r, "wide"))
+	}},
+	{"remove/missing", func(ctx context.Context, f providers.Files, r string) (string, error) {
+		return "", f.Remove(ctx, j(r, "zz"))
+	}},
 	{"remove/symlink-not-target", func(ctx context.Context, f providers.Files, r string) (string, error) {
 		if err := f.Remove(ctx, j(r, "d", "l")); err != nil {
 			return "", err
 		}
 		return readAll(ctx, f, j(r, "d", "f"))
 	}},
-	{"rmdir/nonempty", func(ctx context.Context, f providers.Files, r string) (string, error) { return "", f.Rmdir(ctx, j(r, "d")) }},
-	{"rmdir/file", func(ctx context.Context, f providers.Files, r string) (string, error) { return "", f.Rmdir(ctx, j(r, "d", "f")) }},
-	{"rmdir", func(ctx context.Context, f providers.Files, r string) (string, error) { return "", f.Rmdir(ctx, j(r, "wide")) }},
+	{"rmdir/nonempty", func(ctx context.Context, f providers.Files, r string) (string, error) {
+		return "", f.Rmdir(ctx, j(r, "d"))
+	}},
+	{"rmdir/file", func(ctx context.Context, f providers.Files, r string) (string, error) {
+		return "", f.Rmdir(ctx, j(r, "d", "f"))
+	}},
+	{"rmdir", func(ctx context.Context, f providers.Files, r string) (string, error) {
+		return "", f.Rmdir(ctx, j(r, "wide"))
+	}},
 	{"notdir/mkdir", func(ctx context.Context, f providers.Files, r string) (string, error) {
 		return "", f.Mkdir(ctx, j(r, "d", "f", "x"), 0o755)
 	}},
@@ -359,7 +381,9 @@ var fileOps = []fileOp{
 		_, err := f.ReadDir(ctx, j(r, "d", "f"))
 		return "", err
 	}},
-	{"isdir/readfile", func(ctx context.Context, f providers.Files, r string) (string, error) { return readAll(ctx, f, j(r, "d")) }},
+	{"isdir/readfile", func(ctx context.Context, f providers.Files, r string) (string, error) {
+		return readAll(ctx, f, j(r, "d"))
+	}},
 	{"isdir/readat", func(ctx context.Context, f providers.Files, r string) (string, error) {
 		_, err := f.ReadAt(ctx, j(r, "d"), make([]byte, 4), 0)
 		return "", err
@@ -405,7 +429,9 @@ var fileOps = []fileOp{
 		}
 		return "", f.Fsync(ctx, j(r, "d"))
 	}},
-	{"fsync/missing", func(ctx context.Context, f providers.Files, r string) (string, error) { return "", f.Fsync(ctx, j(r, "zz")) }},
+	{"fsync/missing", func(ctx context.Context, f providers.Files, r string) (string, error) {
+		return "", f.Fsync(ctx, j(r, "zz"))
+	}},
 	{"statfs", func(ctx context.Context, f providers.Files, r string) (string, error) {
 		st, err := f.Statfs(ctx, r)
 		return fmt.Sprintf("bsize=%d namelen=%d files>0:%v", st.Bsize, st.NameLen, st.Files > 0), err
