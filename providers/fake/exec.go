@@ -32,7 +32,36 @@ type Proc struct {
 	Files providers.Files
 	// BoxID is the id of the box the program runs in.
 	BoxID string
+	// PID is the command's process id, unique in the provider; it leads
+	// the command's process group.
+	PID int
+
+	pr *process
 }
+
+// Spawn starts a background process in the command's process group, as
+// "sleep 300 &" in a shell would, and returns its pid. It runs until the
+// command ends (exits, is killed, its ctx ends or its box ends): the fake
+// ends a command's whole group with it.
+func (pc *Proc) Spawn() int {
+	pr := pc.pr
+	b := pr.b
+	pid := b.p.newPID()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	pr.mu.Lock()
+	settled := pr.settled
+	pr.mu.Unlock()
+	if !settled {
+		b.pids[pid] = pr
+		pr.pids = append(pr.pids, pid)
+	}
+	return pid
+}
+
+// Alive reports whether pid is a live process in the box: a command, or a
+// process it spawned, that has not ended.
+func (pc *Proc) Alive(pid int) bool { return pc.pr.b.Alive(pid) }
 
 // Program registers fn as the command name in every box of the provider. A
 // command runs the program registered for its argv[0], or else for the base
@@ -128,7 +157,10 @@ func (b *Box) exec(ctx context.Context, op string, rec *record, req providers.Ex
 		done:   make(chan struct{}),
 	}
 	pr.stdin.noEOF = out.loseEOF
+	pid := b.p.newPID()
+	pr.pids = []int{pid}
 	b.procs[pr] = struct{}{}
+	b.pids[pid] = pr
 	b.mu.Unlock()
 
 	pc := &Proc{
@@ -140,6 +172,8 @@ func (b *Box) exec(ctx context.Context, op string, rec *record, req providers.Ex
 		Stderr: progWriter{pr, pr.stderr},
 		Files:  view{b: b},
 		BoxID:  b.id,
+		PID:    pid,
+		pr:     pr,
 	}
 	pr.copied.Add(2)
 	go pr.copyOut(pr.stdout, req.Stdout, out.truncate)
@@ -153,6 +187,9 @@ func (b *Box) exec(ctx context.Context, op string, rec *record, req providers.Ex
 		}
 		b.mu.Lock()
 		delete(b.procs, pr)
+		for _, pid := range pr.pids {
+			delete(b.pids, pid)
+		}
 		b.mu.Unlock()
 	}()
 	go func() {
@@ -176,11 +213,21 @@ func checkExec(op string, req providers.ExecRequest) *providers.Error {
 		}
 	}
 	for k, v := range req.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
-			return providers.Errorf(providers.Invalid, op, "env %q: a name must be non-empty without '=' or NUL, a value without NUL", k)
+		if !envName(k) || strings.IndexByte(v, 0) >= 0 {
+			return providers.Errorf(providers.Invalid, op, "env %q: a name must be a variable name ([A-Za-z_][A-Za-z0-9_]*), a value without NUL", k)
 		}
 	}
 	return nil
+}
+
+func envName(k string) bool {
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return k != ""
 }
 
 // run calls the program; a panic in it is exit 2 with the panic on stderr.
@@ -194,6 +241,27 @@ func run(ctx context.Context, fn Program, pc *Proc) (code int) {
 	return fn(ctx, pc)
 }
 
+func (p *Provider) newPID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pid++
+	return p.pid
+}
+
+// Alive reports whether pid is a live process in the box: a command, or a
+// process one spawned, that has not ended.
+func (b *Box) Alive(pid int) bool {
+	b.mu.Lock()
+	pr := b.pids[pid]
+	b.mu.Unlock()
+	if pr == nil {
+		return false
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return !pr.settled
+}
+
 // process is one running command.
 type process struct {
 	b      *Box
@@ -203,6 +271,7 @@ type process struct {
 
 	stdin, stdout, stderr *pipe
 	copied                sync.WaitGroup // the output copiers
+	pids                  []int          // its group: its own, then those it spawned; guarded by b.mu
 
 	mu      sync.Mutex
 	settled bool

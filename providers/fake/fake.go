@@ -35,6 +35,7 @@ type Provider struct {
 
 	mu       sync.Mutex
 	n        int // boxes made
+	pid      int // the last process id given out
 	boxes    map[string]*Box
 	order    []*Box
 	programs map[string]Program
@@ -165,6 +166,7 @@ func (p *Provider) create(ctx context.Context, op string, rec *record, spec prov
 	b.tree.mkdirAll("/tmp")
 	b.tree.chmod("/tmp", 0o777|fs.ModeSticky)
 	b.procs = map[*process]struct{}{}
+	b.pids = map[int]*process{}
 
 	b.mu.Lock()
 	b.lifeTimer = p.clock.AfterFunc(spec.LifetimeOrDefault(), func() { b.end(b.deadline, "lifetime") })
@@ -301,6 +303,7 @@ type Box struct {
 	endedAt time.Time
 	reason  string
 	procs   map[*process]struct{}
+	pids    map[int]*process // live process ids: commands and what they spawned
 }
 
 // ID returns the box's id, "<provider name>-<n>".
@@ -340,6 +343,7 @@ func (b *Box) endLocked(at time.Time, reason string) {
 		pr.settle(-1, providers.Errorf(providers.Gone, "fake.Exec", "the box ended (%s)", reason).WithBox(b.id))
 	}
 	clear(b.procs)
+	clear(b.pids)
 	if b.lifeTimer != nil {
 		b.lifeTimer.Stop()
 	}
