@@ -72,6 +72,12 @@ func targets() []target {
 		{name: "via=script/box=local", open: func(t *testing.T) (*hands.Hands, string) {
 			return openOn(t, newLocalBox(t), hands.ViaScript, hands.Options{})
 		}},
+		{name: "via=native/box=docker", partial: true, open: func(t *testing.T) (*hands.Hands, string) {
+			return openOn(t, newDockerBox(t), hands.ViaNative, hands.Options{})
+		}},
+		{name: "via=script/box=docker", open: func(t *testing.T) (*hands.Hands, string) {
+			return openOn(t, newDockerBox(t), hands.ViaScript, hands.Options{})
+		}},
 	}
 }
 

@@ -26,27 +26,37 @@ type native struct {
 
 var _ providers.Files = (*native)(nil)
 
-// Lstat stats name without a command. The stat-path API knows mode, size,
-// mtime and a symlink's target; uid, gid, inode, link count, atime and
-// ctime are left zero. An answer other than found or not found falls back to
-// the script, which recovers the exact errno.
+// Lstat stats name without a command. The stat-path API knows mode, size
+// and mtime; uid, gid, inode, link count, atime and ctime are left zero. A
+// symlink (whose raw target the API does not give) and any answer other
+// than found or not found go to the script, which is exact.
 func (n *native) Lstat(ctx context.Context, name string) (providers.FileInfo, error) {
 	const op = "hands.Lstat"
 	p, err := checkPath(op, n.box.ID(), name)
 	if err != nil {
 		return providers.FileInfo{}, err
 	}
-	fi, err := n.stater.StatPath(ctx, p)
+	fi, err, ok := n.statPath(ctx, op, p)
+	if !ok || fi.IsSymlink() {
+		return n.scripts.Lstat(ctx, p)
+	}
+	return fi, err
+}
+
+// statPath asks the stat-path API; ok is false when its answer does not
+// settle the question.
+func (n *native) statPath(ctx context.Context, op, p string) (fi providers.FileInfo, err error, ok bool) {
+	fi, err = n.stater.StatPath(ctx, p)
 	switch {
 	case err == nil:
 		fi.Name = path.Base(p)
-		return fi, nil
+		return fi, nil, true
 	case providers.IsCode(err, providers.NotFound):
-		return providers.FileInfo{}, providers.PathError(op, n.box.ID(), p, syscall.ENOENT)
+		return providers.FileInfo{}, providers.PathError(op, n.box.ID(), p, syscall.ENOENT), true
 	case providers.IsCode(err, providers.Timeout), providers.IsCode(err, providers.Aborted), providers.IsCode(err, providers.Gone):
-		return providers.FileInfo{}, providers.E(0, op, err).WithBox(n.box.ID()).WithPath(p)
+		return providers.FileInfo{}, providers.E(0, op, err).WithBox(n.box.ID()).WithPath(p), true
 	}
-	return n.scripts.Lstat(ctx, p)
+	return providers.FileInfo{}, err, false
 }
 
 // Stat follows a final symlink by stating its resolved target, which the
@@ -54,24 +64,24 @@ func (n *native) Lstat(ctx context.Context, name string) (providers.FileInfo, er
 // to the script.
 func (n *native) Stat(ctx context.Context, name string) (providers.FileInfo, error) {
 	const op = "hands.Stat"
-	fi, err := n.Lstat(ctx, name)
+	p, err := checkPath(op, n.box.ID(), name)
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	fi, err, ok := n.statPath(ctx, op, p)
+	if !ok {
+		return n.scripts.Stat(ctx, p)
+	}
 	if err != nil || !fi.IsSymlink() {
-		if err != nil {
-			if e, ok := err.(*providers.Error); ok {
-				e.Op = op
-			}
-		}
 		return fi, err
 	}
-	p, _ := checkPath(op, n.box.ID(), name)
 	if path.IsAbs(fi.Target) {
-		tfi, err := n.stater.StatPath(ctx, fi.Target)
-		if err == nil && !tfi.IsSymlink() {
+		tfi, err, ok := n.statPath(ctx, op, fi.Target)
+		if ok && err == nil && !tfi.IsSymlink() {
 			tfi.Name = path.Base(p)
-			tfi.Target = ""
 			return tfi, nil
 		}
-		if providers.IsCode(err, providers.NotFound) {
+		if ok && providers.IsCode(err, providers.NotFound) {
 			return providers.FileInfo{}, providers.PathError(op, n.box.ID(), p, syscall.ENOENT)
 		}
 	}
