@@ -158,7 +158,8 @@ type process struct {
 }
 
 func (b *Box) start(ctx context.Context, op, path string, req providers.ExecRequest, env []string, dir string) (*process, error) {
-	p := &process{op: op, box: b, done: make(chan struct{})}
+	sealInheritedFDs()
+	p := &process{op: "local.Wait", box: b, done: make(chan struct{})}
 	cmd := exec.CommandContext(ctx, path)
 	cmd.Args = slices.Clone(req.Argv)
 	cmd.Env = env

@@ -9,7 +9,11 @@
 //
 //   - Environment: a program gets PATH (FixedPath), HOME and TMPDIR inside
 //     the box, the spec's Env, the request's Env, and the marker
-//     BOXFS_LOCAL_BOX=ID; nothing of the host's environment.
+//     BOXFS_LOCAL_BOX=ID; nothing of the host's environment. It holds
+//     stdin, stdout and stderr and no other descriptor: descriptors the host
+//     process inherited without close-on-exec (Go opens none such) are
+//     marked close-on-exec before each start, a change to the host process
+//     that only its children can notice.
 //   - Process groups: each Exec is its own process group. Cancelling its ctx
 //     or calling Kill sends SIGKILL to the whole group and returns only
 //     once no live (non-zombie) member is left.

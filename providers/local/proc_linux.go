@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // killBound is how long a kill (of a process group, or of a whole box) may
@@ -296,6 +298,31 @@ func unescapeMount(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// sealInheritedFDs marks close-on-exec every descriptor of this process
+// above stderr that lacks the flag. Go opens every file close-on-exec, so
+// such descriptors were inherited from whoever started us (a shell, a test
+// harness); left alone, every box program and every watchdog would inherit
+// them in turn and could hold, say, our parent's pipe open for ever.
+// ExtraFiles of other exec.Cmds are unaffected: exec duplicates them anew.
+func sealInheritedFDs() {
+	d, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, n := range names {
+		fd, err := strconv.Atoi(n)
+		if err != nil || fd <= 2 {
+			continue
+		}
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err == nil && flags&unix.FD_CLOEXEC == 0 {
+			unix.FcntlInt(uintptr(fd), unix.F_SETFD, flags|unix.FD_CLOEXEC)
+		}
+	}
 }
 
 // memoryMB reads MemTotal from /proc/meminfo; 0 if unknown.

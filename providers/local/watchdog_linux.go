@@ -35,6 +35,7 @@ const (
 // no other descriptor of ours (Go opens every file close-on-exec), from /,
 // with nothing of our environment but the variable that selects its mode.
 func startWatchdog(ctx context.Context, dir string) (int, error) {
+	sealInheritedFDs()
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{watchdogArg0, dir}
 	cmd.Env = []string{watchdogEnv + "=1"}
