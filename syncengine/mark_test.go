@@ -104,7 +104,7 @@ func TestTakeMarkAndDiff(t *testing.T) {
 		t.Error("a mark differs from itself")
 	}
 
-	f.write(t, "d/b", "bb", 0o755) // size
+	f.write(t, "d/b", "bb", 0o755)                               // size
 	if err := f.io.Chmod(ctx, f.dir+"/d/c", 0o644); err != nil { // mode
 		t.Fatal(err)
 	}
