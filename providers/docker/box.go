@@ -170,7 +170,7 @@ if [ -r /proc/sys/kernel/yama/ptrace_scope ]; then echo "ptrace=$(cat /proc/sys/
 echo "net=$(ls /sys/class/net 2>/dev/null | tr '\n' ' ')"
 echo "arch=$(uname -m)"
 echo "shell=$(command -v bash || command -v sh)"
-if (exec 3<>/dev/fuse) 2>/dev/null; then echo fuse=1; else echo fuse=0; fi
+if [ -c /dev/fuse ] && (exec 3<>/dev/fuse) 2>/dev/null; then echo fuse=1; else echo fuse=0; fi
 `
 
 // Facts measures the box with one command the first time it is asked, and
