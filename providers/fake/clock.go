@@ -232,3 +232,49 @@ func ctxError(ctx context.Context, op string) *providers.Error {
 	}
 	return providers.E(code, op, ctx.Err())
 }
+
+// WithTimeout returns a copy of parent that ends when the clock has moved d
+// ahead (its Err is then context.DeadlineExceeded, so calls under it
+// return Timeout), when parent ends, or when cancel is called. It lets a
+// test drive a timeout with Advance instead of waiting. The deadline is on
+// the fake clock, so Deadline reports parent's, not it.
+func (c *Clock) WithTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx := &clockCtx{Context: parent, done: make(chan struct{})}
+	t := c.NewTimer(d)
+	stop := make(chan struct{})
+	var once sync.Once
+	cancel := func() { once.Do(func() { close(stop) }) }
+	go func() {
+		var err error
+		select {
+		case <-parent.Done():
+			err = parent.Err()
+		case <-t.C:
+			err = context.DeadlineExceeded
+		case <-stop:
+			err = context.Canceled
+		}
+		t.Stop()
+		ctx.mu.Lock()
+		ctx.err = err
+		ctx.mu.Unlock()
+		close(ctx.done)
+	}()
+	return ctx, cancel
+}
+
+// clockCtx is a context ended by a Clock timer.
+type clockCtx struct {
+	context.Context // parent: values and deadline
+	done            chan struct{}
+	mu              sync.Mutex
+	err             error
+}
+
+func (c *clockCtx) Done() <-chan struct{} { return c.done }
+
+func (c *clockCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}

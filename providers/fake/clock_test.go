@@ -148,3 +148,41 @@ func TestRealClockFollowsWallClockAndAdvances(t *testing.T) {
 		t.Errorf("after Advance(1h) the clock is %v ahead, want about an hour", d)
 	}
 }
+
+func TestClockWithTimeout(t *testing.T) {
+	clk := fake.NewClock(t0)
+	_, b := newBox(t, providers.Spec{}, fake.WithClock(clk))
+	pending := clk.Pending()
+	ctx, cancel := clk.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pr, err := b.Exec(ctx, argv("sleep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clk.BlockUntil(context.Background(), pending+1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(29 * time.Second)
+	select {
+	case <-ctx.Done():
+		t.Fatal("ctx ended before its time on the fake clock")
+	case <-time.After(20 * time.Millisecond):
+	}
+	clk.Advance(time.Second)
+	if _, err := pr.Wait(); !providers.IsCode(err, providers.Timeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Wait = %v, want Timeout", err)
+	}
+
+	// cancel and the parent end it too, as Canceled.
+	ctx2, cancel2 := clk.WithTimeout(context.Background(), time.Hour)
+	cancel2()
+	<-ctx2.Done()
+	parent, cancelParent := context.WithCancel(context.Background())
+	ctx3, cancel3 := clk.WithTimeout(parent, time.Hour)
+	defer cancel3()
+	cancelParent()
+	<-ctx3.Done()
+	if !errors.Is(ctx2.Err(), context.Canceled) || !errors.Is(ctx3.Err(), context.Canceled) {
+		t.Errorf("Err = %v and %v, want Canceled", ctx2.Err(), ctx3.Err())
+	}
+}

@@ -46,5 +46,7 @@
 // times. With NewClock it stands still until the test calls Advance; the
 // default RealClock follows the wall clock. A ctx deadline stays in real
 // time: it is the caller's, and ends a Hang or a Delay whatever the fake
-// clock says.
+// clock says. To drive a timeout with the fake clock instead, give calls a
+// ctx from Clock.WithTimeout: it ends, as DeadlineExceeded, when Advance
+// passes its time.
 package fake
