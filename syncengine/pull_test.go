@@ -326,9 +326,9 @@ func TestPullHostileBox(t *testing.T) {
 			got := readTree(t, base)
 			want := map[string]node{
 				"host":          {dir: true, mode: 0o755},
-				"host/ok":       {mode: 0o644, content: "x"},
+				"host/ok":       fileNode(0o644, "x"),
 				"host/l":        {dir: true, mode: 0o755}, // made as a plain directory: the link never was
-				"host/l/passwd": {mode: 0o644, content: "x"},
+				"host/l/passwd": fileNode(0o644, "x"),
 			}
 			sameTrees(t, got, want, 10)
 			if hb.gets.Load() != 1 || rc.Archives != 1 {

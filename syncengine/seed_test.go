@@ -2,6 +2,7 @@ package syncengine_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,9 +17,14 @@ import (
 
 // node is one regular file or directory of a tree, as a user sees it.
 type node struct {
-	dir     bool
-	mode    fs.FileMode
-	content string
+	dir  bool
+	mode fs.FileMode
+	size int64
+	sum  [32]byte // SHA-256 of the content
+}
+
+func fileNode(mode fs.FileMode, content string) node {
+	return node{mode: mode, size: int64(len(content)), sum: sha256.Sum256([]byte(content))}
 }
 
 // hostTree writes files (content) under dir, then sets every listed mode.
@@ -63,7 +69,7 @@ func readTree(t testing.TB, dir string) map[string]node {
 			if err != nil {
 				return err
 			}
-			out[rel] = node{mode: fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky), content: string(b)}
+			out[rel] = fileNode(fi.Mode()&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky), string(b))
 		}
 		return nil
 	})
@@ -89,8 +95,8 @@ func sameTrees(t testing.TB, got, want map[string]node, max int) {
 			report("%s: missing", rel)
 			continue
 		}
-		if g.dir != w.dir || g.mode != w.mode || g.content != w.content {
-			report("%s: got dir=%v %v %d bytes, want dir=%v %v %d bytes", rel, g.dir, g.mode, len(g.content), w.dir, w.mode, len(w.content))
+		if g != w {
+			report("%s: got dir=%v %v %d bytes %x, want dir=%v %v %d bytes %x", rel, g.dir, g.mode, g.size, g.sum[:4], w.dir, w.mode, w.size, w.sum[:4])
 		}
 	}
 	for rel := range got {
