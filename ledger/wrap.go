@@ -34,6 +34,11 @@ type provider struct {
 	inner providers.Provider
 }
 
+var (
+	_ providers.Provider = (*provider)(nil)
+	_ providers.Box      = (*box)(nil)
+)
+
 func (w *provider) Name() string { return w.inner.Name() }
 
 // Unwrap returns the provider the ledger wraps.
