@@ -466,3 +466,26 @@ func TestAttachOnlyBoxes(t *testing.T) {
 		t.Fatalf("Attach through the registry: %v, labels %v", err, again.Labels())
 	}
 }
+
+// The wrapper every command runs under works with busybox's sh as with
+// dash: argv byte for byte (non-UTF-8 too), exit codes, stdin to EOF.
+func TestBusyboxImage(t *testing.T) {
+	p := newProvider(t)
+	b := create(t, p, providers.Spec{Image: "boxfs-busybox:latest"})
+	ctx := testCtx(t)
+	args := []string{"", "two words", `back\slash \0101`, "\xff\xfe non-UTF-8 \x80", "new\nline", "%s", "-n", "$(id)"}
+	out := run(t, ctx, b, providers.ExecRequest{Argv: append([]string{"printf", `%s\0`}, args...)})
+	if got := strings.Split(strings.TrimSuffix(out, "\x00"), "\x00"); !slices.Equal(got, args) {
+		t.Errorf("busybox printf got %q, want %q", got, args)
+	}
+	proc, err := b.Exec(ctx, providers.ExecRequest{Argv: []string{"sh", "-c", "exit 42"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := proc.Wait(); code != 42 || err != nil {
+		t.Errorf("exit 42: got %d, %v", code, err)
+	}
+	if got := run(t, ctx, b, providers.ExecRequest{Argv: []string{"cat"}, Stdin: strings.NewReader("in\x00put")}); got != "in\x00put" {
+		t.Errorf("cat of stdin: %q", got)
+	}
+}

@@ -158,6 +158,9 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 	}
 	hj, err := b.p.cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
 	if err != nil {
+		// Attaching is what starts the exec: one whose attach broke (ctx
+		// ended mid-way) may run unseen. End it, best effort and bounded.
+		b.reap(context.WithoutCancel(ctx), created.ID, pidfile)
 		return nil, b.execError(op, err)
 	}
 	pr := &process{
@@ -202,6 +205,25 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 			return nil, pr.err
 		}
 		return nil, pr.startError(op)
+	}
+}
+
+// reap kills the group of an exec the host lost hold of, if it runs. The
+// wrapper may not have recorded its group yet: then look again, a few times.
+func (b *Box) reap(ctx context.Context, execID, pidfile string) {
+	ctx, cancel := context.WithTimeout(ctx, killTimeout)
+	defer cancel()
+	pr := &process{b: b, pidfile: pidfile}
+	for range 5 {
+		ins, err := b.p.cli.ContainerExecInspect(ctx, execID)
+		if err != nil || !ins.Running {
+			return // the box is gone, or the exec never started or has ended
+		}
+		if err := pr.kill(ctx); err != nil {
+			b.p.log.Warn("docker: killing an exec whose attach failed", "box", b.id, "err", err)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
