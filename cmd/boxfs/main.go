@@ -22,6 +22,8 @@ func main() {
 				Name:   "agent",
 				Usage:  "serve this box's files over SFTP on stdin/stdout (run by boxfs inside a box)",
 				Hidden: true,
+				// agent.Main parses its own flags (-sha256).
+				SkipFlagParsing: true,
 				Action: func(c *cli.Context) error {
 					return agent.Main(c.Args().Slice())
 				},
