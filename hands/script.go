@@ -51,9 +51,27 @@ walk() {
 		elif [ -e "$a" ]; then
 			e 20
 		else
-			e 2
+			unres "$a"
 		fi
 	done
+}
+# unres P: P does not resolve; end with the errno following it gives (a
+# dangling symlink's target may fail with ENOTDIR, a loop with ELOOP)
+unres() {
+	u=$1
+	k=0
+	while [ -L "$u" ]; do
+		k=$((k + 1))
+		[ $k -le 40 ] || e 40
+		l=$(readlink -- "$u"; echo x)
+		l=${l%?x}
+		case $l in /*) ;; *) l=${u%/*}/$l ;; esac
+		q=${l%/*}
+		[ -n "$q" ] || q=/
+		walk "$q"
+		u=$l
+	done
+	e 2
 }
 # par P: P's parent resolves; sets d (the parent) and b (the base name)
 par() {
@@ -107,7 +125,7 @@ const (
 	scriptStat = `p=$1
 par "$p"
 if [ "$2" = L ]; then
-	[ -e "$p" ] || e 2
+	[ -e "$p" ] || unres "$p"
 	f=-L
 else
 	has "$p" || e 2
@@ -121,7 +139,7 @@ if [ -z "$f" ] && [ -L "$p" ]; then readlink -- "$p" || exit 1; fi
 	// DIR
 	scriptReadDir = `p=$1
 par "$p"
-[ -e "$p" ] || e 2
+[ -e "$p" ] || unres "$p"
 [ -d "$p" ] || e 20
 [ -r "$p" ] || e 13
 find -H "$p" -mindepth 1 -maxdepth 1 -printf '` + findFormat + `%f\0'
@@ -129,7 +147,7 @@ find -H "$p" -mindepth 1 -maxdepth 1 -printf '` + findFormat + `%f\0'
 	// ROOT
 	scriptWalk = `p=$1
 par "$p"
-[ -e "$p" ] || e 2
+[ -e "$p" ] || unres "$p"
 [ -d "$p" ] || e 20
 [ -r "$p" ] || e 13
 find -H "$p" -mindepth 1 -printf '` + findFormat + `%P\0'
@@ -137,7 +155,7 @@ find -H "$p" -mindepth 1 -printf '` + findFormat + `%P\0'
 	// PATH; prints K, then the file
 	scriptReadFile = `p=$1
 par "$p"
-[ -e "$p" ] || e 2
+[ -e "$p" ] || unres "$p"
 [ -d "$p" ] && e 21
 [ -r "$p" ] || e 13
 printf K
@@ -146,7 +164,7 @@ exec cat -- "$p"
 	// PATH OFF LEN
 	scriptReadAt = `p=$1
 par "$p"
-[ -e "$p" ] || e 2
+[ -e "$p" ] || unres "$p"
 [ -d "$p" ] && e 21
 [ -r "$p" ] || e 13
 tail -c +$(($2 + 1)) -- "$p" | head -c "$3"
@@ -170,7 +188,7 @@ mvT "$t" "$p" || { rm -f -- "$t"; exit 1; }
 	// PATH OFF; stdin is the content
 	scriptWriteAt = `p=$1
 par "$p"
-[ -e "$p" ] || e 2
+[ -e "$p" ] || unres "$p"
 [ -d "$p" ] && e 21
 [ -w "$p" ] || e 13
 if dd --version >/dev/null 2>&1; then
@@ -186,7 +204,7 @@ if has "$p"; then
 	[ "$3" = 1 ] && e 17
 	[ -d "$p" ] && e 21
 	[ -e "$p" ] && ! [ -w "$p" ] && e 13
-	: > "$p" || exit 1
+	: > "$p" || { [ -L "$p" ] && unres "$p"; exit 1; }
 else
 	canw "$d"
 	: > "$p" || { nospc "$d"; exit 1; }
@@ -218,37 +236,35 @@ isdir "$p" || e 20
 canw "$d"
 rmdir -- "$p" || exit 1
 `
-	// OLD NEW
+	// OLD NEW; the checks in the kernel's order (do_renameat2, vfs_rename)
 	scriptRename = `o=$1
 n=$2
 par "$o"
 od=$d
-has "$o" || e 2
 par "$n"
 nd=$d
+[ "$(stat -L -c %d -- "$od")" = "$(stat -L -c %d -- "$nd")" ] || e 18
+has "$o" || e 2
 [ "$o" = "$n" ] && exit 0
+case $n/ in "$o"/*) e 22 ;; esac
+case $o/ in "$n"/*) e 39 ;; esac
+if ! [ -L "$o" ] && ! [ -L "$n" ] && [ "$o" -ef "$n" ]; then exit 0; fi
 canw "$od"
 canw "$nd"
-[ "$(stat -c %d -- "$od")" = "$(stat -c %d -- "$nd")" ] || e 18
 if isdir "$o"; then
-	case $n/ in "$o"/*)
-		[ "$n" = "$o" ] && exit 0
-		e 22 ;;
-	esac
 	if has "$n"; then
 		isdir "$n" || e 20
 		[ -z "$(ls -A -- "$n")" ] || e 39
 	fi
 elif has "$n"; then
 	isdir "$n" && e 21
-	if ! [ -L "$o" ] && ! [ -L "$n" ] && [ "$o" -ef "$n" ]; then exit 0; fi
 fi
 mvT "$o" "$n" || exit 1
 `
 	// PATH MODE
 	scriptChmod = `p=$1
 par "$p"
-[ -e "$p" ] || e 2
+[ -e "$p" ] || unres "$p"
 chmod "$2" "$p" && exit 0
 [ "$(id -u)" = 0 ] || e 1
 exit 1
@@ -256,7 +272,7 @@ exit 1
 	// PATH OWNER (uid, :gid or uid:gid)
 	scriptChown = `p=$1
 par "$p"
-[ -e "$p" ] || e 2
+[ -e "$p" ] || unres "$p"
 [ -n "$2" ] || exit 0
 chown "$2" -- "$p" && exit 0
 [ "$(id -u)" = 0 ] || e 1
@@ -265,14 +281,14 @@ exit 1
 	// PATH ATIME MTIME ("" leaves one; else @sec.ns)
 	scriptUtimes = `p=$1
 par "$p"
-[ -e "$p" ] || e 2
+[ -e "$p" ] || unres "$p"
 if [ -n "$2" ]; then touch -c -a -d "$2" -- "$p" || exit 1; fi
 if [ -n "$3" ]; then touch -c -m -d "$3" -- "$p" || exit 1; fi
 `
 	// PATH SIZE
 	scriptTruncate = `p=$1
 par "$p"
-[ -e "$p" ] || e 2
+[ -e "$p" ] || unres "$p"
 [ -d "$p" ] && e 21
 [ -w "$p" ] || e 13
 truncate -s "$2" -- "$p" || { nospc "$p"; exit 1; }
@@ -292,29 +308,29 @@ has "$p" || e 2
 [ -L "$p" ] || e 22
 readlink -- "$p"
 `
-	// OLD NEW
+	// OLD NEW; the checks in the kernel's order (do_linkat)
 	scriptLink = `o=$1
 n=$2
 par "$o"
 od=$d
 has "$o" || e 2
-isdir "$o" && e 1
 par "$n"
 has "$n" && e 17
+[ "$(stat -L -c %d -- "$od")" = "$(stat -L -c %d -- "$d")" ] || e 18
+isdir "$o" && e 1
 canw "$d"
-[ "$(stat -c %d -- "$od")" = "$(stat -c %d -- "$d")" ] || e 18
 ln -- "$o" "$n" || { nospc "$d"; exit 1; }
 `
 	// PATH
 	scriptStatfs = `p=$1
 par "$p"
-[ -e "$p" ] || e 2
+[ -e "$p" ] || unres "$p"
 stat -f -c '%s %b %f %a %c %d %l' -- "$p"
 `
 	// PATH
 	scriptFsync = `p=$1
 par "$p"
-[ -e "$p" ] || e 2
+[ -e "$p" ] || unres "$p"
 sync -- "$p" 2>/dev/null || sync
 `
 	// PATH; prints K, then the tar
@@ -327,7 +343,7 @@ exec tar -C "$d" -cf - -- "$b"
 	// DIR; stdin is the tar
 	scriptPutArchive = `p=$1
 par "$p"
-[ -e "$p" ] || e 2
+[ -e "$p" ] || unres "$p"
 [ -d "$p" ] || e 20
 canw "$p"
 exec tar -C "$p" -xf -
