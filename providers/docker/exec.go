@@ -89,11 +89,10 @@ exit 4
 
 // Marker bytes of wrapperScript.
 const (
-	markerStarted    = 0
-	markerNoDir      = 1
-	markerNotDir     = 2
-	markerDirDenied  = 3
-	exitWrapperNoDir = 126
+	markerStarted   = 0
+	markerNoDir     = 1
+	markerNotDir    = 2
+	markerDirDenied = 3
 )
 
 // Exec runs req.Argv in the box as its own process group, through the exec
