@@ -30,6 +30,7 @@ type boxState struct {
 	name string
 
 	connectMu sync.Mutex // one connect at a time
+	dirMu     sync.Mutex // guards dir: its node is made once
 
 	mu      sync.Mutex
 	rec     record

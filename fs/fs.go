@@ -270,7 +270,6 @@ func (f *FS) NewBox(ctx context.Context, name, provider string, spec providers.S
 	b.rec = r
 	b.mu.Unlock()
 	f.log.Info("box created", "box", name, "provider", provider, "id", box.ID())
-	f.notifyRoot(name)
 	return nil
 }
 
@@ -308,7 +307,6 @@ func (f *FS) AttachBox(ctx context.Context, name, provider, id string) error {
 	b.mu.Lock()
 	b.rec = r
 	b.mu.Unlock()
-	f.notifyRoot(name)
 	return nil
 }
 
@@ -323,7 +321,6 @@ func (f *FS) Forget(ctx context.Context, name string) error {
 	}
 	b.close()
 	f.removeRecord(name)
-	f.notifyRootGone(name)
 	return nil
 }
 

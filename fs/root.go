@@ -17,6 +17,11 @@ import (
 // createTimeout bounds a ctl new/attach: a cloud sandbox can take a while.
 const createTimeout = 5 * time.Minute
 
+// boxEntryTimeout is how long the kernel keeps a box name without asking:
+// as good as never (0 would be replaced by the mount's default), since boxes
+// come and go through ctl.
+const boxEntryTimeout = time.Nanosecond
+
 // rootNode is MOUNT/: ctl, err, and one directory per box.
 type rootNode struct {
 	gofs.Inode
@@ -96,11 +101,17 @@ func (f *FS) rootCtl(ctx context.Context, text string) error {
 		var err error
 		switch c.verb {
 		case "new":
-			err = f.NewBox(ctx, c.name, c.provider, c.spec)
+			if err = f.NewBox(ctx, c.name, c.provider, c.spec); err == nil {
+				f.notifyRoot(c.name)
+			}
 		case "attach":
-			err = f.AttachBox(ctx, c.name, c.provider, c.id)
+			if err = f.AttachBox(ctx, c.name, c.provider, c.id); err == nil {
+				f.notifyRoot(c.name)
+			}
 		case "forget":
-			err = f.Forget(ctx, c.name)
+			if err = f.Forget(ctx, c.name); err == nil {
+				f.notifyRootGone(c.name)
+			}
 		}
 		if err != nil {
 			return providers.E(0, "ctl "+c.verb+" "+c.name, err)
@@ -115,25 +126,35 @@ func boxDirIno(name string) uint64 {
 	return h.Sum64() &^ (1 << 63)
 }
 
+// boxNode returns the box's directory node, making it once: go-fuse runs
+// OnAdd (which makes the control files) every time a node is passed to
+// NewPersistentInode, so an existing node is never passed again.
 func (r *rootNode) boxNode(ctx context.Context, b *boxState) *gofs.Inode {
-	b.mu.Lock()
-	d := b.dir
-	if d == nil {
-		d = &boxDir{b: b}
+	b.dirMu.Lock()
+	defer b.dirMu.Unlock()
+	if b.dir == nil {
+		d := &boxDir{b: b}
+		r.NewPersistentInode(ctx, d, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: boxDirIno(b.name)})
 		b.dir = d
 	}
-	b.mu.Unlock()
-	return r.NewPersistentInode(ctx, d, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: boxDirIno(b.name)})
+	return b.dir.EmbeddedInode()
 }
 
 func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if name == "ctl" || name == "err" {
+		ch := r.GetChild(name)
+		var a fuse.AttrOut
+		ch.Operations().(gofs.NodeGetattrer).Getattr(ctx, nil, &a)
+		out.Attr = a.Attr
+		return ch, 0
+	}
 	b := r.fs.lookupBox(name)
 	if b == nil {
 		return nil, syscall.ENOENT
 	}
 	ch := r.boxNode(ctx, b)
 	out.Mode = syscall.S_IFDIR | 0o755
-	out.SetEntryTimeout(0) // boxes come and go through ctl
+	out.SetEntryTimeout(boxEntryTimeout)
 	return ch, 0
 }
 
@@ -160,6 +181,7 @@ func (r *rootNode) Mkdir(ctx context.Context, name string, mode uint32, out *fus
 	}
 	b := r.fs.lookupBox(name)
 	out.Mode = syscall.S_IFDIR | 0o755
+	out.SetEntryTimeout(boxEntryTimeout)
 	return r.boxNode(ctx, b), 0
 }
 
@@ -174,27 +196,29 @@ func (r *rootNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 }
 
 // notifyRoot tells the kernel a box name appeared (drops a cached negative
-// lookup). It runs apart: notifications must not hold locks.
+// lookup) before the ctl write that made it returns. It is called from
+// writes to ctl files only, never from a request on the root directory
+// itself (the kernel holds that directory's lock: it would deadlock), and
+// with no boxfs lock held.
 func (f *FS) notifyRoot(name string) {
 	if !f.mounted() {
 		return
 	}
-	go f.root.NotifyEntry(name)
+	f.root.NotifyEntry(name)
 }
 
+// notifyRootGone drops a box's name from the kernel and the tree.
 func (f *FS) notifyRootGone(name string) {
 	if !f.mounted() {
 		return
 	}
-	go func() {
-		if ch := f.root.GetChild(name); ch != nil {
-			f.root.RmChild(name)
-			f.root.NotifyDelete(name, ch)
-			ch.ForgetPersistent()
-		} else {
-			f.root.NotifyEntry(name)
-		}
-	}()
+	if ch := f.root.GetChild(name); ch != nil {
+		f.root.RmChild(name)
+		f.root.NotifyDelete(name, ch)
+		ch.ForgetPersistent()
+	} else {
+		f.root.NotifyEntry(name)
+	}
 }
 
 func (f *FS) mounted() bool {
@@ -269,7 +293,9 @@ func (b *boxState) ctl(ctx context.Context, data []byte) error {
 			err = b.flush(cctx)
 			cancel()
 			if err == nil {
-				err = b.fs.Forget(ctx, b.name)
+				if err = b.fs.Forget(ctx, b.name); err == nil {
+					b.fs.notifyRootGone(b.name)
+				}
 			}
 		case "flush":
 			cctx, cancel := context.WithTimeout(ctx, createTimeout)

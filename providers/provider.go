@@ -80,7 +80,9 @@ type ExecRequest struct {
 	// means an empty stdin: the command reads EOF at once.
 	Stdin io.Reader
 	// Stdout and Stderr receive the command's output as it comes, each
-	// from its own goroutine. Nil discards it.
+	// from its own goroutine. Nil discards it. When both are the same
+	// writer (==), the command gets one stream for both, as os/exec does, so
+	// their order is kept as the command wrote it.
 	Stdout, Stderr io.Writer
 }
 
