@@ -1,6 +1,7 @@
 package syncengine
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"fmt"
@@ -8,9 +9,11 @@ import (
 	"maps"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/boxfs/boxfs/providers"
@@ -81,7 +84,6 @@ func Pull(ctx context.Context, box BoxIO, boxDir, hostDir string, since *Mark, o
 	const op = "syncengine.Pull"
 	start := time.Now()
 	p := &puller{box: box, boxDir: boxDir, hostDir: hostDir, opts: opts}
-	defer func() { p.rc.Duration = time.Since(start) }()
 	if since != nil {
 		p.old = *since
 	}
@@ -111,6 +113,7 @@ func Pull(ctx context.Context, box BoxIO, boxDir, hostDir string, since *Mark, o
 	err = p.run(ctx)
 	slices.Sort(p.rc.Moved)
 	slices.Sort(p.rc.HostChanged)
+	p.rc.Duration = time.Since(start)
 	if err != nil {
 		return p.rc, p.next, providers.E(0, op, err).WithPath(boxDir)
 	}
@@ -342,6 +345,30 @@ func (p *puller) extract(ctx context.Context, want map[string]Entry) error {
 		return err
 	}
 	p.rc.Archives = 1
+	ex, xerr := p.extractFrom(ctx, r, strip, want)
+	if cerr := r.Close(); cerr != nil {
+		p.rc.Warnings = append(p.rc.Warnings, fmt.Sprintf("closing the archive: %v", cerr))
+	}
+	p.rc.Stopped = ex.Stopped
+	if xerr == nil {
+		xerr = p.copyHardlinks(ctx, ex, want)
+	}
+	// What the listing had but the archive did not: gone in between, or
+	// the archive stopped before it.
+	for rel := range want {
+		if xerr == nil {
+			p.rc.skip(rel, ReasonMissing, "")
+		}
+		p.keepOld(rel)
+	}
+	return xerr
+}
+
+// extractFrom extracts the wanted members of r and records what it did:
+// written paths leave want and enter the new mark; skipped ones leave want
+// and keep their old entry, except hard links, which stay in want for
+// copyHardlinks.
+func (p *puller) extractFrom(ctx context.Context, r io.Reader, strip string, want map[string]Entry) (safetar.Receipt, error) {
 	hostChanged := map[string]bool{} // the Overwrite hook runs on this goroutine
 	ex, xerr := safetar.Extract(ctx, r, p.hostDir, safetar.Options{
 		Strip:      strip,
@@ -356,11 +383,7 @@ func (p *puller) extract(ctx context.Context, want map[string]Entry) error {
 			return ok
 		},
 	})
-	if cerr := r.Close(); cerr != nil {
-		p.rc.Warnings = append(p.rc.Warnings, fmt.Sprintf("closing the archive: %v", cerr))
-	}
 	p.rc.Masked += ex.Masked
-	p.rc.Stopped = ex.Stopped
 	for _, w := range ex.Written {
 		e := want[w.Path]
 		delete(want, w.Path)
@@ -381,10 +404,12 @@ func (p *puller) extract(ctx context.Context, want map[string]Entry) error {
 		}
 	}
 	for _, s := range ex.Skipped {
-		switch {
-		case s.Reason == safetar.ReasonRefused && hostChanged[s.Path]:
+		if s.Reason == safetar.ReasonHardlink {
+			continue // copyHardlinks decides
+		}
+		if s.Reason == safetar.ReasonRefused && hostChanged[s.Path] {
 			p.rc.HostChanged = append(p.rc.HostChanged, s.Path)
-		default:
+		} else {
 			p.rc.skip(s.Path, s.Reason, s.Target)
 		}
 		if _, ok := want[s.Path]; ok {
@@ -392,15 +417,71 @@ func (p *puller) extract(ctx context.Context, want map[string]Entry) error {
 			p.keepOld(s.Path)
 		}
 	}
-	// What the listing had but the archive did not: gone in between, or
-	// the archive stopped before it.
-	for rel := range want {
-		if xerr == nil {
-			p.rc.skip(rel, ReasonMissing, "")
-		}
-		p.keepOld(rel)
+	return ex, xerr
+}
+
+// copyHardlinks gives each wanted file that the archive sent as a hard
+// link to a file it also sent (a box file with two names in the tree) a
+// copy of that file, through a second extraction of a tar built on the
+// host from the files just written: the same checks, no second round trip.
+func (p *puller) copyHardlinks(ctx context.Context, ex safetar.Receipt, want map[string]Entry) error {
+	written := map[string]bool{}
+	for _, w := range ex.Written {
+		written[w.Path] = !w.Dir
 	}
-	return xerr
+	var links []safetar.Skip
+	for _, s := range ex.Skipped {
+		if s.Reason != safetar.ReasonHardlink {
+			continue
+		}
+		if _, ok := want[s.Path]; !ok {
+			continue
+		}
+		if !written[s.Target] || safetar.CheckName(s.Target) != "" {
+			p.rc.skip(s.Path, s.Reason, s.Target)
+			delete(want, s.Path)
+			p.keepOld(s.Path)
+			continue
+		}
+		links = append(links, s)
+	}
+	if len(links) == 0 {
+		return nil
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		for _, l := range links {
+			if err := p.addHostFile(tw, l.Path, l.Target); err != nil {
+				pw.CloseWithError(err)
+				return
+			}
+		}
+		pw.CloseWithError(tw.Close())
+	}()
+	_, err := p.extractFrom(ctx, pr, "", want)
+	pr.Close()
+	return err
+}
+
+// addHostFile adds the host file target (just written by this pull) to tw
+// as the member name.
+func (p *puller) addHostFile(tw *tar.Writer, name, target string) error {
+	f, err := os.OpenFile(filepath.Join(p.hostDir, filepath.FromSlash(target)), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Size: fi.Size(),
+		Mode: int64(fi.Mode().Perm()), ModTime: fi.ModTime(), Format: tar.FormatPAX}); err != nil {
+		return err
+	}
+	_, err = io.CopyN(tw, f, fi.Size())
+	return err
 }
 
 // TarExec gets one tar of a set of paths from any box with GNU tar, in one

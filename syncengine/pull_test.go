@@ -411,3 +411,34 @@ func TestPullMarkOfAnotherRoot(t *testing.T) {
 		t.Errorf("a mark of another root: %v", err)
 	}
 }
+
+// TestPullHardLinks pulls a box file with two names through an archive that
+// sends the second name as a hard link: both arrive as files, from one
+// archive.
+func TestPullHardLinks(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeBox(t)
+	f.write(t, "d/orig", "shared content", 0o755)
+	if err := f.prog.Link(ctx, f.dir+"/d/orig", f.dir+"/second"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.prog.Link(ctx, f.dir+"/d/orig", f.dir+"/d/third"); err != nil {
+		t.Fatal(err)
+	}
+	host := t.TempDir()
+	rc, m := pullT(t, f.io, f.dir, host, nil, syncengine.PullOptions{})
+	for _, rel := range []string{"d/orig", "second", "d/third"} {
+		if got := readHost(t, host, rel); got != "shared content" {
+			t.Errorf("%s = %q", rel, got)
+		}
+		if m.Entries[rel].SHA256 == "" || m.Host[rel].Ino == 0 {
+			t.Errorf("%s: mark %+v host %+v", rel, m.Entries[rel], m.Host[rel])
+		}
+	}
+	if rc.Files != 3 || rc.Archives != 1 || len(f.p.CallsOf("GetArchive")) != 1 || len(rc.Skipped) != 0 {
+		t.Errorf("files %d archives %d skipped %+v", rc.Files, rc.Archives, rc.Skipped)
+	}
+	if a, b := m.Host["d/orig"].Ino, m.Host["second"].Ino; a == b {
+		t.Errorf("the host copies share inode %d: a later write to one would change the other", a)
+	}
+}

@@ -61,8 +61,8 @@ type Options struct {
 	// (ReasonOutsideStrip). Strip "." takes the "./" of `tar -C dir .` off.
 	Strip string
 	// Filter, if set, is asked for every member's relative path (after
-	// Strip and the name checks); false skips it (ReasonFiltered, counted
-	// only, not listed).
+	// Strip and the name checks, whatever the member's type); false skips
+	// it (ReasonFiltered, counted only, not listed).
 	Filter func(rel string) bool
 	// Overwrite, if set, is asked before a file member replaces something
 	// that already exists at its path (a file, a link, a fifo; never a
@@ -332,42 +332,17 @@ func (x *extractor) readError(name string, err error) error {
 
 // member handles one header: skips it with a reason, or writes it.
 func (x *extractor) member(tr *tar.Reader, hdr *tar.Header) error {
-	name := hdr.Name
-	switch hdr.Typeflag {
-	case tar.TypeReg, tar.TypeDir:
-	case tar.TypeXGlobalHeader:
-		x.rc.skip(name, ReasonPAXGlobal, "")
-		return nil
-	case tar.TypeSymlink:
-		x.rc.skip(name, ReasonSymlink, hdr.Linkname)
-		return nil
-	case tar.TypeLink:
-		x.rc.skip(name, ReasonHardlink, hdr.Linkname)
-		return nil
-	case tar.TypeChar, tar.TypeBlock:
-		x.rc.skip(name, ReasonDevice, "")
-		return nil
-	case tar.TypeFifo:
-		x.rc.skip(name, ReasonFifo, "")
-		return nil
-	default:
-		x.rc.skip(name, ReasonOtherType, "")
+	if hdr.Typeflag == tar.TypeXGlobalHeader {
+		x.rc.skip(hdr.Name, ReasonPAXGlobal, "")
 		return nil
 	}
 	dir := hdr.Typeflag == tar.TypeDir
-	if dir && strings.HasSuffix(name, "/") {
-		name = name[:len(name)-1]
-	}
-	if x.opts.Strip != "" {
-		switch {
-		case name == x.opts.Strip:
-			return nil // the root of a stripped archive is dst itself
-		case strings.HasPrefix(name, x.opts.Strip+"/"):
-			name = name[len(x.opts.Strip)+1:]
-		default:
+	name, ok := x.strip(hdr.Name, dir)
+	if !ok {
+		if name != "" {
 			x.rc.skip(hdr.Name, ReasonOutsideStrip, "")
-			return nil
 		}
+		return nil
 	}
 	if reason := CheckName(name); reason != "" {
 		x.rc.skip(name, reason, "")
@@ -380,6 +355,30 @@ func (x *extractor) member(tr *tar.Reader, hdr *tar.Header) error {
 	x.seen[name] = true
 	if x.opts.Filter != nil && !x.opts.Filter(name) {
 		x.rc.skip(name, ReasonFiltered, "")
+		return nil
+	}
+	switch hdr.Typeflag {
+	case tar.TypeReg, tar.TypeDir:
+	case tar.TypeSymlink:
+		x.rc.skip(name, ReasonSymlink, hdr.Linkname)
+		return nil
+	case tar.TypeLink:
+		// A hard link names another member: its target is stripped as
+		// member names are (a caller may copy that member's file).
+		target := hdr.Linkname
+		if t, ok := x.strip(target, false); ok {
+			target = t
+		}
+		x.rc.skip(name, ReasonHardlink, target)
+		return nil
+	case tar.TypeChar, tar.TypeBlock:
+		x.rc.skip(name, ReasonDevice, "")
+		return nil
+	case tar.TypeFifo:
+		x.rc.skip(name, ReasonFifo, "")
+		return nil
+	default:
+		x.rc.skip(name, ReasonOtherType, "")
 		return nil
 	}
 	orig := fs.FileMode(hdr.Mode & 0o7777)
@@ -463,6 +462,25 @@ func (e sourceError) Error() string { return e.err.Error() }
 func (e sourceError) Unwrap() error { return e.err }
 func (e sourceError) Is(t error) bool {
 	return t == errSource
+}
+
+// strip takes Options.Strip off a member name (and a directory's trailing
+// slash). It returns false for the archive's root itself (name "") and for
+// a name outside Strip (name set).
+func (x *extractor) strip(name string, dir bool) (string, bool) {
+	if dir {
+		name = strings.TrimSuffix(name, "/")
+	}
+	if x.opts.Strip == "" {
+		return name, true
+	}
+	switch {
+	case name == x.opts.Strip && dir:
+		return "", false // the root of a stripped archive is dst itself
+	case strings.HasPrefix(name, x.opts.Strip+"/"):
+		return name[len(x.opts.Strip)+1:], true
+	}
+	return name, false
 }
 
 // dataSize is the size of the data a member carries in the stream: header
