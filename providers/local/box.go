@@ -137,13 +137,20 @@ func (b *Box) Status(ctx context.Context) (providers.Status, error) {
 func (b *Box) Destroy(ctx context.Context) error {
 	const op = "local.Destroy"
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.destroyed {
+	destroyed := b.destroyed
+	b.mu.Unlock()
+	if destroyed {
+		return nil
+	}
+	// b.mu is not held from here on: an Exec holding the box's lock shared
+	// may need it to finish, and the box's lock orders us after it.
+	if err := markEnding(b.dir); errors.Is(err, fs.ErrNotExist) {
+		b.markDestroyed()
 		return nil
 	}
 	unlock, err := lockBox(ctx, b.dir, true)
 	if errors.Is(err, fs.ErrNotExist) {
-		b.markDestroyedLocked()
+		b.markDestroyed()
 		return nil
 	}
 	if err != nil {
@@ -152,7 +159,7 @@ func (b *Box) Destroy(ctx context.Context) error {
 	defer unlock()
 	rec, err := readRecord(b.dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		b.markDestroyedLocked()
+		b.markDestroyed()
 		return nil
 	}
 	if err == nil && rec.State != providers.StateEnded {
@@ -178,11 +185,13 @@ func (b *Box) Destroy(ctx context.Context) error {
 	if err := os.RemoveAll(b.dir); err != nil {
 		return providers.E(0, op, err).WithBox(b.id)
 	}
-	b.markDestroyedLocked()
+	b.markDestroyed()
 	return nil
 }
 
-func (b *Box) markDestroyedLocked() {
+func (b *Box) markDestroyed() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.destroyed = true
 	if b.root != nil {
 		b.root.Close()
@@ -195,6 +204,9 @@ func (b *Box) markDestroyedLocked() {
 // finds a box past its deadline does it too. A box already removed is left
 // alone.
 func endBox(ctx context.Context, dir, id, reason string) error {
+	if err := markEnding(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	unlock, err := lockBox(ctx, dir, true)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -217,4 +229,18 @@ func endBox(ctx context.Context, dir, id, reason string) error {
 		}
 	}
 	return sweep(ctx, id)
+}
+
+// markEnding tells Exec to start nothing more in the box in dir, before
+// the caller waits for the box's lock: Execs keep taking the lock shared,
+// and without this a stream of them could keep an exclusive taker out for
+// ever.
+func markEnding(dir string) error {
+	return os.WriteFile(filepath.Join(dir, endingName), nil, 0o600)
+}
+
+// isEnding reports whether the box in dir is being ended or destroyed.
+func isEnding(dir string) bool {
+	_, err := os.Lstat(filepath.Join(dir, endingName))
+	return err == nil
 }

@@ -70,7 +70,7 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 	if err != nil {
 		return nil, err
 	}
-	if rec.State != providers.StateRunning || !time.Now().Before(rec.Deadline) {
+	if rec.State != providers.StateRunning || !time.Now().Before(rec.Deadline) || isEnding(b.dir) {
 		return nil, providers.Errorf(providers.Gone, op, "the box has ended (%s)", orDefault(rec.Reason, "lifetime")).WithBox(b.id)
 	}
 

@@ -83,6 +83,7 @@ const (
 	watchdogArg0 = "boxfs-local-watchdog"
 	recordName   = "box.json"
 	lockName     = "lock"
+	endingName   = "ending" // present once the box is being ended or destroyed
 )
 
 // supportedFields are the spec fields a local box honours.

@@ -286,6 +286,48 @@ sleep 0.2`}})
 	}
 }
 
+// Destroy while commands are being started: it neither deadlocks with them
+// nor lets one slip past its sweep.
+func TestDestroyDuringExecs(t *testing.T) {
+	p := New(t.TempDir())
+	b := newBox(t, p, providers.Spec{})
+	ctx := context.Background()
+	const workers = 4
+	errs := make(chan error, workers)
+	for range workers {
+		go func() {
+			for {
+				proc, err := b.Exec(ctx, providers.ExecRequest{Argv: []string{"sleep", "300"}})
+				if err != nil {
+					errs <- err
+					return
+				}
+				go proc.Wait()
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := b.Destroy(dctx); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	for range workers {
+		select {
+		case err := <-errs:
+			if !providers.IsCode(err, providers.Gone) {
+				t.Errorf("Exec during Destroy: %v, want Gone", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("Exec still starts commands 20s after Destroy")
+		}
+	}
+	if left, err := boxProcs(b.ID()); err != nil || len(left) > 0 {
+		t.Errorf("processes left after Destroy: %v, %v", left, err)
+	}
+}
+
 // The environment is exactly the fixed base, the spec's, the request's and
 // the marker.
 func TestExecEnvironment(t *testing.T) {
