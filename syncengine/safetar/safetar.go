@@ -226,7 +226,7 @@ func Extract(ctx context.Context, r io.Reader, dst string, opts Options) (Receip
 		ctx:  ctx,
 		opts: opts,
 		t:    t,
-		cr:   &countingReader{r: r},
+		cr:   &countingReader{r: &ctxReader{ctx, r}},
 		seen: map[string]bool{},
 		rc:   &rc,
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/syncengine/safetar"
@@ -644,4 +645,33 @@ func TestRemove(t *testing.T) {
 	if ents, _ := os.ReadDir(p.dst); len(ents) != 0 {
 		t.Errorf("dst holds %d entries, want none", len(ents))
 	}
+}
+
+// stallReader gives its bytes, then blocks until ctx ends: a box that stops
+// sending mid-archive.
+type stallReader struct {
+	ctx context.Context
+	b   []byte
+}
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	if len(s.b) > 0 {
+		n := copy(p, s.b)
+		s.b = s.b[n:]
+		return n, nil
+	}
+	<-s.ctx.Done()
+	return 0, s.ctx.Err()
+}
+
+func TestExtractStalledStream(t *testing.T) {
+	p := newPlace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	whole := newArc().file("whole", 0o644, "whole").open()
+	rc, err := safetar.Extract(ctx, &stallReader{ctx: ctx, b: whole}, p.dst, safetar.Options{})
+	if rc.Stopped != safetar.StopAborted || providers.CodeOf(err) != providers.Timeout || rc.Files != 1 {
+		t.Fatalf("stopped %q files %d err %v, want aborted with a timeout after one file", rc.Stopped, rc.Files, err)
+	}
+	p.check(t, rc)
 }
