@@ -464,8 +464,8 @@ var fileOps = []fileOp{
 
 // runDifferential runs ops against the reference on one tree and against
 // f on another, and checks that every result and errno and the final trees
-// are the same.
-func runDifferential(t *testing.T, f providers.Files, refRoot, boxRoot, boxHostRoot string) {
+// are the same; boxSnap is the box tree as snapshot makes it.
+func runDifferential(t *testing.T, f providers.Files, refRoot, boxRoot string, boxSnap func() (map[string]string, error)) {
 	ctx := bg(t)
 	for _, op := range fileOps {
 		want, werr := op.run(ctx, osFiles{}, refRoot)
@@ -483,7 +483,7 @@ func runDifferential(t *testing.T, f providers.Files, refRoot, boxRoot, boxHostR
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs, err := snapshot(boxHostRoot)
+	gs, err := boxSnap()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +500,7 @@ func runDifferential(t *testing.T, f providers.Files, refRoot, boxRoot, boxHostR
 func TestClientMatchesOS(t *testing.T) {
 	ps := newPipeServer(t, 10*time.Second)
 	ref, box := t.TempDir(), t.TempDir()
-	runDifferential(t, ps.client, ref, box, box)
+	runDifferential(t, ps.client, ref, box, func() (map[string]string, error) { return snapshot(box) })
 }
 
 func TestStatIsExact(t *testing.T) {

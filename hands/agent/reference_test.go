@@ -236,6 +236,43 @@ func snapshot(root string) (map[string]string, error) {
 	return out, err
 }
 
+// snapshotFiles is snapshot made through f, for a tree the test cannot
+// reach on the host (in a container).
+func snapshotFiles(ctx context.Context, f interface {
+	providers.Files
+	providers.Walker
+}, root string) (map[string]string, error) {
+	fis, err := f.Walk(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	root0, err := f.Stat(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{".": root0.Mode.String()}
+	for _, fi := range fis {
+		desc := fi.Mode.String()
+		switch {
+		case fi.IsRegular():
+			rc, err := f.ReadFile(ctx, filepath.Join(root, fi.Name))
+			if err != nil {
+				return nil, err
+			}
+			b, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil {
+				return nil, err
+			}
+			desc += " " + string(b)
+		case fi.IsSymlink():
+			desc += " -> " + fi.Target
+		}
+		out[fi.Name] = desc
+	}
+	return out, nil
+}
+
 func sortedKeys(m map[string]string) []string {
 	ks := make([]string, 0, len(m))
 	for k := range m {

@@ -1,0 +1,747 @@
+package agent
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/boxfs/boxfs/providers"
+)
+
+// Bounds of bringing a channel up and down.
+const (
+	// openTimeout bounds one open: facts, upload, exec, handshake.
+	openTimeout = 2 * time.Minute
+	// killTimeout bounds the kill of an agent that did not end by itself.
+	killTimeout = 30 * time.Second
+)
+
+// ChannelOptions configure NewChannel.
+type ChannelOptions struct {
+	// Binary is the host path of a static Linux boxfs binary for the box's
+	// architecture (SelfBinary, or internal/boxfsbin in tests).
+	Binary string
+	// Liveness bounds how long a request may go unanswered while nothing
+	// arrives from the agent (and how long the agent may take to answer
+	// its first request); zero is DefaultLiveness.
+	Liveness time.Duration
+	// Logger receives the channel's log lines; nil is slog.Default().
+	Logger *slog.Logger
+}
+
+// Stats describes a channel, for facts.json.
+type Stats struct {
+	Up          bool           `json:"up"`
+	Opens       int            `json:"opens"`    // agents started
+	Restarts    int            `json:"restarts"` // opens after the first
+	Uploads     int            `json:"uploads"`  // binaries copied into the box
+	RoundTrips  int64          `json:"roundTrips"`
+	LastOpenMs  float64        `json:"lastOpenMs,omitempty"` // how long the last open took
+	LastError   string         `json:"lastError,omitempty"`  // why the channel last died or failed to open
+	LastCode    providers.Code `json:"lastErrorCode,omitempty"`
+	LastErrorAt time.Time      `json:"lastErrorAt,omitzero"`
+}
+
+// Channel is the agent channel to one box: boxfs's own static binary,
+// uploaded into the box once (named by its SHA-256 under the box's TmpDir,
+// reused when present and matching), runs as one long-lived exec ("boxfs
+// agent"), and a Client speaks SFTP to it over the exec's stdin and stdout.
+//
+// Channel implements providers.Files and providers.Walker. It opens lazily,
+// on the first call. When the agent dies (killed, its exec ended, its
+// stream broke) or hangs (no answer within the liveness bound: the channel
+// kills it), the calls in flight return TransportLost or Liveness (a
+// mutation in flight: OutcomeUnknown wrapping it); if no call was in
+// flight, the next call returns it; the call after that starts a new agent.
+// Channel is safe for concurrent use.
+type Channel struct {
+	box      providers.Box
+	opts     ChannelOptions
+	liveness time.Duration
+	log      *slog.Logger
+
+	mu       sync.Mutex
+	cur      *session
+	opening  chan struct{} // closed when the open in progress ends
+	closed   bool
+	bin      *binaryInfo
+	facts    *providers.Facts
+	uploaded bool   // the binary is known to be in the box
+	dest     string // where the binary is in the box
+	rtEnded  int64  // round trips of ended sessions
+	stats    Stats
+}
+
+var (
+	_ providers.Files  = (*Channel)(nil)
+	_ providers.Walker = (*Channel)(nil)
+)
+
+// NewChannel returns the channel to box; nothing happens until the first
+// call (or Open).
+func NewChannel(box providers.Box, opts ChannelOptions) *Channel {
+	ch := &Channel{box: box, opts: opts, liveness: opts.Liveness, log: opts.Logger}
+	if ch.liveness <= 0 {
+		ch.liveness = DefaultLiveness
+	}
+	if ch.log == nil {
+		ch.log = slog.Default()
+	}
+	ch.log = ch.log.With("box", box.ID())
+	return ch
+}
+
+// session is one running agent.
+type session struct {
+	cl       *Client
+	proc     providers.Process
+	cancel   context.CancelFunc // ends the exec's context
+	stderr   *tailBuffer
+	exited   chan struct{} // closed when proc.Wait returned
+	exitCode int
+	exitErr  error
+	finished chan struct{} // closed when the agent is known gone (or could not be killed)
+}
+
+// exitReason describes how the agent ended, with its last stderr.
+func (s *session) exitReason() string {
+	var b strings.Builder
+	if s.exitErr != nil {
+		fmt.Fprintf(&b, "the agent's exec failed: %v", s.exitErr)
+	} else {
+		fmt.Fprintf(&b, "the agent exited with code %d", s.exitCode)
+	}
+	if t := s.stderr.String(); t != "" {
+		fmt.Fprintf(&b, " (stderr: %s)", t)
+	}
+	return b.String()
+}
+
+// Open brings the channel up now, if it is not up, and checks that the
+// agent answers.
+func (ch *Channel) Open(ctx context.Context) error {
+	_, err := ch.client(ctx, "agent.Open")
+	return err
+}
+
+// Close ends the agent cleanly (its stdin closes and it exits), or kills
+// it; later calls are Invalid.
+func (ch *Channel) Close() error {
+	ch.mu.Lock()
+	if ch.closed {
+		ch.mu.Unlock()
+		return nil
+	}
+	ch.closed = true
+	s := ch.cur
+	ch.cur = nil
+	ch.mu.Unlock()
+	if s != nil {
+		s.cl.Close()
+		<-s.finished
+		ch.mu.Lock()
+		ch.rtEnded += s.cl.RoundTrips()
+		ch.mu.Unlock()
+	}
+	return nil
+}
+
+// Stats reports the channel's counters and last error.
+func (ch *Channel) Stats() Stats {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	st := ch.stats
+	st.RoundTrips = ch.rtEnded
+	if ch.cur != nil {
+		st.RoundTrips += ch.cur.cl.RoundTrips()
+		select {
+		case <-ch.cur.cl.Done():
+		default:
+			st.Up = true
+		}
+	}
+	return st
+}
+
+func (ch *Channel) recordError(err error) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.stats.LastError = err.Error()
+	ch.stats.LastCode = providers.CodeOf(err)
+	ch.stats.LastErrorAt = time.Now()
+}
+
+// client returns a live client, opening one if there is none: the call
+// that finds the agent dead returns its death, unless a call in flight
+// already did.
+func (ch *Channel) client(ctx context.Context, op string) (*Client, error) {
+	for {
+		ch.mu.Lock()
+		if ch.closed {
+			ch.mu.Unlock()
+			return nil, &providers.Error{Code: errClosed.Code, Op: op, Box: ch.box.ID(), Err: errClosed.Err}
+		}
+		if s := ch.cur; s != nil {
+			select {
+			case <-s.cl.Done():
+				ch.cur = nil
+				ch.rtEnded += s.cl.RoundTrips()
+				if !s.cl.reported.Load() {
+					ch.mu.Unlock()
+					return nil, s.cl.lost(op, "", false)
+				}
+			default:
+				ch.mu.Unlock()
+				return s.cl, nil
+			}
+		}
+		if w := ch.opening; w != nil {
+			ch.mu.Unlock()
+			select {
+			case <-w:
+				continue
+			case <-ctx.Done():
+				return nil, ctxError(op, ctx.Err()).WithBox(ch.box.ID())
+			}
+		}
+		w := make(chan struct{})
+		ch.opening = w
+		ch.mu.Unlock()
+
+		start := time.Now()
+		s, err := ch.open(ctx)
+
+		ch.mu.Lock()
+		ch.opening = nil
+		close(w)
+		if err != nil {
+			ch.mu.Unlock()
+			err = providers.E(0, op, err).WithBox(ch.box.ID())
+			ch.recordError(err)
+			ch.log.Warn("agent: channel did not open", "err", err)
+			return nil, err
+		}
+		if ch.closed {
+			ch.mu.Unlock()
+			s.cl.Close()
+			<-s.finished
+			continue
+		}
+		ch.cur = s
+		ch.stats.Opens++
+		if ch.stats.Opens > 1 {
+			ch.stats.Restarts++
+		}
+		ch.stats.LastOpenMs = float64(time.Since(start).Microseconds()) / 1000
+		ch.mu.Unlock()
+		ch.log.Debug("agent: channel up", "took", time.Since(start))
+		return s.cl, nil
+	}
+}
+
+// open starts an agent: the binary is run where it should be; if that
+// fails and it was not just uploaded, it is uploaded and run again.
+func (ch *Channel) open(ctx context.Context) (*session, error) {
+	ctx, cancel := context.WithTimeout(ctx, openTimeout)
+	defer cancel()
+	bin, facts, err := ch.prepare(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tmp := facts.TmpDir
+	if tmp == "" {
+		tmp = "/tmp"
+	}
+	dest := path.Join(tmp, ".boxfs-agent-"+bin.sha256[:16])
+
+	ch.mu.Lock()
+	ch.dest = dest
+	present := ch.uploaded
+	ch.mu.Unlock()
+	if !present {
+		if ps, ok := ch.box.(providers.PathStater); ok {
+			fi, err := ps.StatPath(ctx, dest)
+			present = err == nil && fi.IsRegular() && fi.Size == bin.size
+		} else {
+			present = true // try it: a failed start costs what a check would
+		}
+	}
+	if present {
+		s, err := ch.start(ctx, bin, dest)
+		if err == nil {
+			ch.setUploaded()
+			return s, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		ch.log.Debug("agent: the binary in the box did not start; uploading it", "path", dest, "err", err)
+	}
+	if err := ch.upload(ctx, bin, facts, dest); err != nil {
+		return nil, err
+	}
+	ch.mu.Lock()
+	ch.stats.Uploads++
+	ch.mu.Unlock()
+	s, err := ch.start(ctx, bin, dest)
+	if err != nil {
+		return nil, err
+	}
+	ch.setUploaded()
+	return s, nil
+}
+
+func (ch *Channel) setUploaded() {
+	ch.mu.Lock()
+	ch.uploaded = true
+	ch.mu.Unlock()
+}
+
+// prepare reads the binary and the box's facts once, and checks that the
+// agent can run in the box.
+func (ch *Channel) prepare(ctx context.Context) (binaryInfo, providers.Facts, error) {
+	const op = "agent.Channel"
+	ch.mu.Lock()
+	bin, facts := ch.bin, ch.facts
+	ch.mu.Unlock()
+	if bin == nil {
+		if ch.opts.Binary == "" {
+			return binaryInfo{}, providers.Facts{}, providers.Errorf(providers.Invalid, op, "no agent binary given")
+		}
+		b, err := readBinaryInfo(ch.opts.Binary)
+		if err != nil {
+			return binaryInfo{}, providers.Facts{}, providers.E(providers.Invalid, op, err)
+		}
+		bin = &b
+	}
+	if facts == nil {
+		f, err := ch.box.Facts(ctx)
+		if err != nil {
+			return binaryInfo{}, providers.Facts{}, err
+		}
+		facts = &f
+	}
+	if !facts.Runs("linux", bin.arch) {
+		return *bin, *facts, providers.Errorf(providers.Unsupported, op,
+			"the agent is a linux/%s binary and the box is %q/%q", bin.arch, facts.OS, facts.Arch)
+	}
+	if !facts.HasLiveProcesses() || !facts.HasStdin() {
+		return *bin, *facts, providers.Errorf(providers.Unsupported, op,
+			"the agent needs a box whose processes live between commands and whose exec streams stdin")
+	}
+	ch.mu.Lock()
+	ch.bin, ch.facts = bin, facts
+	ch.mu.Unlock()
+	return *bin, *facts, nil
+}
+
+// uploadScript installs the binary from stdin under a temporary name and
+// renames it into place; the paths are its arguments.
+const uploadScript = `umask 022
+cat >"$1" && chmod 755 "$1" && mv -f "$1" "$2" || { rm -f "$1"; exit 1; }`
+
+// upload copies the binary to dest: through the box's archive API when it
+// has one, else through an exec's stdin.
+func (ch *Channel) upload(ctx context.Context, bin binaryInfo, facts providers.Facts, dest string) error {
+	const op = "agent.upload"
+	f, err := os.Open(bin.path)
+	if err != nil {
+		return providers.E(providers.Invalid, op, err)
+	}
+	defer f.Close()
+	if ar, ok := ch.box.(providers.Archiver); ok {
+		pr, pw := io.Pipe()
+		go func() {
+			tw := tar.NewWriter(pw)
+			err := tw.WriteHeader(&tar.Header{
+				Typeflag: tar.TypeReg, Name: path.Base(dest), Mode: 0o755, Size: bin.size,
+				ModTime: time.Now(), Format: tar.FormatPAX,
+			})
+			if err == nil {
+				_, err = io.Copy(tw, f)
+			}
+			if err == nil {
+				err = tw.Close()
+			}
+			pw.CloseWithError(err)
+		}()
+		err := ar.PutArchive(ctx, path.Dir(dest), pr)
+		pr.CloseWithError(io.ErrClosedPipe)
+		if err != nil {
+			return providers.E(0, op, err)
+		}
+		return nil
+	}
+	shell := facts.Shell
+	if shell == "" {
+		shell = "/bin/sh"
+	}
+	var stderr bytes.Buffer
+	tmp := dest + ".tmp-" + newID()
+	proc, err := ch.box.Exec(ctx, providers.ExecRequest{
+		Argv:   []string{shell, "-c", uploadScript, "boxfs-upload", tmp, dest},
+		Dir:    "/",
+		Stdin:  f,
+		Stderr: &stderr,
+	})
+	if err != nil {
+		return providers.E(0, op, err)
+	}
+	code, err := proc.Wait()
+	if err != nil {
+		return providers.E(0, op, err)
+	}
+	if code != 0 {
+		return providers.Errorf(providers.Unknown, op, "installing the agent at %s exited %d: %s", dest, code, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// start runs the agent at dest and completes the SFTP handshake.
+func (ch *Channel) start(ctx context.Context, bin binaryInfo, dest string) (*session, error) {
+	const op = "agent.start"
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	// The exec lives as long as the channel, not as long as this call's
+	// ctx, which only bounds the start.
+	pctx, pcancel := context.WithCancel(context.Background())
+	stopBound := context.AfterFunc(ctx, pcancel)
+	s := &session{
+		cancel:   pcancel,
+		stderr:   &tailBuffer{max: 2048},
+		exited:   make(chan struct{}),
+		finished: make(chan struct{}),
+	}
+	proc, err := ch.box.Exec(pctx, providers.ExecRequest{
+		Argv:   []string{dest, "agent", "-sha256", bin.sha256},
+		Dir:    "/",
+		Stdin:  inR,
+		Stdout: outW,
+		Stderr: s.stderr,
+	})
+	if err != nil {
+		stopBound()
+		pcancel()
+		if ctx.Err() != nil {
+			return nil, ctxError(op, ctx.Err())
+		}
+		return nil, providers.E(0, op, err)
+	}
+	s.proc = proc
+	clReady := make(chan *Client, 1)
+	go func() {
+		s.exitCode, s.exitErr = proc.Wait()
+		close(s.exited)
+		var cl *Client
+		select {
+		case cl = <-clReady:
+		default:
+		}
+		if cl != nil {
+			cl.die(&providers.Error{Code: providers.TransportLost, Err: errors.New(s.exitReason())})
+		}
+		outW.CloseWithError(io.EOF)
+		inR.Close()
+	}()
+
+	cl, err := NewClient(ctx, outR, inW, ClientOptions{Box: ch.box.ID(), Liveness: ch.liveness})
+	stopBound()
+	if err != nil {
+		// Say why: wait a moment for the exit status and stderr.
+		select {
+		case <-s.exited:
+			err = providers.E(0, op, fmt.Errorf("%w; %s", err, s.exitReason()))
+		case <-time.After(500 * time.Millisecond):
+		}
+		ch.kill(s)
+		close(s.finished)
+		return nil, err
+	}
+	s.cl = cl
+	clReady <- cl
+	go ch.watch(s)
+	return s, nil
+}
+
+// watch waits for the session's client to end, then makes sure the agent
+// is gone: at once when it died or hung, after closeGrace when the client
+// closed it.
+func (ch *Channel) watch(s *session) {
+	defer close(s.finished)
+	defer s.cancel()
+	<-s.cl.Done()
+	why := s.cl.Err()
+	closing := s.cl.closing.Load()
+	if !closing {
+		ch.recordError(why)
+		ch.log.Warn("agent: channel lost", "err", why)
+		select {
+		case <-s.exited:
+		default:
+			ch.kill(s)
+		}
+		return
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(closeGrace):
+		ch.kill(s)
+	}
+}
+
+// kill ends the agent's exec and waits, boundedly, for it to be gone.
+func (ch *Channel) kill(s *session) {
+	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
+	defer cancel()
+	if err := s.proc.Kill(ctx); err != nil {
+		ch.log.Warn("agent: killing the agent failed", "err", err)
+	}
+	s.cancel()
+	select {
+	case <-s.exited:
+	case <-ctx.Done():
+		ch.log.Warn("agent: the agent's exec did not end after kill")
+	}
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.b))
+}
+
+// The Files and Walker methods: each finds a live client (opening one if
+// needed) and makes the call on it.
+
+// Stat returns name's attributes, following symlinks.
+func (ch *Channel) Stat(ctx context.Context, name string) (providers.FileInfo, error) {
+	c, err := ch.client(ctx, "agent.Stat")
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	return c.Stat(ctx, name)
+}
+
+// Lstat returns name's attributes, not following a symlink.
+func (ch *Channel) Lstat(ctx context.Context, name string) (providers.FileInfo, error) {
+	c, err := ch.client(ctx, "agent.Lstat")
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	return c.Lstat(ctx, name)
+}
+
+// ReadDir lists a directory, sorted by name, with full attributes.
+func (ch *Channel) ReadDir(ctx context.Context, name string) ([]providers.FileInfo, error) {
+	c, err := ch.client(ctx, "agent.ReadDir")
+	if err != nil {
+		return nil, err
+	}
+	return c.ReadDir(ctx, name)
+}
+
+// Walk lists the whole tree under root; see providers.Walker.
+func (ch *Channel) Walk(ctx context.Context, root string) ([]providers.FileInfo, error) {
+	c, err := ch.client(ctx, "agent.Walk")
+	if err != nil {
+		return nil, err
+	}
+	return c.Walk(ctx, root)
+}
+
+// ReadFile streams the whole file.
+func (ch *Channel) ReadFile(ctx context.Context, name string) (io.ReadCloser, error) {
+	c, err := ch.client(ctx, "agent.ReadFile")
+	if err != nil {
+		return nil, err
+	}
+	return c.ReadFile(ctx, name)
+}
+
+// ReadAt reads up to len(p) bytes at off.
+func (ch *Channel) ReadAt(ctx context.Context, name string, p []byte, off int64) (int, error) {
+	c, err := ch.client(ctx, "agent.ReadAt")
+	if err != nil {
+		return 0, err
+	}
+	return c.ReadAt(ctx, name, p, off)
+}
+
+// WriteFile replaces name with r's bytes atomically.
+func (ch *Channel) WriteFile(ctx context.Context, name string, r io.Reader, perm providers.FileMode) error {
+	c, err := ch.client(ctx, "agent.WriteFile")
+	if err != nil {
+		return err
+	}
+	return c.WriteFile(ctx, name, r, perm)
+}
+
+// WriteAt writes p at off into an existing file.
+func (ch *Channel) WriteAt(ctx context.Context, name string, p []byte, off int64) (int, error) {
+	c, err := ch.client(ctx, "agent.WriteAt")
+	if err != nil {
+		return 0, err
+	}
+	return c.WriteAt(ctx, name, p, off)
+}
+
+// Create makes an empty regular file.
+func (ch *Channel) Create(ctx context.Context, name string, perm providers.FileMode, exclusive bool) error {
+	c, err := ch.client(ctx, "agent.Create")
+	if err != nil {
+		return err
+	}
+	return c.Create(ctx, name, perm, exclusive)
+}
+
+// Mkdir makes a directory.
+func (ch *Channel) Mkdir(ctx context.Context, name string, perm providers.FileMode) error {
+	c, err := ch.client(ctx, "agent.Mkdir")
+	if err != nil {
+		return err
+	}
+	return c.Mkdir(ctx, name, perm)
+}
+
+// Remove unlinks name; a directory is EISDIR.
+func (ch *Channel) Remove(ctx context.Context, name string) error {
+	c, err := ch.client(ctx, "agent.Remove")
+	if err != nil {
+		return err
+	}
+	return c.Remove(ctx, name)
+}
+
+// Rmdir removes an empty directory.
+func (ch *Channel) Rmdir(ctx context.Context, name string) error {
+	c, err := ch.client(ctx, "agent.Rmdir")
+	if err != nil {
+		return err
+	}
+	return c.Rmdir(ctx, name)
+}
+
+// Rename moves oldname to newname, replacing newname.
+func (ch *Channel) Rename(ctx context.Context, oldname, newname string) error {
+	c, err := ch.client(ctx, "agent.Rename")
+	if err != nil {
+		return err
+	}
+	return c.Rename(ctx, oldname, newname)
+}
+
+// Chmod sets name's mode bits.
+func (ch *Channel) Chmod(ctx context.Context, name string, mode providers.FileMode) error {
+	c, err := ch.client(ctx, "agent.Chmod")
+	if err != nil {
+		return err
+	}
+	return c.Chmod(ctx, name, mode)
+}
+
+// Chown sets name's owner and group; -1 leaves one unchanged.
+func (ch *Channel) Chown(ctx context.Context, name string, uid, gid int) error {
+	c, err := ch.client(ctx, "agent.Chown")
+	if err != nil {
+		return err
+	}
+	return c.Chown(ctx, name, uid, gid)
+}
+
+// Utimes sets times to the nanosecond; a zero time leaves it unchanged.
+func (ch *Channel) Utimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	c, err := ch.client(ctx, "agent.Utimes")
+	if err != nil {
+		return err
+	}
+	return c.Utimes(ctx, name, atime, mtime)
+}
+
+// Truncate sets name's size.
+func (ch *Channel) Truncate(ctx context.Context, name string, size int64) error {
+	c, err := ch.client(ctx, "agent.Truncate")
+	if err != nil {
+		return err
+	}
+	return c.Truncate(ctx, name, size)
+}
+
+// Symlink makes name a symlink to target.
+func (ch *Channel) Symlink(ctx context.Context, target, name string) error {
+	c, err := ch.client(ctx, "agent.Symlink")
+	if err != nil {
+		return err
+	}
+	return c.Symlink(ctx, target, name)
+}
+
+// Readlink returns a symlink's target.
+func (ch *Channel) Readlink(ctx context.Context, name string) (string, error) {
+	c, err := ch.client(ctx, "agent.Readlink")
+	if err != nil {
+		return "", err
+	}
+	return c.Readlink(ctx, name)
+}
+
+// Link makes newname a hard link to oldname.
+func (ch *Channel) Link(ctx context.Context, oldname, newname string) error {
+	c, err := ch.client(ctx, "agent.Link")
+	if err != nil {
+		return err
+	}
+	return c.Link(ctx, oldname, newname)
+}
+
+// Statfs returns the capacity of the file system holding name.
+func (ch *Channel) Statfs(ctx context.Context, name string) (providers.StatFS, error) {
+	c, err := ch.client(ctx, "agent.Statfs")
+	if err != nil {
+		return providers.StatFS{}, err
+	}
+	return c.Statfs(ctx, name)
+}
+
+// Fsync flushes name to stable storage in the box.
+func (ch *Channel) Fsync(ctx context.Context, name string) error {
+	c, err := ch.client(ctx, "agent.Fsync")
+	if err != nil {
+		return err
+	}
+	return c.Fsync(ctx, name)
+}
+
+// SHA256 returns the SHA-256 of name's content, computed in the box.
+func (ch *Channel) SHA256(ctx context.Context, name string) ([32]byte, error) {
+	c, err := ch.client(ctx, "agent.SHA256")
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return c.SHA256(ctx, name)
+}
