@@ -83,6 +83,7 @@ type MultiArchiver interface {
 func Pull(ctx context.Context, box BoxIO, boxDir, hostDir string, since *Mark, opts PullOptions) (Receipt, Mark, error) {
 	const op = "syncengine.Pull"
 	start := time.Now()
+	boxDir = path.Clean(boxDir)
 	p := &puller{box: box, boxDir: boxDir, hostDir: hostDir, opts: opts}
 	if since != nil {
 		p.old = *since
@@ -99,7 +100,7 @@ func Pull(ctx context.Context, box BoxIO, boxDir, hostDir string, since *Mark, o
 	if err := opts.ReadOnly.Check(); err != nil {
 		return p.rc, p.old, err
 	}
-	if since != nil && since.Root != "" && since.Root != boxDir {
+	if since != nil && since.Root != "" && path.Clean(since.Root) != boxDir {
 		return p.rc, p.old, providers.Errorf(providers.Invalid, op, "the mark is of %q, not of %q", since.Root, boxDir)
 	}
 	if err := os.MkdirAll(hostDir, 0o755); err != nil {
