@@ -112,6 +112,12 @@ func (b *boxState) connect(ctx context.Context) error {
 	}
 	b.mu.Unlock()
 
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*b.fs.opts.OpTimeout)
+	defer cancel()
+	h, err := b.handsOnly(ctx)
+	if err != nil {
+		return err
+	}
 	b.connectMu.Lock()
 	defer b.connectMu.Unlock()
 	b.mu.Lock()
@@ -119,63 +125,24 @@ func (b *boxState) connect(ctx context.Context) error {
 		b.mu.Unlock()
 		return nil
 	}
-	rec, box := b.rec, b.box
+	rec := b.rec
 	b.mu.Unlock()
-
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*b.fs.opts.OpTimeout)
-	defer cancel()
-	p, err := b.fs.provider(rec.Provider)
-	if err != nil {
-		return err
-	}
-	if box == nil {
-		switch {
-		case rec.ID == "" && rec.Spec != nil: // declared: make it now
-			box, err = p.Create(ctx, *rec.Spec)
-			if err != nil {
-				return err
-			}
-			rec.ID, rec.Created, rec.Spec = box.ID(), time.Now().UTC(), nil
-			if err := b.fs.saveRecord(rec); err != nil {
-				b.fs.log.Error("box record not saved", "box", b.name, "err", err)
-			}
-			b.mu.Lock()
-			b.rec = rec
-			b.mu.Unlock()
-		default:
-			box, err = p.Attach(ctx, rec.ID)
-			if err != nil {
-				if providers.CodeOf(err) == providers.NotFound {
-					b.markGone(err)
-				}
-				return err
-			}
-		}
-		b.setBox(box)
-	}
-	h, err := hands.New(ctx, box, hands.Options{AgentBinary: b.fs.opts.AgentBinary, Logger: b.fs.log})
-	if err != nil {
-		return err
-	}
-	facts := h.Facts()
-	root := facts.Workspace
+	root := h.Facts().Workspace
 	if root == "" {
-		h.Close()
 		return providers.Errorf(providers.Unsupported, "fs.connect", "box %q reports no workspace", b.name)
 	}
 	c, err := cache.Open(h, cache.Options{
-		Dir:         filepath.Join(b.fs.opts.StateDir, "cache", safeKey(rec.Provider+"-"+box.ID())),
+		Dir:         filepath.Join(b.fs.opts.StateDir, "cache", safeKey(rec.Provider+"-"+rec.ID)),
 		Root:        root,
 		Box:         b.name,
 		AttrTimeout: b.fs.opts.AttrTimeout,
 		Logger:      b.fs.log,
 	})
 	if err != nil {
-		h.Close()
 		return err
 	}
 	b.mu.Lock()
-	b.hands, b.cache, b.facts = h, c, facts
+	b.cache = c
 	b.mu.Unlock()
 	if len(c.Dirty()) > 0 {
 		if err := c.Recover(ctx); err != nil {
@@ -183,6 +150,42 @@ func (b *boxState) connect(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// attachOrCreate finds the box again by its recorded id, or makes a
+// declared one and records its id before anything runs in it.
+func (b *boxState) attachOrCreate(ctx context.Context) (providers.Box, error) {
+	b.mu.Lock()
+	rec := b.rec
+	b.mu.Unlock()
+	p, err := b.fs.provider(rec.Provider)
+	if err != nil {
+		return nil, err
+	}
+	var box providers.Box
+	if rec.ID == "" && rec.Spec != nil {
+		box, err = p.Create(ctx, *rec.Spec)
+		if err != nil {
+			return nil, err
+		}
+		rec.ID, rec.Created, rec.Spec = box.ID(), time.Now().UTC(), nil
+		if err := b.fs.saveRecord(rec); err != nil {
+			b.fs.log.Error("box record not saved", "box", b.name, "err", err)
+		}
+		b.mu.Lock()
+		b.rec = rec
+		b.mu.Unlock()
+	} else {
+		box, err = p.Attach(ctx, rec.ID)
+		if err != nil {
+			if providers.CodeOf(err) == providers.NotFound {
+				b.markGone(providers.E(providers.Gone, "fs.attach", err))
+			}
+			return nil, err
+		}
+	}
+	b.setBox(box)
+	return box, nil
 }
 
 // parts returns the open hands and cache, connecting first.

@@ -30,11 +30,16 @@ var (
 
 var started = time.Now()
 
+// uncached is the attribute and entry timeout of what changes without the
+// kernel knowing (control files, box names): as good as none. Zero would be
+// replaced by the mount's default.
+const uncached = time.Nanosecond
+
 func (c *ctlFile) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	out.Mode = syscall.S_IFREG | c.mode
 	out.Nlink = 1
 	out.SetTimes(nil, &started, &started)
-	out.SetTimeout(0)
+	out.SetTimeout(uncached)
 	return 0
 }
 

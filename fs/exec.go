@@ -361,10 +361,13 @@ var (
 )
 
 func (e *execFile) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if h, ok := f.(*execHandle); ok {
+		return h.Getattr(ctx, out)
+	}
 	out.Mode = syscall.S_IFREG | 0o644
 	out.Nlink = 1
 	out.SetTimes(nil, &started, &started)
-	out.SetTimeout(0)
+	out.SetTimeout(uncached)
 	return 0
 }
 
@@ -384,9 +387,26 @@ type execHandle struct {
 }
 
 var (
-	_ gofs.FileReader = (*execHandle)(nil)
-	_ gofs.FileWriter = (*execHandle)(nil)
+	_ gofs.FileReader    = (*execHandle)(nil)
+	_ gofs.FileWriter    = (*execHandle)(nil)
+	_ gofs.FileGetattrer = (*execHandle)(nil)
 )
+
+// Getattr on an open of exec (fstat(2)) reports, once a command line was
+// written to it, that command's number as the file's size: how a program
+// learns which cmds/N is its own without racing other writers.
+func (h *execHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
+	out.Mode = syscall.S_IFREG | 0o644
+	out.Nlink = 1
+	out.SetTimes(nil, &started, &started)
+	out.SetTimeout(uncached)
+	h.mu.Lock()
+	if h.cmd != nil {
+		out.Size = uint64(h.cmd.n)
+	}
+	h.mu.Unlock()
+	return 0
+}
 
 func (h *execHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.mu.Lock()
@@ -454,8 +474,8 @@ func (d *cmdsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 			return nil, syscall.ENOENT
 		}
 		out.Mode = syscall.S_IFLNK | 0o777
-		out.SetEntryTimeout(0)
-		out.SetAttrTimeout(0)
+		out.SetEntryTimeout(uncached)
+		out.SetAttrTimeout(uncached)
 		return d.NewInode(ctx, &gofs.MemSymlink{Data: []byte(strconv.Itoa(n))}, gofs.StableAttr{Mode: syscall.S_IFLNK}), 0
 	}
 	n, err := strconv.Atoi(name)
@@ -549,7 +569,7 @@ func (o *outFile) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.Attr
 	out.Mode = syscall.S_IFREG | 0o444
 	out.Nlink = 1
 	out.SetTimes(nil, &started, &started)
-	out.SetTimeout(0)
+	out.SetTimeout(uncached)
 	return 0
 }
 

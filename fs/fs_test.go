@@ -263,6 +263,9 @@ func TestExecKillAndEarlyClose(t *testing.T) {
 	if _, err := f.Write([]byte("sleep 300\n")); err != nil {
 		t.Fatal(err)
 	}
+	if fi, err := f.Stat(); err != nil || fi.Size() != 2 {
+		t.Errorf("fstat of exec after a write: size %d, %v; want the command's number 2", fi.Size(), err)
+	}
 	if err := writeFile(t, filepath.Join(box, "cmds", "2", "ctl"), "kill\n"); err != nil {
 		t.Fatal(err)
 	}

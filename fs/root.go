@@ -20,7 +20,7 @@ const createTimeout = 5 * time.Minute
 // boxEntryTimeout is how long the kernel keeps a box name without asking:
 // as good as never (0 would be replaced by the mount's default), since boxes
 // come and go through ctl.
-const boxEntryTimeout = time.Nanosecond
+const boxEntryTimeout = uncached
 
 // rootNode is MOUNT/: ctl, err, and one directory per box.
 type rootNode struct {
