@@ -328,6 +328,28 @@ func TestDestroyDuringExecs(t *testing.T) {
 	}
 }
 
+// A box whose directory is removed behind the provider's back (say, a
+// test's temporary directory cleaned up without Destroy) still has its
+// processes ended, by its watchdog.
+func TestRemovedDirEndsProcesses(t *testing.T) {
+	root := t.TempDir()
+	b := newBox(t, New(root), providers.Spec{Lifetime: time.Hour})
+	out := newLines()
+	if _, err := b.Exec(context.Background(), providers.ExecRequest{Argv: []string{"sh", "-c", "setsid sleep 300 & echo $!"}, Stdout: out}); err != nil {
+		t.Fatal(err)
+	}
+	pid := atoi(t, out.first(t))
+	if err := os.RemoveAll(b.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; len(live([]int{pid})) > 0 || len(watchdogsOf(t, b.Dir())) > 0; i++ {
+		if i > 300 {
+			t.Fatalf("10s after its directory was removed: process %v, watchdog %v", live([]int{pid}), watchdogsOf(t, b.Dir()))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // The environment is exactly the fixed base, the spec's, the request's and
 // the marker.
 func TestExecEnvironment(t *testing.T) {
@@ -686,5 +708,51 @@ func TestLookPath(t *testing.T) {
 	}
 	if got, _ := lookPath("./x", "", "/w"); got != "/w/x" {
 		t.Errorf("lookPath(./x) in /w = %q", got)
+	}
+}
+
+func BenchmarkExecTrue(b *testing.B) {
+	p := New(b.TempDir())
+	bx, err := p.Create(context.Background(), providers.Spec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bx.Destroy(context.Background())
+	for b.Loop() {
+		proc, err := bx.Exec(context.Background(), providers.ExecRequest{Argv: []string{"true"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if code, err := proc.Wait(); code != 0 || err != nil {
+			b.Fatal(code, err)
+		}
+	}
+}
+
+func BenchmarkCreateDestroy(b *testing.B) {
+	p := New(b.TempDir())
+	for b.Loop() {
+		bx, err := p.Create(context.Background(), providers.Spec{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := bx.Destroy(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkStat(b *testing.B) {
+	p := New(b.TempDir())
+	bx, err := p.Create(context.Background(), providers.Spec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bx.Destroy(context.Background())
+	box := bx.(*Box)
+	for b.Loop() {
+		if _, err := box.Stat(context.Background(), box.Workspace()); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

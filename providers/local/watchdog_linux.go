@@ -100,8 +100,10 @@ func stopWatchdog(pid int, dir string) {
 
 // watchdogMain is the watchdog process: it takes charge of the box in dir,
 // sleeps until the box's deadline and ends the box. It exits early when
-// the box is destroyed, ended, or taken over by another watchdog. It
-// returns the process's exit status.
+// the box is ended or taken over by another watchdog, and when the box's
+// record disappears (Destroy, or the directory removed by other means),
+// after killing whatever of the box still runs. It returns the process's
+// exit status.
 func watchdogMain(dir string) int {
 	// Detached already (own session); a stray terminal signal must not end
 	// the box's only guard before its time.
@@ -118,6 +120,12 @@ func watchdogMain(dir string) int {
 		rec, err := readRecord(dir)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
+			// Destroyed, or its directory removed behind the provider's
+			// back (a test's temporary directory cleaned up): either way
+			// the box is gone, and so must its processes be.
+			if sweep(context.Background(), id) != nil {
+				return 1
+			}
 			return 0
 		case err != nil:
 			if failures++; failures > 30 {
