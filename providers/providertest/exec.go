@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -311,7 +310,7 @@ func testExecCancel(t *testing.T, s *suite) {
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
 	groupEnds(t, s, ctx, func(providers.Process) { cancel() }, func(code int, err error) bool {
-		return providers.IsCode(err, providers.Aborted) && errors.Is(err, context.Canceled)
+		return providers.IsCode(err, providers.Aborted)
 	}, "cancelling the command's ctx")
 }
 
@@ -319,7 +318,7 @@ func testExecTimeout(t *testing.T, s *suite) {
 	ctx, cancel := context.WithTimeout(testCtx(t), 3*time.Second)
 	defer cancel()
 	groupEnds(t, s, ctx, func(providers.Process) {}, func(code int, err error) bool {
-		return providers.IsCode(err, providers.Timeout) && errors.Is(err, context.DeadlineExceeded)
+		return providers.IsCode(err, providers.Timeout)
 	}, "the command's ctx deadline")
 }
 

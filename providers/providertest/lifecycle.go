@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"path"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -162,13 +163,7 @@ func testUnsupportedSpec(t *testing.T, s *suite) {
 		cases = append(cases, refusal{f, sp})
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.h.Refused)) {
-		sp := s.h.Refused[name]
-		sp.Labels = maps.Clone(sp.Labels)
-		if sp.Labels == nil {
-			sp.Labels = map[string]string{}
-		}
-		maps.Copy(sp.Labels, s.labels(t))
-		cases = append(cases, refusal{name, sp})
+		cases = append(cases, refusal{name, overlay(s.spec(t), s.h.Refused[name])})
 	}
 	if len(cases) == 0 {
 		t.Log("the harness declares no refused spec field")
@@ -190,6 +185,19 @@ func testUnsupportedSpec(t *testing.T, s *suite) {
 	if len(leftover) > 0 {
 		t.Errorf("a refused Create left boxes behind: %v", ids(leftover))
 	}
+}
+
+// overlay returns base with every field that top sets replaced by top's
+// (labels merged).
+func overlay(base, top providers.Spec) providers.Spec {
+	b, tv := reflect.ValueOf(&base).Elem(), reflect.ValueOf(top)
+	for i := range tv.NumField() {
+		if f := tv.Field(i); !f.IsZero() && tv.Type().Field(i).Name != "Labels" {
+			b.Field(i).Set(f)
+		}
+	}
+	maps.Copy(base.Labels, top.Labels)
+	return base
 }
 
 func testFacts(t *testing.T, s *suite) {

@@ -59,7 +59,8 @@ type Harness struct {
 	// Refused are further specs the provider must refuse with Unsupported,
 	// by name (the subtest's name): values of fields it supports only in
 	// part, e.g. "isolation=container" for a provider that takes only
-	// isolation "none".
+	// isolation "none". Each is laid over Spec: the fields it sets replace
+	// Spec's, its labels are added.
 	Refused map[string]providers.Spec
 	// NoStdin declares that Exec cannot feed a command's stdin: an Exec with
 	// a non-nil Stdin must then be Unsupported, and Facts.Stdin not true.
