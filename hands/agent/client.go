@@ -422,7 +422,9 @@ func infoOf(name string, fi os.FileInfo) (providers.FileInfo, error) {
 			if err != nil {
 				return providers.FileInfo{}, fmt.Errorf("%w: %v", errBadAnswer, err)
 			}
-			return s.info(name), nil
+			fi := s.info(name)
+			fi.Target, _ = extOf(st, extTarget)
+			return fi, nil
 		}
 	}
 	// Not our agent: what SFTP v3 carries (whole seconds).
@@ -491,7 +493,8 @@ func (c *Client) Stat(ctx context.Context, name string) (providers.FileInfo, err
 	})
 }
 
-// Lstat returns name's attributes, not following a symlink.
+// Lstat returns name's attributes, not following a symlink; a symlink's
+// Target is set.
 func (c *Client) Lstat(ctx context.Context, name string) (providers.FileInfo, error) {
 	const op = "agent.Lstat"
 	p, err := clean(op, name)

@@ -39,7 +39,11 @@ func (osFiles) Lstat(_ context.Context, name string) (providers.FileInfo, error)
 	if err := unix.Lstat(name, &st); err != nil {
 		return providers.FileInfo{}, err
 	}
-	return osInfo(filepath.Base(name), &st), nil
+	fi := osInfo(filepath.Base(name), &st)
+	if fi.IsSymlink() {
+		fi.Target, _ = os.Readlink(name)
+	}
+	return fi, nil
 }
 
 func (o osFiles) ReadDir(ctx context.Context, name string) ([]providers.FileInfo, error) {
@@ -52,9 +56,6 @@ func (o osFiles) ReadDir(ctx context.Context, name string) ([]providers.FileInfo
 		fi, err := o.Lstat(ctx, filepath.Join(name, de.Name()))
 		if err != nil {
 			return nil, err
-		}
-		if fi.IsSymlink() {
-			fi.Target, _ = os.Readlink(filepath.Join(name, de.Name()))
 		}
 		out = append(out, fi)
 	}
@@ -82,9 +83,6 @@ func (o osFiles) Walk(ctx context.Context, root string) ([]providers.FileInfo, e
 			return err
 		}
 		fi.Name, _ = filepath.Rel(root, p)
-		if fi.IsSymlink() {
-			fi.Target, _ = os.Readlink(p)
-		}
 		out = append(out, fi)
 		return nil
 	})

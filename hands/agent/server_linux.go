@@ -597,13 +597,21 @@ func (h *handlers) Filelist(r *sftp.Request) (sftp.ListerAt, error) {
 	return nil, sftp.ErrSSHFxOpUnsupported
 }
 
-// Lstat serves LSTAT.
+// Lstat serves LSTAT, with a symlink's target in extTarget.
 func (h *handlers) Lstat(r *sftp.Request) (sftp.ListerAt, error) {
 	var st unix.Stat_t
 	if err := unix.Lstat(r.Filepath, &st); err != nil {
 		return nil, toWire(err)
 	}
-	return listing{newStatInfo(path.Base(r.Filepath), &st)}, nil
+	si := newStatInfo(path.Base(r.Filepath), &st)
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		t, err := os.Readlink(r.Filepath)
+		if err != nil {
+			return nil, toWire(err)
+		}
+		si.ext = []sftp.StatExtended{{ExtType: extTarget, ExtData: t}}
+	}
+	return listing{si}, nil
 }
 
 // Readlink serves READLINK with the target byte for byte.

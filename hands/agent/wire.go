@@ -71,6 +71,8 @@ const (
 	// extAbort in an FSETSTAT on an opAtomic handle drops the temporary file
 	// at CLOSE instead of renaming it into place.
 	extAbort = "abort@boxfs"
+	// extTarget carries a symlink's target on an LSTAT answer.
+	extTarget = "target@boxfs"
 	// extData carries file bytes or a listing, inline.
 	extData = "data@boxfs"
 	// extSize answers opWalk and opList when the listing is too large to
