@@ -307,7 +307,7 @@ func (b *boxState) flush(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
-	return c.FlushAll(ctx)
+	return b.do(ctx, true, time.Minute, c.FlushAll)
 }
 
 // close ends the channel to the box; the box keeps running.

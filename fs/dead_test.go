@@ -1,0 +1,167 @@
+package fs_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	boxfs "github.com/boxfs/boxfs/fs"
+	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/providers/fake"
+)
+
+const opTimeout = 2 * time.Second
+
+// mountFake serves a namespace over the scriptable fake provider.
+func mountFake(t *testing.T) (string, *fake.Provider) {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse")
+	}
+	fp := fake.New()
+	f, err := boxfs.New(boxfs.Options{
+		StateDir:        t.TempDir(),
+		DefaultProvider: "fake",
+		OpenProvider:    func(string) (providers.Provider, error) { return fp, nil },
+		AttrTimeout:     time.Second,
+		OpTimeout:       opTimeout,
+		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mnt := t.TempDir()
+	server, err := f.Mount(mnt, boxfs.MountOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		f.Shutdown(ctx)
+		if err := server.Unmount(); err != nil {
+			t.Errorf("unmount: %v", err)
+		}
+	})
+	return mnt, fp
+}
+
+// within runs fn and fails the test if it takes longer than the bound.
+func within(t *testing.T, what string, fn func() error) error {
+	t.Helper()
+	start := time.Now()
+	err := fn()
+	if d := time.Since(start); d > opTimeout+3*time.Second {
+		t.Errorf("%s took %v, over the bound", what, d)
+	}
+	return err
+}
+
+func waitHealthy(t *testing.T, box string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		var facts struct{ Health string }
+		b, err := os.ReadFile(filepath.Join(box, "facts.json"))
+		if err == nil && json.Unmarshal(b, &facts) == nil && facts.Health == "ok" {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatal("the box never became healthy again")
+}
+
+func TestHungBoxAnswersWithinBound(t *testing.T) {
+	mnt, fp := mountFake(t)
+	box := newBox(t, mnt, "a")
+	w := filepath.Join(box, "work")
+	if err := os.WriteFile(filepath.Join(w, "f"), []byte("content"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// Mid-read: the box stops answering reads.
+	fp.On(fake.Match{Op: "ReadFile"}).Hang().Once()
+	os.WriteFile(filepath.Join(box, "ctl"), []byte("sync\n"), 0) // drop the host's copy's validity
+	err := within(t, "read", func() error {
+		// The cached copy is still valid; make the box's copy newer.
+		fp.Boxes()[0].Files().WriteFile(context.Background(), "/work/f", strings.NewReader("changed"), 0o644)
+		time.Sleep(1100 * time.Millisecond) // past the attribute timeout
+		_, err := os.ReadFile(filepath.Join(w, "f"))
+		return err
+	})
+	if !errors.Is(err, syscall.ETIMEDOUT) {
+		t.Errorf("read from a hung box: %v, want ETIMEDOUT", err)
+	}
+	// While unhealthy, calls fail fast; facts.json says so.
+	var facts struct{ Health, LastError string }
+	b, _ := os.ReadFile(filepath.Join(box, "facts.json"))
+	if json.Unmarshal(b, &facts); facts.Health != "unhealthy" {
+		t.Errorf("facts.json health %q after a timeout", facts.Health)
+	}
+	waitHealthy(t, box)
+
+	// Mid-write: the push at close hangs; close reports it, the data stays.
+	fp.On(fake.Match{Op: "WriteFile"}).Hang().Once()
+	err = within(t, "close", func() error {
+		g, err := os.Create(filepath.Join(w, "g"))
+		if err != nil {
+			return err
+		}
+		g.Write([]byte("unsaved"))
+		return g.Close()
+	})
+	if !errors.Is(err, syscall.ETIMEDOUT) {
+		t.Errorf("close of a write to a hung box: %v, want ETIMEDOUT", err)
+	}
+	b, _ = os.ReadFile(filepath.Join(box, "facts.json"))
+	var dirty struct{ DirtyFiles []string }
+	json.Unmarshal(b, &dirty)
+	if len(dirty.DirtyFiles) != 1 || dirty.DirtyFiles[0] != "g" {
+		t.Errorf("dirty files after a lost push: %v", dirty.DirtyFiles)
+	}
+	waitHealthy(t, box)
+	if err := os.WriteFile(filepath.Join(box, "ctl"), []byte("flush\n"), 0); err != nil {
+		t.Errorf("flush after recovery: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(w, "g")); string(got) != "unsaved" {
+		t.Errorf("g reads %q", got)
+	}
+
+	// Mid-readdir.
+	fp.On(fake.Match{Op: "ReadDir"}).Hang().Once()
+	os.WriteFile(filepath.Join(box, "ctl"), []byte("sync\n"), 0)
+	time.Sleep(1100 * time.Millisecond)
+	mk := filepath.Join(w, "sub")
+	fp.Boxes()[0].Files().Mkdir(context.Background(), "/work/sub", 0o755)
+	err = within(t, "readdir", func() error {
+		_, err := os.ReadDir(mk)
+		return err
+	})
+	if err == nil {
+		t.Error("readdir of a hung box succeeded")
+	}
+	waitHealthy(t, box)
+
+	// The box goes away: ENODEV, at once.
+	fp.Boxes()[0].Vanish()
+	err = within(t, "read of a vanished box", func() error {
+		_, err := os.ReadFile(filepath.Join(w, "g"))
+		if err == nil {
+			os.WriteFile(filepath.Join(box, "ctl"), []byte("sync\n"), 0)
+			_, err = os.ReadFile(filepath.Join(w, "g"))
+		}
+		return err
+	})
+	if err == nil {
+		t.Error("a vanished box still serves reads")
+	}
+}
+
