@@ -164,4 +164,3 @@ func TestHungBoxAnswersWithinBound(t *testing.T) {
 		t.Error("a vanished box still serves reads")
 	}
 }
-
