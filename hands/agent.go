@@ -3,10 +3,51 @@ package hands
 import (
 	"context"
 
+	"github.com/boxfs/boxfs/hands/agent"
 	"github.com/boxfs/boxfs/providers"
 )
 
 // useAgent opens the agent channel and checks that it answers.
 func (h *Hands) useAgent(ctx context.Context, opts Options) error {
-	return providers.Errorf(providers.Unsupported, "hands.New", "the agent channel is not built yet")
+	// The channel adds the box to its own log lines.
+	ch := agent.NewChannel(h.box, agent.ChannelOptions{Binary: opts.AgentBinary, Liveness: h.liveness, Logger: opts.Logger})
+	if err := ch.Open(ctx); err != nil {
+		ch.Close()
+		return err
+	}
+	h.via = ViaAgent
+	h.channel = ch
+	h.closer = ch
+	h.files = agentFiles{ch}
+	h.walker = ch
+	h.archiver = h.boxArchiver()
+	return nil
+}
+
+// AgentStats reports the agent channel's counters (round trips, restarts,
+// the last error), for facts.json; ok is false when hands does not use the
+// agent.
+func (h *Hands) AgentStats() (stats agent.Stats, ok bool) {
+	if h.channel == nil {
+		return agent.Stats{}, false
+	}
+	return h.channel.Stats(), true
+}
+
+// agentFiles is the channel, with Lstat completed: a symlink's Target is
+// filled in with one more round trip when the agent's answer lacks it, as
+// every other path fills it.
+type agentFiles struct{ *agent.Channel }
+
+// Lstat returns name's attributes, not following a final symlink, with a
+// symlink's target.
+func (a agentFiles) Lstat(ctx context.Context, name string) (providers.FileInfo, error) {
+	fi, err := a.Channel.Lstat(ctx, name)
+	if err == nil && fi.IsSymlink() && fi.Target == "" {
+		fi.Target, err = a.Channel.Readlink(ctx, name)
+		if err != nil {
+			return providers.FileInfo{}, err
+		}
+	}
+	return fi, err
 }

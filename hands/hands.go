@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/boxfs/boxfs/hands/agent"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -48,7 +49,8 @@ type Hands struct {
 	files    providers.Files
 	walker   providers.Walker
 	archiver providers.Archiver
-	closer   io.Closer // the agent channel, when there is one
+	closer   io.Closer      // the agent channel, when there is one
+	channel  *agent.Channel // the same
 	sh       *scripts
 	liveness time.Duration
 	log      *slog.Logger

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/boxfs/boxfs/hands"
+	"github.com/boxfs/boxfs/internal/boxfsbin"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/local"
 )
@@ -71,6 +72,12 @@ func targets() []target {
 		}},
 		{name: "via=script/box=local", open: func(t *testing.T) (*hands.Hands, string) {
 			return openOn(t, newLocalBox(t), hands.ViaScript, hands.Options{})
+		}},
+		{name: "via=agent/box=local", open: func(t *testing.T) (*hands.Hands, string) {
+			return openOn(t, newLocalBox(t), hands.ViaAgent, hands.Options{AgentBinary: boxfsbin.Path(t)})
+		}},
+		{name: "via=agent/box=docker", open: func(t *testing.T) (*hands.Hands, string) {
+			return openOn(t, newDockerBox(t), hands.ViaAgent, hands.Options{AgentBinary: boxfsbin.Path(t)})
 		}},
 		{name: "via=native/box=docker", partial: true, open: func(t *testing.T) (*hands.Hands, string) {
 			return openOn(t, newDockerBox(t), hands.ViaNative, hands.Options{})

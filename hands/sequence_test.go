@@ -49,7 +49,7 @@ func drawOp(rng *rand.Rand) seqOp {
 }
 
 // apply runs o on f under root and renders what a user would see.
-func (o seqOp) apply(ctx context.Context, f providers.Files, root string) string {
+func (o seqOp) apply(ctx context.Context, f providers.Files, root string, partial bool) string {
 	a, b := root+"/"+o.a, root+"/"+o.b
 	switch o.kind {
 	case "create":
@@ -80,12 +80,12 @@ func (o seqOp) apply(ctx context.Context, f providers.Files, root string) string
 		return readStr(ctx, f, a)
 	case "lstat":
 		fi, err := f.Lstat(ctx, a)
-		return statStr(fi, err, false)
+		return statStr(fi, err, partial)
 	case "stat":
 		fi, err := f.Stat(ctx, a)
-		return statStr(fi, err, false)
+		return statStr(fi, err, partial)
 	case "readdir":
-		return dirStr(ctx, f, a, false)
+		return dirStr(ctx, f, a, partial)
 	}
 	panic(o.kind)
 }
@@ -118,8 +118,8 @@ func runSequence(t *testing.T, rw row, n int, skip func(seqOp) bool) {
 			continue
 		}
 		done++
-		want := o.apply(ctx, osFiles{}, ref)
-		got := o.apply(ctx, rw.files, rw.root)
+		want := o.apply(ctx, osFiles{}, ref, rw.partial)
+		got := o.apply(ctx, rw.files, rw.root, rw.partial)
 		if got != want {
 			t.Fatalf("seed %d, op %d %v:\n got: %s\nwant: %s", s, done, o, got, want)
 		}
@@ -168,6 +168,8 @@ func TestSequence(t *testing.T) {
 		skip  func(seqOp) bool
 	}{
 		{target: targetNamed(t, "via=native-files/box=local"), n: 5000, skip: localDivergent},
+		{target: targetNamed(t, "via=agent/box=local"), n: 5000},
+		{target: targetNamed(t, "via=agent/box=docker"), n: 3000},
 		{target: targetNamed(t, "via=script/box=hostbox"), n: 1000},
 		{target: targetNamed(t, "via=native/box=docker"), n: 300, short: true},
 	}
@@ -177,7 +179,7 @@ func TestSequence(t *testing.T) {
 				t.Skip("-short: a few hundred execs of ~150 ms")
 			}
 			h, root := r.open(t)
-			runSequence(t, row{name: r.name, files: h, walker: h, root: root}, r.n, r.skip)
+			runSequence(t, row{name: r.name, files: h, walker: h, root: root, partial: r.partial}, r.n, r.skip)
 		})
 	}
 }
