@@ -1,6 +1,7 @@
 package local_test
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -10,6 +11,9 @@ import (
 )
 
 func TestConformance(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the local provider runs on Linux only")
+	}
 	providertest.Run(t, providertest.Harness{
 		Provider: local.New(t.TempDir()),
 		Unsupported: []string{
