@@ -1,0 +1,261 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/boxfs/boxfs/internal/boxfsbin"
+	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/providers/docker"
+)
+
+// mountT is one boxfs mount served by a child process.
+type mountT struct {
+	mnt, state string
+	cmd        *exec.Cmd
+	log        *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// requireProvider skips a row whose provider is not there; Docker rows fail
+// instead under BOXFS_REQUIRE_DOCKER=1 (CI).
+func requireProvider(t *testing.T, name string) {
+	t.Helper()
+	if name != "docker" {
+		return
+	}
+	p, err := docker.New(providers.Config{})
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = p.Ping(ctx)
+		cancel()
+		p.Close()
+	}
+	if err != nil {
+		if os.Getenv("BOXFS_REQUIRE_DOCKER") == "1" {
+			t.Fatalf("BOXFS_REQUIRE_DOCKER=1 and no Docker engine answers: %v", err)
+		}
+		t.Skipf("no Docker engine answers (%v); scripts/docker-up starts one", err)
+	}
+}
+
+// startMount serves a fresh namespace whose default provider is provider.
+func startMount(t *testing.T, provider string, opTimeout time.Duration) *mountT {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse")
+	}
+	requireProvider(t, provider)
+	m := &mountT{mnt: t.TempDir(), state: t.TempDir(), log: &syncBuffer{}}
+	m.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	m.cmd.Env = append(os.Environ(),
+		envServe+"="+m.mnt, envState+"="+m.state, envProvider+"="+provider,
+		envAgent+"="+boxfsbin.Path(t), envOpTime+"="+opTimeout.String())
+	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
+	if err := m.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- m.cmd.Wait() }()
+	t.Cleanup(func() {
+		m.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(60 * time.Second):
+			m.cmd.Process.Kill()
+			<-exited
+			t.Errorf("the mount did not stop within 60 s of SIGTERM")
+		}
+		if isMounted(m.mnt) {
+			exec.Command("umount", "-l", m.mnt).Run()
+			t.Errorf("the mount was still there after its server stopped")
+		}
+		m.destroyBoxes()
+		if t.Failed() || testing.Verbose() {
+			t.Logf("mount server log:\n%s", m.log.String())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for !isMounted(m.mnt) {
+		select {
+		case err := <-exited:
+			t.Fatalf("mount server exited: %v\n%s", err, m.log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mount not ready in 30 s\n%s", m.log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return m
+}
+
+func isMounted(dir string) bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[4] == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// destroyBoxes ends every box the mount made (its records name them).
+func (m *mountT) destroyBoxes() {
+	ents, _ := os.ReadDir(filepath.Join(m.state, "boxes"))
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(m.state, "boxes", e.Name()))
+		if err != nil {
+			continue
+		}
+		var prov, id string
+		for _, l := range strings.Split(string(b), "\n") {
+			l = strings.TrimSpace(l)
+			if v, ok := strings.CutPrefix(l, `"provider": "`); ok {
+				prov = strings.TrimSuffix(strings.TrimSuffix(v, ","), `"`)
+			}
+			if v, ok := strings.CutPrefix(l, `"id": "`); ok {
+				id = strings.TrimSuffix(strings.TrimSuffix(v, ","), `"`)
+			}
+		}
+		if prov == "" || id == "" {
+			continue
+		}
+		p, err := providers.Open(prov, providers.Config{StateDir: filepath.Join(m.state, "providers", prov)})
+		if err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if box, err := p.Attach(ctx, id); err == nil {
+			box.Destroy(ctx)
+		}
+		cancel()
+	}
+}
+
+// boxT is one box of a mount.
+type boxT struct {
+	m    *mountT
+	name string
+	dir  string // MOUNT/NAME
+	work string // MOUNT/NAME/work
+}
+
+// newBox makes a box through the root ctl.
+func (m *mountT) newBox(t *testing.T, name string, args ...string) *boxT {
+	t.Helper()
+	msg := strings.Join(append([]string{"new", name}, args...), " ") + "\n"
+	if err := ctlWrite(filepath.Join(m.mnt, "ctl"), msg); err != nil {
+		e, _ := os.ReadFile(filepath.Join(m.mnt, "err"))
+		t.Fatalf("%s: %v (err: %s)", strings.TrimSpace(msg), err, e)
+	}
+	return &boxT{m: m, name: name, dir: filepath.Join(m.mnt, name), work: filepath.Join(m.mnt, name, "work")}
+}
+
+// ctlWrite writes one message as `echo msg > ctl` does.
+func ctlWrite(name, msg string) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write([]byte(msg))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// run runs a command line in the box through exec and returns its output
+// and exit status line.
+func (b *boxT) run(t *testing.T, line string) (string, string) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(b.dir, "exec"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write([]byte(line + "\n")); err != nil {
+		e, _ := os.ReadFile(filepath.Join(b.dir, "err"))
+		t.Fatalf("exec %q: %v (err: %s)", line, err, e)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatalf("exec %q: read: %v", line, err)
+	}
+	st, err := os.ReadFile(filepath.Join(b.dir, "cmds", itoa(fi.Size()), "status"))
+	if err != nil {
+		t.Fatalf("status of command %d: %v", fi.Size(), err)
+	}
+	return string(out), strings.TrimSpace(string(st))
+}
+
+// must runs a command line that must exit 0, and returns its output.
+func (b *boxT) must(t *testing.T, line string) string {
+	t.Helper()
+	out, st := b.run(t, line)
+	if st != "exit 0" {
+		t.Fatalf("in box: %q: %s\n%s", line, st, out)
+	}
+	return out
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// host runs a host tool with its working directory in dir (on the mount)
+// and returns its combined output; it fails the test on a non-zero exit.
+func host(t *testing.T, dir string, name string, args ...string) string {
+	t.Helper()
+	out, err := hostErr(dir, name, args...)
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func hostErr(dir string, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t", "LC_ALL=C")
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		err = errors.Join(err, ctx.Err())
+	}
+	return string(out), err
+}

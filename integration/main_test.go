@@ -1,0 +1,82 @@
+// Package integration runs ordinary tools (cp, tar, git, grep, sqlite3, an
+// editor's save) on boxes mounted through the kernel, against every real
+// provider. The mount is served by a separate process (this test binary
+// re-executed in serve mode), so no tool ever touches a mount served by
+// the process that forked it (go-fuse's fork/exec deadlock).
+package integration
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	boxfs "github.com/boxfs/boxfs/fs"
+	"github.com/boxfs/boxfs/providers"
+	_ "github.com/boxfs/boxfs/providers/docker"
+	_ "github.com/boxfs/boxfs/providers/local"
+)
+
+// Serve mode: the environment names the mount point, the state directory
+// and the default provider.
+const (
+	envServe    = "BOXFS_IT_SERVE"    // mount point
+	envState    = "BOXFS_IT_STATE"    // state directory
+	envProvider = "BOXFS_IT_PROVIDER" // default provider
+	envAgent    = "BOXFS_IT_AGENT"    // agent binary
+	envOpTime   = "BOXFS_IT_OPTIMEOUT"
+)
+
+func TestMain(m *testing.M) {
+	if mnt := os.Getenv(envServe); mnt != "" {
+		if err := serve(mnt); err != nil {
+			fmt.Fprintln(os.Stderr, "serve:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// serve mounts a namespace and serves it until SIGTERM, then flushes and
+// unmounts.
+func serve(mnt string) error {
+	state := os.Getenv(envState)
+	opTimeout := 8 * time.Second
+	if d, err := time.ParseDuration(os.Getenv(envOpTime)); err == nil {
+		opTimeout = d
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	f, err := boxfs.New(boxfs.Options{
+		StateDir:        state,
+		DefaultProvider: os.Getenv(envProvider),
+		OpenProvider: func(name string) (providers.Provider, error) {
+			return providers.Open(name, providers.Config{StateDir: filepath.Join(state, "providers", name), Logger: logger})
+		},
+		AttrTimeout: time.Second,
+		OpTimeout:   opTimeout,
+		AgentBinary: os.Getenv(envAgent),
+		Logger:      logger,
+	})
+	if err != nil {
+		return err
+	}
+	server, err := f.Mount(mnt, boxfs.MountOptions{})
+	if err != nil {
+		return err
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := f.Shutdown(ctx); err != nil {
+		logger.Error("shutdown", "err", err)
+	}
+	return server.Unmount()
+}
