@@ -28,7 +28,8 @@
 //     returns the same box (same ID and labels) and it runs commands.
 //   - Facts: Provider equals Provider.Name(), ID equals Box.ID(), Workspace is
 //     an absolute path (commands run there by default), StartedAt is set,
-//     Stdin is true unless Harness.NoStdin (then it must not be true).
+//     Stdin is true unless Harness.NoStdin or Harness.StagedStdin (then it
+//     must not be true).
 //     TmpDir, if set, is an existing directory.
 //   - Status of a new box is running, with StartedAt set.
 //   - Exec: argv passed byte for byte (spaces, quotes, newlines, backslashes,
@@ -88,5 +89,5 @@
 // See Harness: Provider, Spec (the base of every box), Unsupported (spec
 // fields refused, each tried with a sample value of the suite's choosing),
 // Refused (further specs refused, for fields supported only in part),
-// NoStdin, Lifetime and LifetimeSlack, LargeOutput.
+// NoStdin, StagedStdin, Lifetime and LifetimeSlack, LargeOutput.
 package providertest

@@ -223,8 +223,8 @@ func testFacts(t *testing.T, s *suite) {
 	if f.StartedAt.IsZero() || f.StartedAt.Before(before.Add(-skew)) || f.StartedAt.After(after.Add(skew)) {
 		t.Errorf("Facts.StartedAt = %v, want a time around %v..%v", f.StartedAt, before, after)
 	}
-	if f.HasStdin() == s.h.NoStdin {
-		t.Errorf("Facts.Stdin = %v with Harness.NoStdin = %v", fmtBool(f.Stdin), s.h.NoStdin)
+	if want := !s.h.NoStdin && !s.h.StagedStdin; f.HasStdin() != want {
+		t.Errorf("Facts.Stdin = %v with Harness.NoStdin = %v, StagedStdin = %v", fmtBool(f.Stdin), s.h.NoStdin, s.h.StagedStdin)
 	}
 	if f.TmpDir != "" {
 		out := mustRun(t, ctx, b, providers.ExecRequest{Argv: []string{"pwd"}, Dir: f.TmpDir})

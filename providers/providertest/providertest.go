@@ -65,6 +65,12 @@ type Harness struct {
 	// NoStdin declares that Exec cannot feed a command's stdin: an Exec with
 	// a non-nil Stdin must then be Unsupported, and Facts.Stdin not true.
 	NoStdin bool
+	// StagedStdin declares that Exec takes a Stdin whole before the command
+	// starts rather than streaming it while the command runs (a provider
+	// that uploads stdin as a file): the stdin subtests run as for any
+	// provider, and Facts.Stdin must not be true, since nothing that needs
+	// a live stdin (an agent channel) can use it.
+	StagedStdin bool
 	// Lifetime is the shortest lifetime the provider takes; the Lifetime
 	// subtest makes a box with it. Default 3s.
 	Lifetime time.Duration
