@@ -201,10 +201,16 @@ func (b *Box) start(ctx context.Context, op, path string, req providers.ExecRequ
 		r *os.File
 		w io.Writer
 	}
-	for _, s := range []stream{
+	streams := []stream{
 		{req.Stdout, func(f *os.File) { cmd.Stdout = f }},
 		{req.Stderr, func(f *os.File) { cmd.Stderr = f }},
-	} {
+	}
+	if req.Stdout != nil && req.Stdout == req.Stderr {
+		// One writer for both: one pipe, so the order the command wrote in
+		// is kept (providers.ExecRequest).
+		streams = []stream{{req.Stdout, func(f *os.File) { cmd.Stdout, cmd.Stderr = f, f }}}
+	}
+	for _, s := range streams {
 		if s.w == nil {
 			continue // exec gives it /dev/null
 		}

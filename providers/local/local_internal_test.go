@@ -758,3 +758,30 @@ func BenchmarkStat(b *testing.B) {
 		}
 	}
 }
+
+// One writer for stdout and stderr gets one pipe: the order the command
+// wrote in is kept (providers.ExecRequest).
+func TestExecSameWriterKeepsOrder(t *testing.T) {
+	p := New(t.TempDir())
+	box, err := p.Create(t.Context(), providers.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Destroy(context.Background())
+	for i := 0; i < 20; i++ {
+		var out bytes.Buffer
+		proc, err := box.Exec(t.Context(), providers.ExecRequest{
+			Argv:   []string{"sh", "-c", "echo 1; echo 2 >&2; echo 3; echo 4 >&2"},
+			Stdout: &out, Stderr: &out,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, err := proc.Wait(); code != 0 || err != nil {
+			t.Fatalf("wait: %d %v", code, err)
+		}
+		if out.String() != "1\n2\n3\n4\n" {
+			t.Fatalf("run %d: %q", i, out.String())
+		}
+	}
+}
