@@ -367,6 +367,8 @@ func (c *Client) mapErr(op, name string, mutation bool, err error) error {
 		}
 	}
 	switch {
+	case errors.Is(err, os.ErrClosed):
+		return &providers.Error{Code: providers.Invalid, Op: op, Box: c.box, Path: name, Err: err}
 	case errors.Is(err, os.ErrNotExist):
 		return providers.PathError(op, c.box, name, syscall.ENOENT)
 	case errors.Is(err, os.ErrPermission):
@@ -597,16 +599,47 @@ func (c *Client) ReadFile(ctx context.Context, name string) (io.ReadCloser, erro
 	if err != nil {
 		return nil, c.withBox(op, name, err)
 	}
-	first, err := call(ctx, c, op, p, false, func() ([]byte, error) {
-		return c.pread(p, 0, inlineMax)
+	type result struct {
+		first []byte
+		f     *sftp.File
+	}
+	res, err := call(ctx, c, op, p, false, func() (result, error) {
+		first, st, err := c.pread(p, 0, inlineMax)
+		if err != nil || len(first) < inlineMax {
+			return result{first: first}, err
+		}
+		// Larger: the rest comes through a handle. If the file the
+		// handle is on is not the one read (it was replaced meanwhile),
+		// the stream starts again at 0 on the handle.
+		f, err := c.sc.Open(p)
+		if err != nil {
+			return result{}, err
+		}
+		if ctx.Err() != nil { // the caller is gone: do not leave the handle open
+			go f.Close()
+			return result{}, ctx.Err()
+		}
+		fi, err := f.Stat()
+		if err == nil {
+			var now providers.FileInfo
+			now, err = infoOf(p, fi)
+			if err == nil && (now.Ino != st.Ino || now.Dev != st.Dev || now.Mtime.UnixNano() != st.Mtime || now.Ctime.UnixNano() != st.Ctime) {
+				first = nil
+			}
+		}
+		if err != nil {
+			go f.Close()
+			return result{}, err
+		}
+		return result{first, f}, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if len(first) < inlineMax {
-		return io.NopCloser(bytes.NewReader(first)), nil
+	if res.f == nil {
+		return io.NopCloser(bytes.NewReader(res.first)), nil
 	}
-	s := &readStream{c: c, op: op, name: p, pending: first, off: int64(len(first))}
+	s := &readStream{c: c, op: op, name: p, pending: res.first, off: int64(len(res.first)), f: res.f, buf: make([]byte, 8*maxPacket)}
 	s.stop = context.AfterFunc(ctx, func() {
 		err := ctxError(op, ctx.Err()).WithBox(c.box).WithPath(p)
 		s.abort.Store(&err)
@@ -614,17 +647,23 @@ func (c *Client) ReadFile(ctx context.Context, name string) (io.ReadCloser, erro
 	return s, nil
 }
 
-// pread reads up to n <= inlineMax bytes of p at off in one round trip.
-func (c *Client) pread(p string, off int64, n int) ([]byte, error) {
+// pread reads up to n <= inlineMax bytes of p at off in one round trip; it
+// also returns the attributes of the file read.
+func (c *Client) pread(p string, off int64, n int) ([]byte, statNS, error) {
 	st, err := c.statExt(opRead, url.Values{"path": {p}, "off": {strconv.FormatInt(off, 10)}, "len": {strconv.Itoa(n)}})
 	if err != nil {
-		return nil, err
+		return nil, statNS{}, err
 	}
 	d, ok := extOf(st, extData)
-	if !ok || len(d) > n {
-		return nil, errBadAnswer
+	sd, ok2 := extOf(st, extStatNS)
+	if !ok || !ok2 || len(d) > n {
+		return nil, statNS{}, errBadAnswer
 	}
-	return []byte(d), nil
+	sn, err := unmarshalStatNS(sd)
+	if err != nil {
+		return nil, statNS{}, fmt.Errorf("%w: %v", errBadAnswer, err)
+	}
+	return []byte(d), sn, nil
 }
 
 // readStream is the rest of a file larger than inlineMax.
@@ -659,17 +698,6 @@ func (s *readStream) Read(p []byte) (int, error) {
 
 // fill fetches the next MiB, eight concurrent READs of maxPacket.
 func (s *readStream) fill() {
-	if s.f == nil {
-		f, err := call(context.Background(), s.c, s.op, s.name, false, func() (*sftp.File, error) {
-			return s.c.sc.Open(s.name)
-		})
-		if err != nil {
-			s.err = err
-			return
-		}
-		s.f = f
-		s.buf = make([]byte, 8*maxPacket)
-	}
 	n, err := call(context.Background(), s.c, s.op, s.name, false, func() (int, error) {
 		return s.f.ReadAt(s.buf, s.off)
 	})
@@ -677,6 +705,8 @@ func (s *readStream) fill() {
 	s.off += int64(n)
 	if err != nil {
 		s.err = err
+		go s.f.Close()
+		s.f = nil
 	}
 }
 
@@ -703,7 +733,10 @@ func (c *Client) ReadAt(ctx context.Context, name string, p []byte, off int64) (
 		return 0, providers.PathError(op, c.box, pp, syscall.EINVAL)
 	}
 	if len(p) <= inlineMax {
-		d, err := call(ctx, c, op, pp, false, func() ([]byte, error) { return c.pread(pp, off, len(p)) })
+		d, err := call(ctx, c, op, pp, false, func() ([]byte, error) {
+			d, _, err := c.pread(pp, off, len(p))
+			return d, err
+		})
 		if err != nil {
 			return 0, err
 		}

@@ -980,3 +980,47 @@ func TestClientClose(t *testing.T) {
 		t.Fatalf("stat after Close: %v, want invalid", err)
 	}
 }
+
+// TestHandshakeLiveness: an agent that never answers the SFTP INIT is
+// given up within the liveness bound.
+func TestHandshakeLiveness(t *testing.T) {
+	cr, _ := io.Pipe() // nothing is ever written
+	_, cw := io.Pipe()
+	go io.Copy(io.Discard, cr)
+	r, w := io.Pipe()
+	go func() { io.Copy(io.Discard, r) }()
+	start := time.Now()
+	_, err := NewClient(context.Background(), cr, w, ClientOptions{Box: "mute", Liveness: 200 * time.Millisecond})
+	if providers.CodeOf(err) != providers.Liveness {
+		t.Fatalf("handshake with a mute agent: %v, want liveness", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("took %v with a 200ms bound", took)
+	}
+	cw.Close()
+}
+
+// TestReadFileStreamEndsWithCtx: a streamed read stops with the context's
+// error once the context ends.
+func TestReadFileStreamEndsWithCtx(t *testing.T) {
+	c := newPipeServer(t, 10*time.Second).client
+	p := filepath.Join(t.TempDir(), "big")
+	os.WriteFile(p, bytes.Repeat([]byte("z"), 8<<20), 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	rc, err := c.ReadFile(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if _, err := io.ReadFull(rc, make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	_, err = io.Copy(io.Discard, rc)
+	if providers.CodeOf(err) != providers.Aborted {
+		t.Fatalf("read after cancel: %v, want aborted", err)
+	}
+	if _, err := c.Stat(bg(t), p); err != nil {
+		t.Fatalf("the session did not survive: %v", err)
+	}
+}
