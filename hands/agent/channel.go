@@ -52,9 +52,11 @@ type Stats struct {
 }
 
 // Channel is the agent channel to one box: boxfs's own static binary,
-// uploaded into the box once (named by its SHA-256 under the box's TmpDir,
-// reused when present and matching), runs as one long-lived exec ("boxfs
-// agent"), and a Client speaks SFTP to it over the exec's stdin and stdout.
+// uploaded into the box once (as .boxfs-agent-<sha256 prefix> in the box's
+// TmpDir, or in /dev/shm when TmpDir will not run it; reused when present,
+// and run with -sha256 so that a damaged copy is replaced), runs as one
+// long-lived exec ("boxfs agent"), and a Client speaks SFTP to it over the
+// exec's stdin and stdout.
 //
 // Channel implements providers.Files and providers.Walker. It opens lazily,
 // on the first call. When the agent dies (killed, its exec ended, its
@@ -248,8 +250,8 @@ func (ch *Channel) client(ctx context.Context, op string) (*Client, error) {
 	}
 }
 
-// open starts an agent: the binary is run where it should be; if that
-// fails and it was not just uploaded, it is uploaded and run again.
+// open starts an agent in the box's TmpDir, or in /dev/shm when that
+// fails (a TmpDir mounted noexec or read-only).
 func (ch *Channel) open(ctx context.Context) (*session, error) {
 	ctx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
@@ -257,15 +259,45 @@ func (ch *Channel) open(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	tmp := facts.TmpDir
-	if tmp == "" {
-		tmp = "/tmp"
+	dirs := []string{facts.TmpDir, fallbackDir}
+	if facts.TmpDir == "" {
+		dirs[0] = "/tmp"
 	}
-	dest := path.Join(tmp, ".boxfs-agent-"+bin.sha256[:16])
-
 	ch.mu.Lock()
-	ch.dest = dest
-	present := ch.uploaded
+	if ch.dest != "" {
+		dirs = []string{path.Dir(ch.dest)} // where it worked before
+	}
+	ch.mu.Unlock()
+	var first error
+	for i, dir := range dirs {
+		if i > 0 && dir == dirs[0] {
+			continue
+		}
+		s, err := ch.openAt(ctx, bin, facts, path.Join(dir, ".boxfs-agent-"+bin.sha256[:16]))
+		if err == nil {
+			return s, nil
+		}
+		if first == nil {
+			first = err
+		}
+		switch providers.CodeOf(err) {
+		case providers.Gone, providers.Timeout, providers.Aborted, providers.Auth, providers.Unavailable:
+			return nil, first
+		}
+		ch.log.Debug("agent: could not start the agent here", "dir", dir, "err", err)
+	}
+	return nil, first
+}
+
+// fallbackDir is where the agent goes when the box's TmpDir will not run
+// it.
+const fallbackDir = "/dev/shm"
+
+// openAt starts the agent at dest: the binary is run if it may be there;
+// if that fails (or it is not there), it is uploaded and run again.
+func (ch *Channel) openAt(ctx context.Context, bin binaryInfo, facts providers.Facts, dest string) (*session, error) {
+	ch.mu.Lock()
+	present := ch.uploaded && ch.dest == dest
 	ch.mu.Unlock()
 	if !present {
 		if ps, ok := ch.box.(providers.PathStater); ok {
@@ -278,7 +310,7 @@ func (ch *Channel) open(ctx context.Context) (*session, error) {
 	if present {
 		s, err := ch.start(ctx, bin, dest)
 		if err == nil {
-			ch.setUploaded()
+			ch.setUploaded(dest)
 			return s, nil
 		}
 		if ctx.Err() != nil {
@@ -296,13 +328,13 @@ func (ch *Channel) open(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	ch.setUploaded()
+	ch.setUploaded(dest)
 	return s, nil
 }
 
-func (ch *Channel) setUploaded() {
+func (ch *Channel) setUploaded(dest string) {
 	ch.mu.Lock()
-	ch.uploaded = true
+	ch.uploaded, ch.dest = true, dest
 	ch.mu.Unlock()
 }
 

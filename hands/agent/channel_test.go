@@ -514,3 +514,64 @@ func execCommand(t *testing.T, name string, args ...string) *exec.Cmd {
 	cmd.WaitDelay = 5 * time.Second
 	return cmd
 }
+
+// tmpBox is a box with another TmpDir in its facts.
+type tmpBox struct {
+	providers.Box
+	tmp string
+}
+
+func (b tmpBox) Facts(ctx context.Context) (providers.Facts, error) {
+	f, err := b.Box.Facts(ctx)
+	f.TmpDir = b.tmp
+	return f, err
+}
+
+// TestChannelFallsBackToDevShm: a TmpDir the agent cannot be put in (read
+// only, noexec) is passed over for /dev/shm.
+func TestChannelFallsBackToDevShm(t *testing.T) {
+	if fi, err := os.Stat(fallbackDir); err != nil || !fi.IsDir() {
+		t.Skipf("no %s here", fallbackDir)
+	}
+	box := tmpBox{Box: boxKinds[0].make(t), tmp: "/proc/no-such-dir"}
+	ch := newChannel(t, box, 10*time.Second)
+	if _, err := ch.Stat(bg(t), "/"); err != nil {
+		t.Fatalf("stat with an unusable TmpDir: %v", err)
+	}
+	dest := ch.agentPath()
+	if filepath.Dir(dest) != fallbackDir {
+		t.Errorf("the agent runs from %s, want %s", dest, fallbackDir)
+	}
+	ch.Close()
+	os.Remove(dest)
+}
+
+// hangBox is a box whose Exec never starts anything: it returns only when
+// its ctx ends.
+type hangBox struct{ factsBox }
+
+func (b *hangBox) Exec(ctx context.Context, req providers.ExecRequest) (providers.Process, error) {
+	<-ctx.Done()
+	return nil, providers.E(0, "hangBox.Exec", ctx.Err())
+}
+
+// TestChannelHungExec: a box whose exec hangs returns the caller's
+// Timeout when its deadline passes.
+func TestChannelHungExec(t *testing.T) {
+	box := &hangBox{factsBox{facts: providers.Facts{OS: "linux", Arch: boxArch(t), TmpDir: "/tmp",
+		LiveProcesses: providers.Bool(true), Stdin: providers.Bool(true)}}}
+	ch := newChannel(t, box, time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := ch.Stat(ctx, "/")
+	if providers.CodeOf(err) != providers.Timeout {
+		t.Fatalf("stat on a box whose exec hangs: %v, want timeout", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("took %v with a 300ms deadline", took)
+	}
+	if st := ch.Stats(); st.LastCode != providers.Timeout || st.Up {
+		t.Errorf("stats %+v", st)
+	}
+}
