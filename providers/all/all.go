@@ -1,0 +1,8 @@
+// Package all registers every provider boxfs ships with: import it for its
+// side effect. Only cmd/boxfs imports it; the scripted fake is not included.
+package all
+
+import (
+	_ "github.com/boxfs/boxfs/providers/docker" // Docker containers
+	_ "github.com/boxfs/boxfs/providers/local"  // directories on this machine
+)
