@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/boxfs/boxfs/hands"
+	"github.com/boxfs/boxfs/providers"
+)
+
+// Exit statuses exec gives for commands that did not exit by themselves.
+const (
+	exitKilled      = 137 // killed (128 + SIGKILL)
+	exitLost        = 255 // the command's end is not known
+	exitInterrupted = 130 // a second Ctrl-C: boxfs gave up waiting
+)
+
+func execCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "exec",
+		Usage:     "run a command in a box; streams its output and exits with its exit status",
+		ArgsUsage: "NAME [--] CMD [ARG ...]",
+		Description: `The command runs in the box's shell (bash, else sh) with the box's workspace
+as its working directory; CMD and ARGs are passed as they are (quoted for the
+shell). Through a mount, stdout and stderr come back as one stream on stdout
+(the exec file's); without one, stderr stays stderr. stdin is not passed.
+Ctrl-C kills the command in the box (status 137); a second Ctrl-C stops
+waiting (status 130). A command whose end is lost exits 255.`,
+		BashComplete: completeBoxNames,
+		Action: func(c *cli.Context) error {
+			args := c.Args().Slice()
+			box, err := needName(args, "exec", -1)
+			if err != nil {
+				return err
+			}
+			argv := args[1:]
+			if len(argv) > 0 && argv[0] == "--" {
+				argv = argv[1:]
+			}
+			if len(argv) == 0 {
+				return usagef("exec %s: no command given (boxfs exec NAME -- CMD [ARG ...])", box)
+			}
+			line, err := shellLine(argv)
+			if err != nil {
+				return usagef("exec %s: %v", box, err)
+			}
+			return withTarget(c, func(ctx context.Context, e *env, t *target) error {
+				var code int
+				if t.mounted() {
+					code, err = execMounted(e, t, box, line)
+				} else {
+					code, err = execDirect(ctx, e, t, box, line)
+				}
+				if err != nil {
+					return err
+				}
+				if code != 0 {
+					return exitCodeError(code)
+				}
+				return nil
+			})
+		},
+	}
+}
+
+// shellLine quotes argv as one line of sh: each word as it is when it is
+// safe, else in single quotes. A word with a newline or NUL cannot be
+// written as one exec line.
+func shellLine(argv []string) (string, error) {
+	words := make([]string, len(argv))
+	for i, a := range argv {
+		if strings.ContainsAny(a, "\n\x00") {
+			return "", fmt.Errorf("argument %d holds a newline or NUL, which one command line cannot carry; pass it in a file or an environment variable", i+1)
+		}
+		words[i] = shellQuote(a)
+	}
+	return strings.Join(words, " "), nil
+}
+
+func shellQuote(a string) string {
+	if a == "" {
+		return "''"
+	}
+	safe := true
+	for _, r := range a {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_@%+=:,./-", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return a
+	}
+	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+}
+
+// interrupts calls kill at the first SIGINT, SIGTERM or SIGHUP and exits
+// 130 at the second. The returned stop ends the watch.
+func interrupts(e *env, kill func()) (stop func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-sigs:
+				n++
+				if n == 1 {
+					fmt.Fprintln(e.stderr, "boxfs: killing the command in the box (Ctrl-C again to stop waiting)")
+					go kill()
+					continue
+				}
+				fmt.Fprintln(e.stderr, "boxfs: stopped waiting; the command may still run in the box")
+				os.Exit(exitInterrupted)
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+	}
+}
+
+// execMounted runs line through the mount: a write to NAME/exec on an open
+// read-write file starts it, fstat of that file gives its number N, reads
+// stream its output, and cmds/N/status says how it ended.
+func execMounted(e *env, t *target, box, line string) (int, error) {
+	dir, err := t.boxDir(box)
+	if err != nil {
+		return 0, err
+	}
+	errFile := filepath.Join(dir, "err")
+	f, err := os.OpenFile(filepath.Join(dir, "exec"), os.O_RDWR, 0)
+	if err != nil {
+		return 0, mountErr(err, errFile, box)
+	}
+	defer f.Close()
+	if _, err := f.Write([]byte(line + "\n")); err != nil {
+		return 0, mountErr(err, errFile, box)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, mountErr(err, errFile, box)
+	}
+	n := fi.Size()
+	if n <= 0 {
+		return 0, providers.Errorf(providers.Unknown, "exec", "the mount did not report the command's number").WithBox(box)
+	}
+	cmdDir := filepath.Join(dir, "cmds", strconv.FormatInt(n, 10))
+	stop := interrupts(e, func() {
+		if err := t.writeCtl(filepath.Join(cmdDir, "ctl"), errFile, box, "kill"); err != nil {
+			e.log.Warn("kill failed", "box", box, "cmd", n, "err", err)
+		}
+	})
+	defer stop()
+	if _, err := io.Copy(e.stdout, f); err != nil {
+		return 0, mountErr(err, errFile, box)
+	}
+	// The output ends once the status is written; allow a moment anyway.
+	var status string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		b, err := readAll(filepath.Join(cmdDir, "status"), errFile, box)
+		if err != nil {
+			return 0, err
+		}
+		status = strings.TrimSpace(string(b))
+		if status != "running" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	switch {
+	case strings.HasPrefix(status, "exit "):
+		code, err := strconv.Atoi(strings.TrimPrefix(status, "exit "))
+		if err != nil {
+			return 0, providers.Errorf(providers.Unknown, "exec", "command %d: status %q", n, status).WithBox(box)
+		}
+		return code, nil
+	case status == "killed":
+		return exitKilled, nil
+	case status == "lost":
+		msg := ""
+		if b, err := os.ReadFile(errFile); err == nil {
+			msg = ": " + strings.TrimSpace(string(b))
+		}
+		fmt.Fprintf(e.stderr, "boxfs: exec %s: command %d lost: its end is not known%s\n", box, n, msg)
+		return exitLost, nil
+	default:
+		return 0, providers.Errorf(providers.Unknown, "exec", "command %d: status %q after its output ended", n, status).WithBox(box)
+	}
+}
+
+// execDirect runs line in the box from this process.
+func execDirect(ctx context.Context, e *env, t *target, box, line string) (int, error) {
+	proc, err := t.fs.Exec(ctx, box, hands.Command{Line: line, Stdout: e.stdout, Stderr: e.stderr})
+	if err != nil {
+		return 0, err
+	}
+	var killed atomic.Bool
+	stop := interrupts(e, func() {
+		killed.Store(true)
+		kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := proc.Kill(kctx); err != nil {
+			e.log.Warn("kill failed", "box", box, "err", err)
+		}
+	})
+	defer stop()
+	code, err := proc.Wait()
+	switch {
+	case killed.Load():
+		return exitKilled, nil
+	case err == nil:
+		return code, nil
+	case providers.CodeOf(err) == providers.Aborted:
+		return exitKilled, nil
+	default:
+		fmt.Fprintf(e.stderr, "boxfs: exec %s: command lost: %v\n", box, err)
+		return exitLost, nil
+	}
+}

@@ -1,0 +1,467 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	boxfs "github.com/boxfs/boxfs/fs"
+	"github.com/boxfs/boxfs/providers"
+)
+
+const (
+	// shutdownFlush bounds pushing dirty files when the mount ends; what is
+	// not pushed by then stays journaled for the next mount.
+	shutdownFlush = 60 * time.Second
+	// backgroundStart bounds how long `mount --background` waits for the
+	// mount to answer.
+	backgroundStart = 60 * time.Second
+	// recoverBound bounds pushing an earlier run's journaled writes.
+	recoverBound = 10 * time.Minute
+)
+
+// mountOpts are the mount's settings from flags and -o.
+type mountOpts struct {
+	background  bool
+	allowOther  bool
+	debug       bool
+	attrTimeout time.Duration
+}
+
+func mountCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "mount",
+		Usage:     "serve the boxes at MOUNTPOINT (foreground; --background to detach once the mount answers)",
+		ArgsUsage: "MOUNTPOINT",
+		Description: `One mount serves one state directory. SIGINT or SIGTERM pushes dirty files
+(bounded), then unmounts. A stale mount left at MOUNTPOINT by a killed daemon
+is cleaned up first; boxes recorded in the state directory are found again and
+writes a killed daemon journaled are pushed.
+
+-o takes mount(8)-style options, so that an fstab line works:
+  background, allow_other, debug, attr_timeout=DUR, provider=P, state=DIR,
+  config=FILE, log_format=F, log_level=L; rw, defaults, nofail, _netdev,
+  noauto, auto, user, users, nouser, dev, nodev, suid, nosuid, exec, noexec,
+  atime, noatime, relatime, x-* and comment=* are accepted and ignored.`,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "background", Aliases: []string{"b"}, Usage: "detach once the mount answers; the daemon logs to STATE/mount.log"},
+			&cli.BoolFlag{Name: "allow-other", Usage: "let other users use the mount (needs user_allow_other in /etc/fuse.conf unless root)"},
+			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request and answer"},
+			&cli.DurationFlag{Name: "attr-timeout", Usage: "how long the kernel and the cache trust attributes and listings (default: the config's, else 1s)"},
+			&cli.StringSliceFlag{Name: "o", Usage: "mount(8)-style `OPTIONS`, comma-separated (see above)"},
+		},
+		Action: func(c *cli.Context) error {
+			args := c.Args().Slice()
+			if len(args) != 1 {
+				return usagef("mount: takes one mount point, got %d arguments (boxfs mount MOUNTPOINT)", len(args))
+			}
+			mo, err := parseMountOptions(c)
+			if err != nil {
+				return err
+			}
+			e, err := newEnv(c, true)
+			if err != nil {
+				return err
+			}
+			if mo.attrTimeout == 0 {
+				mo.attrTimeout = e.attrTimeout
+			}
+			e.attrTimeout = mo.attrTimeout
+			mnt, err := filepath.Abs(args[0])
+			if err != nil {
+				return usagef("mount: %v", err)
+			}
+			// Whatever the configuration holds that could fail the mount
+			// is checked here, before detaching: one line, exit 2.
+			if _, err := e.cfg.declared(); err != nil {
+				return err
+			}
+			if mo.background {
+				return startBackground(c, e, mnt, mo)
+			}
+			return serve(c.Context, e, mnt, mo)
+		},
+	}
+}
+
+// ignoredMountOptions are what mount(8) and mount.fuse pass that mean
+// nothing to boxfs.
+var ignoredMountOptions = map[string]bool{
+	"rw": true, "defaults": true, "nofail": true, "_netdev": true, "noauto": true,
+	"auto": true, "user": true, "users": true, "nouser": true, "owner": true,
+	"dev": true, "nodev": true, "suid": true, "nosuid": true, "exec": true,
+	"noexec": true, "atime": true, "noatime": true, "relatime": true,
+	"strictatime": true, "nodiratime": true, "diratime": true, "async": true,
+	"fsname": true, "subtype": true,
+}
+
+// parseMountOptions reads the mount's flags and -o options; -o's state=,
+// config=, provider=, log_format= and log_level= set the global flags.
+func parseMountOptions(c *cli.Context) (mountOpts, error) {
+	mo := mountOpts{
+		background:  c.Bool("background"),
+		allowOther:  c.Bool("allow-other"),
+		debug:       c.Bool("debug"),
+		attrTimeout: c.Duration("attr-timeout"),
+	}
+	if c.IsSet("attr-timeout") && mo.attrTimeout <= 0 {
+		return mo, usagef("mount --attr-timeout %v: must be positive", mo.attrTimeout)
+	}
+	for _, o := range c.StringSlice("o") {
+		o = strings.TrimSpace(o)
+		if o == "" {
+			continue
+		}
+		k, v, hasV := strings.Cut(o, "=")
+		switch k {
+		case "background", "bg":
+			mo.background = true
+		case "foreground", "fg":
+			mo.background = false
+		case "allow_other":
+			mo.allowOther = true
+		case "debug":
+			mo.debug = true
+		case "attr_timeout":
+			d, err := parseSeconds("attr_timeout", scalar(v))
+			if err != nil || d <= 0 {
+				return mo, usagef("mount -o attr_timeout=%q: want a positive duration (1s, 500ms or 2)", v)
+			}
+			mo.attrTimeout = d
+		case "state", "config", "provider", "log_format", "log_level":
+			if !hasV || (v == "" && k != "config") {
+				return mo, usagef("mount -o %s: needs a value (%s=...)", k, k)
+			}
+			if err := c.Set(strings.ReplaceAll(k, "_", "-"), v); err != nil {
+				return mo, usagef("mount -o %s: %v", o, err)
+			}
+		case "ro":
+			return mo, usagef("mount -o ro: boxfs mounts are read-write (boxes run commands through files)")
+		default:
+			if ignoredMountOptions[k] || strings.HasPrefix(k, "x-") || k == "comment" {
+				continue
+			}
+			return mo, usagef("mount -o %s: unknown option (see boxfs mount --help)", o)
+		}
+	}
+	return mo, nil
+}
+
+// serve mounts the namespace at mnt and serves it until a signal or an
+// unmount ends it.
+func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
+	const op = "mount"
+	if err := e.makeStateDir(); err != nil {
+		return err
+	}
+	lock, err := lockState(e.state, true)
+	if errors.Is(err, errLocked) {
+		return heldError(e.state)
+	}
+	if err != nil {
+		return err
+	}
+	defer lock.release()
+	if err := prepareMountpoint(e, mnt); err != nil {
+		return err
+	}
+	opts, err := e.fsOptions(true)
+	if err != nil {
+		return err
+	}
+	opts.AttrTimeout = mo.attrTimeout
+	f, err := boxfs.New(opts)
+	if err != nil {
+		return err
+	}
+	server, err := f.Mount(mnt, boxfs.MountOptions{AllowOther: mo.allowOther, Debug: mo.debug, FsName: "boxfs"})
+	if err != nil {
+		return providers.E(0, op, err).WithPath(mnt)
+	}
+	if err := writeMountRecord(e.state, mountRecord{Mountpoint: mnt, PID: os.Getpid(), Started: time.Now().UTC(), Version: versionString()}); err != nil {
+		e.log.Error("mount record not written: other boxfs commands will not find this mount", "err", err)
+	}
+	defer os.Remove(filepath.Join(e.state, mountFile))
+	e.log.Info("mounted", "mountpoint", mnt, "state", e.state, "pid", os.Getpid(), "provider", e.provider, "boxes", len(f.Names()))
+
+	go func() {
+		rctx, cancel := context.WithTimeout(context.Background(), recoverBound)
+		defer cancel()
+		n, err := f.RecoverJournals(rctx)
+		if err != nil {
+			e.log.Error("journaled writes of an earlier run not all pushed; they stay journaled", "boxes", n, "err", err)
+		} else if n > 0 {
+			e.log.Info("journaled writes of an earlier run pushed", "boxes", n)
+		}
+	}()
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	defer signal.Stop(sigs)
+	ended := make(chan struct{})
+	go func() {
+		server.Wait()
+		close(ended)
+	}()
+
+	select {
+	case sig := <-sigs:
+		e.log.Info("ending: pushing dirty files, then unmounting", "signal", sig.String())
+		go func() {
+			sig := <-sigs
+			e.log.Error("second signal: exiting without waiting; unpushed files stay journaled for the next mount", "signal", sig.String())
+			os.Exit(exitError)
+		}()
+		fctx, cancel := context.WithTimeout(context.Background(), shutdownFlush)
+		if err := f.Shutdown(fctx); err != nil {
+			e.log.Error("dirty files not all pushed; they stay journaled for the next mount", "err", err)
+		}
+		cancel()
+		if err := server.Unmount(); err != nil {
+			e.log.Warn("mount busy; detaching it lazily (open files on it will fail)", "mountpoint", mnt, "err", err)
+			if err := lazyUnmount(mnt); err != nil {
+				e.log.Error("lazy unmount failed", "mountpoint", mnt, "err", err)
+			}
+		}
+	case <-ended:
+		e.log.Info("unmounted from outside; pushing dirty files", "mountpoint", mnt)
+		fctx, cancel := context.WithTimeout(context.Background(), shutdownFlush)
+		if err := f.Shutdown(fctx); err != nil {
+			e.log.Error("dirty files not all pushed; they stay journaled for the next mount", "err", err)
+		}
+		cancel()
+	}
+	e.log.Info("unmounted", "mountpoint", mnt)
+	return nil
+}
+
+// heldError explains a state directory whose lock another process holds.
+func heldError(state string) error {
+	if rec, err := readMountRecord(state); err == nil && pidAlive(rec.PID) {
+		return providers.Errorf(providers.Exists, "mount", "state directory %s is already served by the mount at %s (pid %d)", state, rec.Mountpoint, rec.PID)
+	}
+	return providers.Errorf(providers.Refused, "mount", "state directory %s is in use by another boxfs process (a command running without a mount, or a mount starting); try again when it ends", state)
+}
+
+// prepareMountpoint makes mnt ready to mount on: a stale mount (its daemon
+// killed) is lazily unmounted, a missing directory made; a live boxfs mount
+// there is refused.
+func prepareMountpoint(e *env, mnt string) error {
+	const op = "mount"
+	fi, err := os.Stat(mnt)
+	switch {
+	case isStale(err):
+		e.log.Warn("stale mount found (its daemon is gone); unmounting it", "mountpoint", mnt)
+		if err := lazyUnmount(mnt); err != nil {
+			return providers.E(0, op, fmt.Errorf("cleaning up the stale mount: %w", err)).WithPath(mnt)
+		}
+		fi, err = os.Stat(mnt)
+	case errors.Is(err, os.ErrNotExist):
+		if err := os.MkdirAll(mnt, 0o755); err != nil {
+			return providers.E(0, op, err).WithPath(mnt)
+		}
+		fi, err = os.Stat(mnt)
+	}
+	if err != nil {
+		return providers.E(0, op, err).WithPath(mnt)
+	}
+	if !fi.IsDir() {
+		return providers.Errorf(providers.Invalid, op, "not a directory").WithPath(mnt)
+	}
+	if typ, ok := mountedAt(mnt); ok && typ == "fuse.boxfs" {
+		return providers.Errorf(providers.Exists, op, "a boxfs mount (of another state directory?) is already there").WithPath(mnt)
+	}
+	return nil
+}
+
+// startBackground starts the mount as a detached process (its own
+// session, stdio on STATE/mount.log) and returns once it answers, or fails
+// with the end of its log.
+//
+// The daemon must outlive this process, so it is started with
+// exec.Command, not CommandContext; ctx bounds only the wait.
+func startBackground(c *cli.Context, e *env, mnt string, mo mountOpts) error {
+	const op = "mount"
+	if err := e.makeStateDir(); err != nil {
+		return err
+	}
+	if rec, err := readMountRecord(e.state); err == nil && rec.Mountpoint == mnt && pidAlive(rec.PID) && answers(mnt, answerWait) {
+		fmt.Fprintf(e.stderr, "boxfs: already mounted at %s (pid %d, state %s)\n", mnt, rec.PID, e.state)
+		return nil
+	}
+	lock, err := lockState(e.state, true)
+	if errors.Is(err, errLocked) {
+		return heldError(e.state)
+	}
+	if err != nil {
+		return err
+	}
+	lock.release()
+
+	exe, err := os.Executable()
+	if err != nil {
+		return providers.E(0, op, err)
+	}
+	args := []string{"--state", e.state, "--config", e.cfg.file, "--provider", e.provider,
+		"--log-format", e.logFormat, "--log-level", e.logLevel,
+		"mount", "--attr-timeout", mo.attrTimeoutOrDefault().String()}
+	if mo.allowOther {
+		args = append(args, "--allow-other")
+	}
+	if mo.debug {
+		args = append(args, "--debug")
+	}
+	args = append(args, "--", mnt)
+	logName := filepath.Join(e.state, mountLog)
+	logf, err := os.OpenFile(logName, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return providers.E(0, op, err).WithPath(logName)
+	}
+	defer logf.Close()
+	start, _ := logf.Seek(0, io.SeekEnd)
+	cmd := exec.Command(exe, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return providers.E(0, op, err)
+	}
+	pid := cmd.Process.Pid
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.Now().Add(backgroundStart)
+	for {
+		if rec, err := readMountRecord(e.state); err == nil && rec.PID == pid && answers(mnt, answerWait) {
+			fmt.Fprintf(e.stderr, "boxfs: mounted at %s (pid %d, state %s, log %s)\n", mnt, pid, e.state, logName)
+			return nil
+		}
+		select {
+		case err := <-exited:
+			tail := logTail(logName, start, 10)
+			for _, l := range tail {
+				fmt.Fprintf(e.stderr, "  %s\n", l)
+			}
+			why := fmt.Sprint(err)
+			if len(tail) > 0 {
+				why = tail[len(tail)-1]
+			}
+			return providers.Errorf(providers.Unknown, op, "the mount did not start (%s); log %s", strings.TrimPrefix(why, "boxfs: "), logName)
+		case <-c.Context.Done():
+			cmd.Process.Signal(syscall.SIGTERM)
+			return c.Context.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Signal(syscall.SIGTERM)
+			for _, l := range logTail(logName, start, 10) {
+				fmt.Fprintf(e.stderr, "  %s\n", l)
+			}
+			return providers.Errorf(providers.Timeout, op, "the mount did not answer within %v; stopped it; log %s", backgroundStart, logName)
+		}
+	}
+}
+
+func (mo mountOpts) attrTimeoutOrDefault() time.Duration {
+	if mo.attrTimeout > 0 {
+		return mo.attrTimeout
+	}
+	return time.Second
+}
+
+// logTail returns the last n non-empty lines of the log written since off.
+func logTail(name string, off int64, n int) []string {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	f.Seek(off, io.SeekStart)
+	b, _ := io.ReadAll(io.LimitReader(f, 1<<20))
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return lines
+}
+
+func umountCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "umount",
+		Aliases:   []string{"unmount"},
+		Usage:     "end the mount at MOUNTPOINT: its daemon pushes dirty files, then unmounts",
+		ArgsUsage: "MOUNTPOINT",
+		Description: `Sends SIGTERM to the daemon the state directory records for MOUNTPOINT and
+waits for it to end. Without such a daemon it unmounts MOUNTPOINT itself (a
+stale mount lazily).`,
+		Flags: []cli.Flag{
+			&cli.DurationFlag{Name: "timeout", Value: 2 * shutdownFlush, Usage: "how long to wait for the daemon to end"},
+		},
+		Action: func(c *cli.Context) error {
+			const op = "umount"
+			args := c.Args().Slice()
+			if len(args) != 1 {
+				return usagef("umount: takes one mount point (boxfs umount MOUNTPOINT)")
+			}
+			mnt, err := filepath.Abs(args[0])
+			if err != nil {
+				return usagef("umount: %v", err)
+			}
+			e, err := newEnv(c, false)
+			if err != nil {
+				return err
+			}
+			if rec, err := readMountRecord(e.state); err == nil && rec.Mountpoint == mnt && pidAlive(rec.PID) {
+				if err := syscall.Kill(rec.PID, syscall.SIGTERM); err != nil {
+					return providers.E(0, op, err).WithPath(mnt)
+				}
+				deadline := time.Now().Add(c.Duration("timeout"))
+				for pidAlive(rec.PID) {
+					if time.Now().After(deadline) {
+						return providers.Errorf(providers.Timeout, op, "the mount's daemon (pid %d) did not end within %v; see %s", rec.PID, c.Duration("timeout"), filepath.Join(e.state, mountLog)).WithPath(mnt)
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				if _, err := os.Stat(mnt); isStale(err) {
+					return lazyUnmount(mnt)
+				}
+				return nil
+			}
+			_, err = os.Stat(mnt)
+			switch {
+			case isStale(err):
+				if err := lazyUnmount(mnt); err != nil {
+					return providers.E(0, op, err).WithPath(mnt)
+				}
+				return nil
+			case err != nil:
+				return providers.E(0, op, unwrapPathError(err)).WithPath(mnt)
+			}
+			if _, ok := mountedAt(mnt); !ok {
+				return providers.Errorf(providers.NotFound, op, "nothing is mounted there").WithPath(mnt)
+			}
+			if err := unmount(mnt); err != nil {
+				return providers.E(0, op, err).WithPath(mnt)
+			}
+			return nil
+		},
+	}
+}

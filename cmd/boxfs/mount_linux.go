@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// isStale reports whether err (of a stat of a mount point) says the mount's
+// daemon is gone: "transport endpoint is not connected".
+func isStale(err error) bool {
+	return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED)
+}
+
+// lazyUnmount detaches the mount at mnt now, whatever still uses it.
+func lazyUnmount(mnt string) error {
+	err := unix.Unmount(mnt, unix.MNT_DETACH)
+	if err == nil || err == unix.EINVAL && !isMountpoint(mnt) {
+		return nil
+	}
+	if ferr := fusermount(mnt, "-uz"); ferr == nil {
+		return nil
+	}
+	return fmt.Errorf("umount -l %s: %w", mnt, err)
+}
+
+// unmount unmounts mnt; a busy mount is an error.
+func unmount(mnt string) error {
+	err := unix.Unmount(mnt, 0)
+	if err == nil {
+		return nil
+	}
+	if err == unix.EPERM {
+		if ferr := fusermount(mnt, "-u"); ferr == nil {
+			return nil
+		} else {
+			return ferr
+		}
+	}
+	if err == unix.EBUSY {
+		return fmt.Errorf("%s is busy (a process has a file or its working directory there): %w", mnt, err)
+	}
+	return err
+}
+
+// fusermount runs fusermount3 (or fusermount) with flag on mnt: how a user
+// who is not root unmounts.
+func fusermount(mnt, flag string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var last error = errors.New("no fusermount3 or fusermount in PATH")
+	for _, bin := range []string{"fusermount3", "fusermount"} {
+		path, err := exec.LookPath(bin)
+		if err != nil {
+			continue
+		}
+		cmd := exec.CommandContext(ctx, path, flag, mnt)
+		cmd.Cancel = func() error { return cmd.Process.Kill() }
+		cmd.WaitDelay = 5 * time.Second
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			return nil
+		}
+		last = fmt.Errorf("%s %s: %v: %s", bin, flag, err, strings.TrimSpace(string(out)))
+	}
+	return last
+}
+
+func isMountpoint(mnt string) bool {
+	_, ok := mountedAt(mnt)
+	return ok
+}
+
+// mountedAt returns the file system type of the mount whose mount point is
+// mnt (the last one, when several are stacked), from /proc/self/mountinfo.
+func mountedAt(mnt string) (fstype string, ok bool) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
+		line := sc.Text()
+		pre, post, found := strings.Cut(line, " - ")
+		if !found {
+			continue
+		}
+		fields := strings.Fields(pre)
+		if len(fields) < 5 || unescapeMountinfo(fields[4]) != mnt {
+			continue
+		}
+		if pf := strings.Fields(post); len(pf) > 0 {
+			fstype, ok = pf[0], true
+		}
+	}
+	return fstype, ok
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a blank).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			v := 0
+			okOct := true
+			for _, c := range s[i+1 : i+4] {
+				if c < '0' || c > '7' {
+					okOct = false
+					break
+				}
+				v = v*8 + int(c-'0')
+			}
+			if okOct {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// isTerminal reports whether fd is a terminal.
+func isTerminalFd(fd uintptr) bool {
+	_, err := unix.IoctlGetTermios(int(fd), unix.TCGETS)
+	return err == nil
+}
