@@ -31,6 +31,18 @@ var dockerOnce struct {
 // skips when none answers (fails under BOXFS_REQUIRE_DOCKER=1).
 func newDockerBox(t *testing.T) providers.Box {
 	t.Helper()
+	return newDockerBoxOf(t, "")
+}
+
+// newBusyboxBox makes a container box of the busybox image (no bash, no
+// GNU tools).
+func newBusyboxBox(t *testing.T) providers.Box {
+	t.Helper()
+	return newDockerBoxOf(t, "boxfs-busybox:latest")
+}
+
+func newDockerBoxOf(t *testing.T, image string) providers.Box {
+	t.Helper()
 	dockerOnce.Do(func() {
 		p, err := docker.New(providers.Config{})
 		if err != nil {
@@ -50,7 +62,7 @@ func newDockerBox(t *testing.T) providers.Box {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	box, err := dockerOnce.p.Create(ctx, providers.Spec{Lifetime: 30 * time.Minute, Labels: map[string]string{"boxfs-test": "hands"}})
+	box, err := dockerOnce.p.Create(ctx, providers.Spec{Image: image, Lifetime: 30 * time.Minute, Labels: map[string]string{"boxfs-test": "hands"}})
 	if err != nil {
 		t.Fatalf("docker Create: %v", err)
 	}

@@ -2,7 +2,6 @@ package hands
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"runtime"
@@ -311,5 +310,10 @@ func (h *Hands) GetArchive(ctx context.Context, path string) (io.ReadCloser, err
 	return h.archiver.GetArchive(ctx, path)
 }
 
-// errUnsupported is returned for a path that cannot serve an operation.
-var errUnsupported = errors.New("not served by this path")
+// GetFiles returns one tar of paths under root (each relative to root,
+// slash-separated; a directory comes as itself, without its contents), the
+// member names being those paths: one exec of tar in the box. It is
+// syncengine's MultiArchiver. It needs GNU tar in the box.
+func (h *Hands) GetFiles(ctx context.Context, root string, paths []string) (io.ReadCloser, error) {
+	return h.sh.GetFiles(ctx, root, paths)
+}

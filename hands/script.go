@@ -109,13 +109,13 @@ st() {
 		stat $1 -c '%f %s %X %Y %Z %i %h %u %g %d' -- "$2"
 	fi
 }
-# mvT O N: rename O to N, N never taken as a directory to move into
+# mvT O N: rename O to N, N never taken as a directory to move into (GNU
+# and busybox mv both have -T; busybox's refuses to replace a symlink to a
+# directory, which is then removed first: not atomic, but the only way)
 mvT() {
-	if mv --version >/dev/null 2>&1; then
-		mv -f -T -- "$1" "$2"
-	else
-		mv -f -- "$1" "$2"
-	fi
+	mv -f -T -- "$1" "$2" && return 0
+	[ -L "$2" ] && [ -d "$2" ] || return 1
+	rm -f -- "$2" && mv -f -T -- "$1" "$2"
 }
 `
 
@@ -142,15 +142,36 @@ par "$p"
 [ -e "$p" ] || unres "$p"
 [ -d "$p" ] || e 20
 [ -r "$p" ] || e 13
-find -H "$p" -mindepth 1 -maxdepth 1 -printf '` + findFormat + `%f\0'
+if find --version >/dev/null 2>&1; then
+	exec find -H "$p" -mindepth 1 -maxdepth 1 -printf '` + findFormat + `%f\0'
+fi
+for f in "$p"/* "$p"/.[!.]* "$p"/..?*; do
+	has "$f" || continue
+	printf 'B\0%s\0' "$(st "" "$f")"
+	if [ -L "$f" ]; then l=$(readlink -- "$f"; echo x); printf '%s' "${l%?x}"; fi
+	printf '\0%s\0' "${f##*/}"
+done
 `
-	// ROOT
+	// ROOT WALKENTRIES
 	scriptWalk = `p=$1
 par "$p"
 [ -e "$p" ] || unres "$p"
 [ -d "$p" ] || e 20
 [ -r "$p" ] || e 13
-find -H "$p" -mindepth 1 -printf '` + findFormat + `%P\0'
+if find --version >/dev/null 2>&1; then
+	exec find -H "$p" -mindepth 1 -printf '` + findFormat + `%P\0'
+fi
+exec find "$p" -mindepth 1 -exec sh -c "$2" sh "$p" {} +
+`
+	// walkEntries prints listing records for a walk without GNU find (see
+	// parseListing): ROOT FILE...
+	walkEntries = `p=$1
+shift
+for f; do
+	printf 'B\0%s\0' "$(stat -c '%f %s %X %Y %Z %i %h %u %g %d' -- "$f")"
+	if [ -L "$f" ]; then l=$(readlink -- "$f"; echo x); printf '%s' "${l%?x}"; fi
+	printf '\0%s\0' "${f#"$p"/}"
+done
 `
 	// PATH; prints K, then the file
 	scriptReadFile = `p=$1
@@ -282,8 +303,14 @@ exit 1
 	scriptUtimes = `p=$1
 par "$p"
 [ -e "$p" ] || unres "$p"
-if [ -n "$2" ]; then touch -c -a -d "$2" -- "$p" || exit 1; fi
-if [ -n "$3" ]; then touch -c -m -d "$3" -- "$p" || exit 1; fi
+a=$2
+m=$3
+if ! touch --version >/dev/null 2>&1; then
+	a=${a%.*}
+	m=${m%.*}
+fi
+if [ -n "$a" ]; then touch -c -a -d "$a" -- "$p" || exit 1; fi
+if [ -n "$m" ]; then touch -c -m -d "$m" -- "$p" || exit 1; fi
 `
 	// PATH SIZE
 	scriptTruncate = `p=$1
@@ -339,6 +366,14 @@ par "$p"
 has "$p" || e 2
 printf K
 exec tar -C "$d" -cf - -- "$b"
+`
+	// ROOT; stdin is the NUL-separated paths; prints K, then the tar
+	scriptGetFiles = `p=$1
+par "$p"
+[ -e "$p" ] || unres "$p"
+[ -d "$p" ] || e 20
+printf K
+exec tar -C "$p" --no-recursion --null -T - -cf -
 `
 	// DIR; stdin is the tar
 	scriptPutArchive = `p=$1
@@ -553,19 +588,38 @@ var findTypes = map[string]uint32{
 	"s": 0o140000, "c": 0o020000, "b": 0o060000,
 }
 
-// parseListing reads records of findFormat followed by a name.
+// parseListing reads a listing: records of findFormat followed by a name
+// (GNU find), or, where find has no -printf (busybox), records of four
+// fields: "B", a stat line as st prints it, the target, the name.
 func parseListing(out []byte) ([]providers.FileInfo, error) {
 	fields := strings.Split(string(out), "\x00")
 	if len(fields) > 0 && fields[len(fields)-1] == "" {
 		fields = fields[:len(fields)-1]
 	}
-	const n = 13
-	if len(fields)%n != 0 {
-		return nil, fmt.Errorf("listing has %d fields, not a multiple of %d", len(fields), n)
-	}
-	infos := make([]providers.FileInfo, 0, len(fields)/n)
-	for i := 0; i < len(fields); i += n {
-		f := fields[i : i+n]
+	var infos []providers.FileInfo
+	for len(fields) > 0 {
+		if fields[0] == "B" {
+			if len(fields) < 4 {
+				return nil, fmt.Errorf("listing ends in a short record: %q", fields)
+			}
+			fi, err := parseStat(fields[1])
+			if err != nil {
+				return nil, err
+			}
+			if fi.IsSymlink() {
+				fi.Target = fields[2]
+			}
+			fi.Name = fields[3]
+			infos = append(infos, fi)
+			fields = fields[4:]
+			continue
+		}
+		const n = 13
+		if len(fields) < n {
+			return nil, fmt.Errorf("listing ends in a short record: %q", fields)
+		}
+		f := fields[:n]
+		fields = fields[n:]
 		perm, err := strconv.ParseUint(f[0], 8, 32)
 		if err != nil {
 			return nil, fmt.Errorf("listing mode %q: %v", f[0], err)
@@ -614,7 +668,7 @@ func (s *scripts) Walk(ctx context.Context, root string) ([]providers.FileInfo, 
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.run(ctx, op, p, scriptWalk, nil, nil, p)
+	out, err := s.run(ctx, op, p, scriptWalk, nil, nil, p, walkEntries)
 	if err != nil {
 		return nil, err
 	}
@@ -659,17 +713,17 @@ func (s *scripts) ReadFile(ctx context.Context, name string) (io.ReadCloser, err
 	if err != nil {
 		return nil, err
 	}
-	return s.stream(ctx, op, p, scriptReadFile, p)
+	return s.stream(ctx, op, p, scriptReadFile, nil, p)
 }
 
 // stream runs a script that prints K and then a stream, and returns the
 // stream once K arrived, or the script's error.
-func (s *scripts) stream(ctx context.Context, op, p, script string, args ...string) (io.ReadCloser, error) {
+func (s *scripts) stream(ctx context.Context, op, p, script string, stdin io.Reader, args ...string) (io.ReadCloser, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.run(sctx, op, p, script, nil, pw, args...)
+		_, err := s.run(sctx, op, p, script, stdin, pw, args...)
 		pw.CloseWithError(err)
 		done <- err
 	}()
@@ -956,7 +1010,36 @@ func (s *scripts) GetArchive(ctx context.Context, name string) (io.ReadCloser, e
 	if err != nil {
 		return nil, err
 	}
-	return s.stream(ctx, op, p, scriptGetArchive, p)
+	return s.stream(ctx, op, p, scriptGetArchive, nil, p)
+}
+
+// GetFiles returns one tar of paths (relative to root, slash-separated),
+// each member named by its path and a directory as itself without its
+// contents: one exec of GNU tar with the names on stdin.
+func (s *scripts) GetFiles(ctx context.Context, root string, paths []string) (io.ReadCloser, error) {
+	const op = "hands.GetFiles"
+	p, err := checkPath(op, s.box.ID(), root)
+	if err != nil {
+		return nil, err
+	}
+	var names bytes.Buffer
+	for _, rel := range paths {
+		if !localPath(rel) {
+			return nil, providers.Errorf(providers.Unsafe, op, "path %q is not a local path under the root", rel).WithBox(s.box.ID()).WithPath(p)
+		}
+		names.WriteString(rel)
+		names.WriteByte(0)
+	}
+	return s.stream(ctx, op, p, scriptGetFiles, &names, p)
+}
+
+// localPath reports whether rel names something under a root: relative,
+// clean, no ".." element, no NUL.
+func localPath(rel string) bool {
+	if rel == "" || rel[0] == '/' || strings.IndexByte(rel, 0) >= 0 || path.Clean(rel) != rel {
+		return false
+	}
+	return rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // PutArchive extracts a tar stream into dir with tar -xf.
