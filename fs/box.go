@@ -241,12 +241,42 @@ func (b *boxState) do(ctx context.Context, mutation bool, extra time.Duration, f
 			if ctx.Err() == context.Canceled {
 				break // the caller gave up; says nothing of the box
 			}
+			if gone := b.checkGone(); gone != nil {
+				return gone
+			}
 			b.unhealthy(err)
 		case providers.Gone:
 			b.markGone(err)
 		}
 	}
 	return err
+}
+
+// checkGone asks the provider whether a box that stopped answering still
+// exists; a box found ended or removed is marked gone (ENODEV from then on)
+// and its error returned.
+func (b *boxState) checkGone() error {
+	b.mu.Lock()
+	box := b.box
+	b.mu.Unlock()
+	if box == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := box.Status(ctx)
+	var gone error
+	switch {
+	case err != nil && (providers.CodeOf(err) == providers.Gone || providers.CodeOf(err) == providers.NotFound):
+		gone = providers.E(providers.Gone, "fs", err).WithBox(b.name)
+	case err == nil && st.State == providers.StateEnded:
+		gone = providers.Errorf(providers.Gone, "fs", "box %q ended: %s", b.name, st.Reason)
+	}
+	if gone != nil {
+		b.markGone(gone)
+		b.setErr(gone)
+	}
+	return gone
 }
 
 func (b *boxState) unhealthy(err error) {
@@ -288,7 +318,7 @@ func (b *boxState) probe() {
 			b.fs.log.Info("box answers again", "box", b.name)
 			return
 		}
-		if providers.CodeOf(err) == providers.Gone {
+		if providers.CodeOf(err) == providers.Gone || b.checkGone() != nil {
 			b.markGone(err)
 			return
 		}
