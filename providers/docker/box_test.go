@@ -489,3 +489,31 @@ func TestBusyboxImage(t *testing.T) {
 		t.Errorf("cat of stdin: %q", got)
 	}
 }
+
+// One writer for stdout and stderr: the command's stderr joins its stdout
+// in the box, so the order it wrote in is kept; two writers keep them apart.
+func TestSameWriterKeepsOrder(t *testing.T) {
+	p := newProvider(t)
+	b := create(t, p, providers.Spec{})
+	script := []string{"sh", "-c", "for i in 1 2 3 4 5; do echo out$i; echo err$i >&2; done"}
+	var both bytes.Buffer
+	proc, err := b.Exec(testCtx(t), providers.ExecRequest{Argv: script, Stdout: &both, Stderr: &both})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := proc.Wait(); code != 0 || err != nil {
+		t.Fatalf("Wait = %d, %v", code, err)
+	}
+	if want := "out1\nerr1\nout2\nerr2\nout3\nerr3\nout4\nerr4\nout5\nerr5\n"; both.String() != want {
+		t.Errorf("one writer got %q, want %q", both.String(), want)
+	}
+	var out, errb bytes.Buffer
+	proc, err = b.Exec(testCtx(t), providers.ExecRequest{Argv: script, Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc.Wait()
+	if out.String() != "out1\nout2\nout3\nout4\nout5\n" || errb.String() != "err1\nerr2\nerr3\nerr4\nerr5\n" {
+		t.Errorf("two writers got %q and %q", out.String(), errb.String())
+	}
+}

@@ -34,7 +34,8 @@ const (
 // byte for byte and is never parsed by a shell:
 //
 //	$1 this script  $2 "1" once setsid was tried  $3 the pid file
-//	$4 the directory  $5 "1" when argv is octal-escaped  $6... argv
+//	$4 the directory  $5 "1" when argv is octal-escaped
+//	$6 "1" when stderr joins stdout (one writer for both)  $7... argv
 //
 // It makes sure the shell leads its own process group (docker exec already
 // starts it as a session leader; otherwise it re-runs itself under setsid,
@@ -48,8 +49,8 @@ const wrapperScript = `if [ "$2" = 0 ] && ! kill -0 -$$ 2>/dev/null; then
 	shift 2
 	exec setsid /bin/sh -c 'eval "$1"' boxfs-exec "$s" 1 "$@"
 fi
-f=$3 d=$4 e=$5
-shift 5
+f=$3 d=$4 e=$5 j=$6
+shift 6
 if [ "$e" = 1 ]; then
 	for a in "$@"; do
 		shift
@@ -64,7 +65,7 @@ if ! cd "$d" 2>/dev/null; then
 	exit 126
 fi
 printf '\000'
-"$@"
+if [ "$j" = 1 ]; then "$@" 2>&1; else "$@"; fi
 r=$?
 rm -f "$f"
 exit $r
@@ -136,7 +137,13 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 	}
 
 	pidfile := pidDir + "/exec-" + randomHex(8)
-	cmd := []string{"/bin/sh", "-c", `eval "$1"`, "boxfs-exec", wrapperScript, "0", pidfile, dir, escaped}
+	// One writer for both streams: the command gets one (its stderr joins
+	// its stdout in the box), so the order it wrote in is kept.
+	join := "0"
+	if req.Stdout != nil && req.Stdout == req.Stderr {
+		join = "1"
+	}
+	cmd := []string{"/bin/sh", "-c", `eval "$1"`, "boxfs-exec", wrapperScript, "0", pidfile, dir, escaped, join}
 	for _, a := range req.Argv {
 		if escaped == "1" {
 			a = octalEscape(a)
