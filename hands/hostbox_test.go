@@ -24,6 +24,8 @@ type hostBox struct {
 	tmp   string
 	shell string
 
+	arch string // reported as Facts.Arch when set (a foreign box)
+
 	mu   sync.Mutex
 	hang bool // Exec and Status never answer until ctx ends
 }
@@ -58,8 +60,12 @@ func (b *hostBox) Destroy(context.Context) error {
 }
 
 func (b *hostBox) Facts(ctx context.Context) (providers.Facts, error) {
+	arch := runtime.GOARCH
+	if b.arch != "" {
+		arch = b.arch
+	}
 	return providers.Facts{
-		Provider: "hostbox", ID: b.id, OS: runtime.GOOS, Arch: runtime.GOARCH,
+		Provider: "hostbox", ID: b.id, OS: runtime.GOOS, Arch: arch,
 		Workspace: b.dir, TmpDir: b.tmp, Shell: b.shell,
 		LiveProcesses: providers.Bool(true), Stdin: providers.Bool(true),
 	}, nil

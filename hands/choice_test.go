@@ -1,0 +1,76 @@
+package hands_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/boxfs/boxfs/hands"
+	"github.com/boxfs/boxfs/internal/boxfsbin"
+	"github.com/boxfs/boxfs/providers"
+)
+
+// TestChoice: New takes the fastest path the box's facts allow, falls back
+// (and says so in the log) when the agent cannot start, and refuses a
+// forced path the box cannot take.
+func TestChoice(t *testing.T) {
+	ctx := context.Background()
+	bin := boxfsbin.Path(t)
+	notBin := filepath.Join(t.TempDir(), "boxfs")
+	if err := os.WriteFile(notBin, []byte("#!/bin/sh\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	foreign := newHostBox(t)
+	foreign.arch = "riscv64"
+
+	for _, tc := range []struct {
+		name   string
+		box    func(*testing.T) providers.Box
+		opts   hands.Options
+		via    string
+		code   providers.Code // of New's error, when it must fail
+		logHas string
+	}{
+		{name: "local box serves its own files", box: newLocalBox, opts: hands.Options{AgentBinary: bin}, via: hands.ViaNativeFiles},
+		{name: "a box with live processes takes the agent", box: func(t *testing.T) providers.Box { return newHostBox(t) }, opts: hands.Options{AgentBinary: bin}, via: hands.ViaAgent},
+		{name: "no agent binary and no native API: scripts", box: func(t *testing.T) providers.Box { return newHostBox(t) }, via: hands.ViaScript},
+		{name: "a foreign arch never gets the agent", box: func(t *testing.T) providers.Box { return foreign }, opts: hands.Options{AgentBinary: bin}, via: hands.ViaScript},
+		{name: "forcing the agent on a foreign arch is refused", box: func(t *testing.T) providers.Box { return foreign }, opts: hands.Options{AgentBinary: bin, Force: hands.ViaAgent}, code: providers.Unsupported},
+		{name: "forcing native on a box without the API is refused", box: func(t *testing.T) providers.Box { return newHostBox(t) }, opts: hands.Options{Force: hands.ViaNative}, code: providers.Unsupported},
+		{name: "an unknown Force is invalid", box: func(t *testing.T) providers.Box { return newHostBox(t) }, opts: hands.Options{Force: "fast"}, code: providers.Invalid},
+		{name: "docker takes the agent", box: newDockerBox, opts: hands.Options{AgentBinary: bin}, via: hands.ViaAgent},
+		{name: "docker without an agent binary: native", box: newDockerBox, via: hands.ViaNative},
+		{name: "docker with an agent that cannot start falls back to native", box: newDockerBox, opts: hands.Options{AgentBinary: notBin}, via: hands.ViaNative, logHas: "falling back"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			box := tc.box(t)
+			var logs bytes.Buffer
+			tc.opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			h, err := hands.New(ctx, box, tc.opts)
+			if tc.code != 0 {
+				if !providers.IsCode(err, tc.code) {
+					t.Fatalf("New = %v, want code %s", err, tc.code)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			if h.Via() != tc.via {
+				t.Errorf("Via = %q, want %q", h.Via(), tc.via)
+			}
+			if tc.logHas != "" && !strings.Contains(logs.String(), tc.logHas) {
+				t.Errorf("log lacks %q:\n%s", tc.logHas, logs.String())
+			}
+			// Whatever the path, it works.
+			if _, err := h.Stat(ctx, h.Facts().Workspace); err != nil {
+				t.Errorf("Stat of the workspace via %s: %v", h.Via(), err)
+			}
+		})
+	}
+}
