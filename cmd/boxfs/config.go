@@ -174,6 +174,7 @@ func unwrapPathError(err error) error {
 
 func oneLine(s string) string {
 	s = strings.TrimSpace(s)
+	s = strings.ReplaceAll(s, ":\n", ": ")
 	s = strings.ReplaceAll(s, "\n", "; ")
 	for strings.Contains(s, ";  ") {
 		s = strings.ReplaceAll(s, ";  ", "; ")
@@ -221,6 +222,14 @@ func (c *Config) check() error {
 			if _, ok := c.Environments[env]; !ok {
 				return fmt.Errorf("boxes.%s: no environment %q", name, env)
 			}
+		}
+	}
+	if a := c.Agent; a != "" && a != "off" {
+		if !filepath.IsAbs(a) && c.file != "" {
+			c.Agent = filepath.Join(filepath.Dir(c.file), a)
+		}
+		if fi, err := os.Stat(c.Agent); err != nil || !fi.Mode().IsRegular() {
+			return fmt.Errorf("agent = %q: not a file (a static boxfs binary, \"\" for this one, or \"off\")", a)
 		}
 	}
 	if err := c.prices().Check(); err != nil {
