@@ -148,15 +148,38 @@ func main() {
 	cols = append(cols, column{"raw docker exec", rawExec{box}, boxDir, *slowN})
 	cols = append(cols, column{"host dir (os)", hostFiles{}, hostDir, *fastN})
 
+	// Samples are taken round-robin across the columns, so that the load of
+	// a shared machine falls on every column alike.
 	results := map[string]map[string]stats{}
 	for _, c := range cols {
 		results[c.name] = map[string]stats{}
-		for _, o := range ops {
-			s, err := measure(ctx, c, o)
-			if err != nil {
+	}
+	for _, o := range ops {
+		samples := make([][]float64, len(cols))
+		for _, c := range cols {
+			if err := o.do(ctx, c.files, c.dir, -1); err != nil { // warm up
 				log.Fatalf("%s / %s: %v", c.name, o.name, err)
 			}
-			results[c.name][o.name] = s
+		}
+		for i := 0; ; i++ {
+			more := false
+			for ci, c := range cols {
+				if i >= c.n {
+					continue
+				}
+				more = true
+				t0 := time.Now()
+				if err := o.do(ctx, c.files, c.dir, i); err != nil {
+					log.Fatalf("%s / %s: %v", c.name, o.name, err)
+				}
+				samples[ci] = append(samples[ci], ms(time.Since(t0)))
+			}
+			if !more {
+				break
+			}
+		}
+		for ci, c := range cols {
+			results[c.name][o.name] = summarize(samples[ci])
 		}
 	}
 
@@ -194,20 +217,9 @@ func num(v float64) string {
 	return fmt.Sprintf("%.0f", v)
 }
 
-func measure(ctx context.Context, c column, o op) (stats, error) {
-	if err := o.do(ctx, c.files, c.dir, -1); err != nil { // warm up
-		return stats{}, err
-	}
-	d := make([]float64, c.n)
-	for i := range d {
-		t0 := time.Now()
-		if err := o.do(ctx, c.files, c.dir, i); err != nil {
-			return stats{}, err
-		}
-		d[i] = ms(time.Since(t0))
-	}
+func summarize(d []float64) stats {
 	slices.Sort(d)
-	return stats{median: d[len(d)/2], p90: d[len(d)*9/10]}, nil
+	return stats{median: d[len(d)/2], p90: d[len(d)*9/10]}
 }
 
 // fixture makes bench/f4k and bench/big/ (1,000 files of 100 bytes) under
