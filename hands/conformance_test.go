@@ -379,6 +379,11 @@ var hostileNames = []string{
 // operation in a container run: one name for each way a script can break.
 var hostileCore = []string{"sp ace", "new\nline", `quo"te`, "-dash", "\xff\xfe\x80bytes", "back\\slash", "$(touch pwned)"}
 
+// hostileMin is the least a row whose scripts another row already covers
+// runs: what its own transport (the stat-path API, busybox's tools) could
+// get wrong.
+var hostileMin = []string{"new\nline", "-dash", "\xff\xfe\x80bytes"}
+
 // hostileSteps does every operation a script serves on each hostile name.
 func hostileSteps(ctx context.Context, f providers.Files, r string, p bool, names []string) string {
 	var out []string

@@ -171,7 +171,7 @@ func TestSequence(t *testing.T) {
 		{target: targetNamed(t, "via=agent/box=local"), n: 5000},
 		{target: targetNamed(t, "via=agent/box=docker"), n: 3000},
 		{target: targetNamed(t, "via=script/box=hostbox"), n: 1000},
-		{target: targetNamed(t, "via=native/box=docker"), n: 300, short: true},
+		{target: targetNamed(t, "via=native/box=docker"), n: 150, short: true},
 	}
 	for _, r := range rows {
 		t.Run(fmt.Sprintf("%s/ops=%d", r.name, r.n), func(t *testing.T) {
