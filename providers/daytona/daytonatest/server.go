@@ -1,0 +1,443 @@
+// Package daytonatest serves a fake of Daytona's REST API in process: the
+// control plane (sandboxes) and the per-sandbox toolbox (files, commands,
+// sessions) on one httptest.Server, with the real paths and JSON field
+// names.
+//
+// # What it models
+//
+// The control plane answers under /api: create (200 while the sandbox may
+// still be creating), get by id or name, list with a JSON labels filter and
+// cursor pagination (a tiny page size), start, stop, delete (then 404),
+// labels, the lifecycle timers, last-activity and the toolbox proxy URL. A
+// sandbox goes creating → started after Options.CreatingPolls reads; it can
+// be made to fail (error, build_failed) or to stay creating. Its ttlMinutes
+// destroys it in any state; its autoStopInterval stops it when idle, and an
+// autoDeleteInterval of 0 then deletes it. Listings are eventually
+// consistent: a sandbox appears Options.ListDelay after its create, and a
+// deleted one lingers that long with state destroyed.
+//
+// The toolbox answers under /toolbox/{id}: process/execute splits the
+// command on spaces with the daemon's naive quote rules (no shell, no
+// escapes, invalid UTF-8 becomes U+FFFD) and runs the words; sessions run
+// each command through sh, keep its stdout and stderr in one log framed by
+// the 3-byte markers 01 01 01 and 02 02 02, and stream that log over a
+// WebSocket with ?follow=true; the file endpoints (info, list, download,
+// upload, bulk-upload, bulk-download, folder, delete, move, permissions)
+// behave as the daemon's handlers do: info and list follow symlinks (list
+// leaves dangling ones out), folder is MkdirAll, delete refuses a directory
+// without recursive=true, move refuses an existing destination.
+//
+// # What is real
+//
+// A sandbox's commands run for real on this machine, as the same user as
+// the test, through exec.CommandContext with their own process group, a
+// fixed PATH and no variable of the host's environment (DAYTONA_SANDBOX_ID,
+// HOME and the sandbox's env are all they get), so scripts, find and tar
+// really run. There is no isolation: a sandbox's paths are this machine's
+// paths. Each sandbox has its own temporary directory (the default working
+// directory and HOME of its commands); tests give each box its own
+// workspace. When a sandbox ends, every process carrying its
+// DAYTONA_SANDBOX_ID is killed.
+//
+// # Knobs and records
+//
+// Options set the API key, creating polls, page size, listing delay,
+// latency and fault injection (429 with Retry-After, 5xx, before or after
+// the request is handled). Every request is recorded (method, path, query,
+// headers, body) for tests to inspect.
+package daytonatest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Options configure a fake.
+type Options struct {
+	// APIKey is the only key the fake accepts, as "Authorization: Bearer
+	// <key>". Default "daytonatest-key".
+	APIKey string
+	// CreatingPolls is how many reads of a new sandbox still see it
+	// creating before it is started.
+	CreatingPolls int
+	// FailState, when set ("error", "build_failed"), is where a new
+	// sandbox goes instead of started, with ErrorReason.
+	FailState   string
+	ErrorReason string
+	// StuckCreating keeps every new sandbox creating for ever.
+	StuckCreating bool
+	// PageSize is the most items a listing page holds. Default 2.
+	PageSize int
+	// ListShape is the listing's response shape: "cursor" ({items,
+	// nextCursor}, the default), "pages" ({items, total, page,
+	// totalPages}, an older API) or "array" (a bare array, older still).
+	ListShape string
+	// ListDelay hides a new sandbox from listings for this long, and keeps
+	// a deleted one listed (as destroyed) as long.
+	ListDelay time.Duration
+	// Latency is added before every answer.
+	Latency time.Duration
+	// Minute is how long the fake's minute lasts, for ttlMinutes and
+	// autoStopInterval. Default time.Minute.
+	Minute time.Duration
+	// IgnoreNetwork makes the fake drop networkBlockAll and the allow
+	// lists on create, as a Daytona that does not apply them would.
+	IgnoreNetwork bool
+}
+
+// Fault is what an injected failure does to one request.
+type Fault struct {
+	Status     int    // the status to answer; 0: no fault
+	RetryAfter string // the Retry-After header, if any
+	// After handles the request first and then answers Status, as a proxy
+	// that lost the backend's answer would.
+	After bool
+}
+
+// FaultFunc decides the fault of a request; n counts requests from 1.
+type FaultFunc func(r *http.Request, n int) Fault
+
+// Every returns a FaultFunc that fails every nth request (WebSocket
+// upgrades included), cycling through statuses; a 429 carries
+// Retry-After: retryAfter.
+func Every(n int, retryAfter string, statuses ...int) FaultFunc {
+	var mu sync.Mutex
+	k := 0
+	return func(r *http.Request, count int) Fault {
+		if n <= 0 || count%n != 0 || len(statuses) == 0 {
+			return Fault{}
+		}
+		mu.Lock()
+		st := statuses[k%len(statuses)]
+		k++
+		mu.Unlock()
+		f := Fault{Status: st}
+		if st == http.StatusTooManyRequests {
+			f.RetryAfter = retryAfter
+		}
+		return f
+	}
+}
+
+// Request is one recorded request.
+type Request struct {
+	Time   time.Time
+	Method string
+	Path   string // the URL path, e.g. /api/sandbox
+	Query  string // the raw query
+	Header http.Header
+	Body   []byte
+	Status int // what the fake answered (101 for an upgrade)
+}
+
+// Server is a running fake.
+type Server struct {
+	srv  *httptest.Server
+	opts Options
+	root string // temp dir holding each sandbox's directory
+
+	mu        sync.Mutex
+	sandboxes map[string]*sandbox // by id; destroyed ones stay until they are no longer listed
+	requests  []*Request
+	count     int
+	fault     FaultFunc
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New starts a fake. Close it when done.
+func New(opts Options) *Server {
+	if opts.APIKey == "" {
+		opts.APIKey = "daytonatest-key"
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = 2
+	}
+	if opts.Minute <= 0 {
+		opts.Minute = time.Minute
+	}
+	root, err := os.MkdirTemp("", "daytonatest-")
+	if err != nil {
+		panic(fmt.Sprintf("daytonatest: %v", err))
+	}
+	s := &Server{opts: opts, root: root, sandboxes: map[string]*sandbox{}, stop: make(chan struct{})}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.wg.Add(1)
+	go s.timers()
+	return s
+}
+
+// URL is the server's base URL.
+func (s *Server) URL() string { return s.srv.URL }
+
+// APIURL is the control plane's base URL, what the provider's api_url
+// option takes.
+func (s *Server) APIURL() string { return s.srv.URL + "/api" }
+
+// APIKey is the key the fake accepts.
+func (s *Server) APIKey() string { return s.opts.APIKey }
+
+// Close ends every sandbox and stops the server.
+func (s *Server) Close() {
+	close(s.stop)
+	s.wg.Wait()
+	s.mu.Lock()
+	var all []*sandbox
+	for _, sb := range s.sandboxes {
+		all = append(all, sb)
+	}
+	s.mu.Unlock()
+	for _, sb := range all {
+		s.destroy(sb, "server closed")
+	}
+	s.srv.CloseClientConnections()
+	s.srv.Close()
+	os.RemoveAll(s.root)
+}
+
+// SetFault sets (nil: clears) the fault injection.
+func (s *Server) SetFault(f FaultFunc) {
+	s.mu.Lock()
+	s.fault = f
+	s.mu.Unlock()
+}
+
+// SetLatency changes the added latency.
+func (s *Server) SetLatency(d time.Duration) {
+	s.mu.Lock()
+	s.opts.Latency = d
+	s.mu.Unlock()
+}
+
+// Requests returns a copy of the recorded requests, oldest first.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Request, len(s.requests))
+	for i, r := range s.requests {
+		out[i] = *r
+		out[i].Header = r.Header.Clone()
+	}
+	return out
+}
+
+// ResetRequests forgets the recorded requests.
+func (s *Server) ResetRequests() {
+	s.mu.Lock()
+	s.requests = nil
+	s.mu.Unlock()
+}
+
+// Leaks returns a description of every place secret appears in the
+// recorded requests other than an "Authorization: Bearer <secret>" header:
+// the path, the query, any other header, any body.
+func (s *Server) Leaks(secret string) []string {
+	if secret == "" {
+		return nil
+	}
+	var out []string
+	for i, r := range s.Requests() {
+		where := fmt.Sprintf("request %d (%s %s)", i, r.Method, r.Path)
+		if strings.Contains(r.Path, secret) || strings.Contains(r.Query, secret) {
+			out = append(out, where+": in the URL")
+		}
+		if q, err := url.QueryUnescape(r.Query); err == nil && strings.Contains(q, secret) {
+			out = append(out, where+": in the decoded query")
+		}
+		for k, vs := range r.Header {
+			for _, v := range vs {
+				if !strings.Contains(v, secret) {
+					continue
+				}
+				if http.CanonicalHeaderKey(k) == "Authorization" && v == "Bearer "+secret {
+					continue
+				}
+				out = append(out, where+": in header "+k)
+			}
+		}
+		if bytes.Contains(r.Body, []byte(secret)) {
+			out = append(out, where+": in the body")
+		}
+	}
+	return out
+}
+
+// SandboxIDs returns the ids of the sandboxes that exist (not destroyed).
+func (s *Server) SandboxIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for id, sb := range s.sandboxes {
+		if !sb.gone() {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// State returns a sandbox's state ("" when the fake never knew it).
+func (s *Server) State(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sb := s.sandboxes[id]; sb != nil {
+		return sb.state
+	}
+	return ""
+}
+
+// Stop stops a sandbox as its auto-stop would.
+func (s *Server) Stop(id string) {
+	s.mu.Lock()
+	sb := s.sandboxes[id]
+	s.mu.Unlock()
+	if sb != nil {
+		s.stopSandbox(sb, "stopped by the test")
+	}
+}
+
+// LastActivity returns when a sandbox last saw activity.
+func (s *Server) LastActivity(id string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sb := s.sandboxes[id]; sb != nil {
+		return sb.lastActivity
+	}
+	return time.Time{}
+}
+
+// serve records, authenticates, delays and routes one request.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	rec := &Request{Time: time.Now(), Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body}
+	s.mu.Lock()
+	s.requests = append(s.requests, rec)
+	s.count++
+	n := s.count
+	fault := s.fault
+	latency := s.opts.Latency
+	s.mu.Unlock()
+	sw := &statusWriter{ResponseWriter: w}
+	defer func() {
+		s.mu.Lock()
+		rec.Status = sw.status
+		s.mu.Unlock()
+	}()
+
+	if latency > 0 {
+		select {
+		case <-time.After(latency):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if r.Header.Get("Authorization") != "Bearer "+s.opts.APIKey {
+		writeJSON(sw, http.StatusUnauthorized, nestError(http.StatusUnauthorized, "Invalid credentials"))
+		return
+	}
+	var f Fault
+	if fault != nil {
+		f = fault(r, n)
+	}
+	if f.Status != 0 && !f.After {
+		injectFault(sw, f)
+		return
+	}
+	if f.Status != 0 && f.After {
+		if r.Header.Get("Upgrade") != "" {
+			injectFault(sw, f) // an upgrade cannot be answered twice
+			return
+		}
+		s.route(httptest.NewRecorder(), r)
+		injectFault(sw, f)
+		return
+	}
+	s.route(sw, r)
+}
+
+func injectFault(w http.ResponseWriter, f Fault) {
+	if f.RetryAfter != "" {
+		w.Header().Set("Retry-After", f.RetryAfter)
+	}
+	if f.Status == http.StatusTooManyRequests {
+		writeJSON(w, f.Status, nestError(f.Status, "ThrottlerException: Too Many Requests"))
+		return
+	}
+	w.Header().Set("Content-Type", "text/html")
+	w.WriteHeader(f.Status)
+	fmt.Fprintf(w, "<html><body><h1>%d %s</h1></body></html>\n", f.Status, http.StatusText(f.Status))
+}
+
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Path
+	switch {
+	case p == "/api/sandbox" || strings.HasPrefix(p, "/api/sandbox/"):
+		s.serveSandbox(w, r, strings.Trim(strings.TrimPrefix(p, "/api/sandbox"), "/"))
+	case strings.HasPrefix(p, "/toolbox/"):
+		rest := strings.TrimPrefix(p, "/toolbox/")
+		id, sub, _ := strings.Cut(rest, "/")
+		s.serveToolbox(w, r, id, "/"+sub)
+	default:
+		writeJSON(w, http.StatusNotFound, nestError(http.StatusNotFound, "Cannot "+r.Method+" "+p))
+	}
+}
+
+// statusWriter remembers the status written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController (and the WebSocket upgrade) reach
+// the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// nestError is the control plane's (NestJS) error body.
+func nestError(status int, msg string) map[string]any {
+	return map[string]any{"statusCode": status, "message": msg, "error": http.StatusText(status)}
+}
+
+// toolboxError is the daemon's error body.
+func toolboxError(w http.ResponseWriter, r *http.Request, status int, err error) {
+	code := map[int]string{
+		http.StatusBadRequest: "BAD_REQUEST", http.StatusNotFound: "NOT_FOUND", http.StatusForbidden: "FORBIDDEN",
+		http.StatusConflict: "CONFLICT", http.StatusRequestTimeout: "REQUEST_TIMEOUT", http.StatusGone: "GONE",
+	}[status]
+	if code == "" {
+		code = "INTERNAL_SERVER_ERROR"
+	}
+	writeJSON(w, status, map[string]any{
+		"statusCode": status, "message": err.Error(), "code": code,
+		"path": r.URL.Path, "method": r.Method, "timestamp": time.Now().UTC().Format(time.RFC3339),
+	})
+}
