@@ -1,0 +1,841 @@
+package daytona
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/boxfs/boxfs/providers"
+)
+
+// Bounds of a command's life on the host's side.
+const (
+	killTimeout  = 30 * time.Second // the kill script, its confirmation included
+	drainGrace   = 5 * time.Second  // for the stream to end once the group is dead
+	pollEvery    = 5 * time.Second  // how often a running command's record is read
+	activityEach = time.Minute      // how often a running command tells Daytona the box is busy
+	exitBound    = 30 * time.Second // for the record to carry the exit code once the stream ended
+	redials      = 5                // reconnections of one command's log stream
+	boxfsDir     = tmpDir + "/.boxfs"
+)
+
+// wrapperScript runs every command of Exec, in a toolbox session. Its
+// arguments: $1 the directory, $2 the staged stdin file ("" none), $3 the
+// prefix of the command's own files in the box, $4 "1" when stdout and
+// stderr are one stream, $5 the count of NAME=value pairs that follow,
+// then argv.
+//
+// It makes two FIFOs (a kill that came first left a directory in the
+// first's place: then it runs nothing) and starts two encoders that print
+// what the command writes to them as base64 lines, one on the session's
+// stdout and one on its stderr, so that the session log's 3-byte stream
+// markers can never appear in the data (each encoder reads what is there,
+// up to 64 KiB, and encodes it at once: output streams); enters the
+// directory (or prints "!E<errno>"); prints "!S"; starts the command under
+// setsid, as its own process group, with the staged stdin; records its
+// pid; waits for it and then for the encoders (which end when nothing holds
+// the FIFOs open any more), and exits with the command's status (128+n for
+// signal n).
+const wrapperScript = `d=$1 in=$2 t=$3 one=$4 n=$5
+shift 5
+while [ "$n" -gt 0 ]; do export "$1" || exit 125; shift; n=$((n - 1)); done
+mkfifo "$t.o" "$t.e" 2>/dev/null || { mkdir -p "${t%/*}" && mkfifo "$t.o" "$t.e"; } || exit 125
+enc() {
+	while dd bs=65536 count=1 of="$t.c$1" 2>"$t.d$1"; do
+		read -r c <"$t.d$1" || break
+		case $c in 0+0*) break ;; *+*) base64 <"$t.c$1" ;; *) break ;; esac
+	done
+}
+enc o <"$t.o" &
+o=$!
+enc e <"$t.e" >&2 &
+e=$!
+exec 3>"$t.o" 4>"$t.e"
+[ "$one" = 1 ] && exec 4>&3
+f="$t.o $t.e $t.co $t.ce $t.do $t.de $t.pid"
+if ! cd "$d" 2>/dev/null; then
+	if [ ! -e "$d" ]; then r=2; elif [ ! -d "$d" ]; then r=20; else r=13; fi
+	exec 3>&- 4>&-
+	wait $o $e
+	printf '!E%d\n' "$r"
+	rm -f $f "$in"
+	exit 126
+fi
+if [ -n "$in" ]; then exec 5<"$in" || exit 125; rm -f "$in"; else exec 5</dev/null; fi
+printf '!S\n'
+setsid -- "$@" <&5 >&3 2>&4 &
+p=$!
+echo "$p" >"$t.pid"
+exec 3>&- 4>&- 5<&-
+wait "$p"
+r=$?
+wait $o $e
+rm -f $f
+exit $r
+`
+
+// killScript kills the process group of the command whose files start with
+// $1 and confirms it gone: no process of the group, nor the command's first
+// process, is left that is not a zombie. Exit 0: gone; 3: the command had
+// not started (a directory in its first FIFO's place keeps it from ever
+// starting); 4: still there after ~10 s.
+const killScript = `t=$1
+rm -f "$t.in"
+mkdir -p "${t%/*}" 2>/dev/null
+mkdir "$t.o" 2>/dev/null && exit 3
+i=0
+while ! [ -s "$t.pid" ]; do
+	[ -p "$t.o" ] || exit 0
+	i=$((i + 1))
+	[ $i -le 300 ] || exit 0
+	sleep 0.01
+done
+p=$(cat "$t.pid" 2>/dev/null)
+case $p in ''|*[!0-9]*|0|1) exit 0 ;; esac
+alive() {
+	for f in /proc/[0-9]*/stat; do
+		read -r l <"$f" 2>/dev/null || continue
+		q=${f#/proc/}
+		q=${q%/stat}
+		l=${l##*) }
+		s=${l%% *}
+		l=${l#* }
+		l=${l#* }
+		g=${l%% *}
+		[ "$g" = "$p" ] || [ "$q" = "$p" ] || continue
+		[ "$s" = Z ] || [ "$s" = X ] || return 0
+	done
+	return 1
+}
+for s in 0 0.005 0.01 0.02 0.05 0.1 0.2 0.3 0.5 0.5 1 1 2 2 2; do
+	kill -9 -"$p" 2>/dev/null
+	kill -9 "$p" 2>/dev/null
+	alive || exit 0
+	sleep $s
+done
+alive || exit 0
+exit 4
+`
+
+// Exec runs req.Argv in the box as its own process group, through a toolbox
+// session. It returns once the command has started (its directory
+// entered); a missing Dir is NotFound. A Stdin is read whole and uploaded
+// before the command starts.
+func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Process, error) {
+	const op = "daytona.Exec"
+	if err := b.gone(op); err != nil {
+		return nil, err
+	}
+	if len(req.Argv) == 0 {
+		return nil, providers.Errorf(providers.Invalid, op, "empty argv").WithBox(b.id)
+	}
+	for _, a := range req.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, providers.Errorf(providers.Invalid, op, "argv holds a NUL byte").WithBox(b.id)
+		}
+	}
+	dir := req.Dir
+	switch {
+	case dir == "":
+		dir = b.workspace
+	case !path.IsAbs(dir):
+		dir = path.Join(b.workspace, dir)
+	}
+	if strings.IndexByte(dir, 0) >= 0 {
+		return nil, providers.Errorf(providers.Invalid, op, "dir holds a NUL byte").WithBox(b.id)
+	}
+	var env []string
+	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
+		v := req.Env[k]
+		if !validEnvName(k) || strings.IndexByte(v, 0) >= 0 {
+			return nil, providers.Errorf(providers.Invalid, op, "env %q: the name must be a shell variable name and the value hold no NUL", k).WithBox(b.id)
+		}
+		env = append(env, k+"="+v)
+	}
+
+	t := boxfsDir + "/x-" + randomHex(8)
+	in := ""
+	if req.Stdin != nil {
+		in = t + ".in"
+		if err := b.stage(ctx, op, in, req.Stdin); err != nil {
+			return nil, err
+		}
+	}
+	one := "0"
+	if req.Stdout != nil && sameWriter(req.Stdout, req.Stderr) {
+		one = "1"
+	}
+	args := append([]string{dir, in, t, one, strconv.Itoa(len(env))}, env...)
+	args = append(args, req.Argv...)
+	line := commandLine(decodeArgs+wrapperScript, args...)
+
+	sid := "boxfs-" + randomHex(8)
+	if err := b.newSession(ctx, op, sid); err != nil {
+		b.unstage(in)
+		return nil, err
+	}
+	cid, err := b.sessionExec(ctx, op, sid, line)
+	if err != nil {
+		b.unstage(in)
+		b.endSession(sid)
+		return nil, err
+	}
+	pr := &process{
+		b: b, sid: sid, cid: cid, dir: dir, t: t,
+		stdout:    newOutQueue(req.Stdout),
+		stderr:    newOutQueue(req.Stderr),
+		merged:    one == "1",
+		started:   make(chan struct{}),
+		streamEnd: make(chan struct{}),
+		killed:    make(chan struct{}),
+		watchDone: make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	if pr.merged {
+		pr.stderr = pr.stdout
+	}
+	bg := context.WithoutCancel(ctx)
+	fctx, stop := context.WithCancel(bg)
+	pr.stopStream = stop
+	go pr.follow(fctx)
+	go pr.watch(ctx)
+	go pr.finish(bg)
+
+	select {
+	case <-pr.started:
+	case <-pr.streamEnd:
+	case <-ctx.Done():
+		<-pr.done // watch kills what started and confirms it
+		return nil, pr.err
+	}
+	select {
+	case <-pr.started:
+		if pr.dirErrno == 0 {
+			return pr, nil
+		}
+		<-pr.done
+		return nil, providers.PathError(op, b.id, dir, pr.dirErrno)
+	default:
+		<-pr.done
+		if pr.err != nil {
+			return nil, pr.err
+		}
+		return nil, providers.Errorf(providers.Unknown, op, "the command's wrapper ended (exit %d) before starting it: %s", pr.code, strings.TrimSpace(string(pr.raw))).WithBox(b.id)
+	}
+}
+
+// sameWriter reports whether two writers are the same one (==), as
+// os/exec compares them.
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false // writers that are not comparable are not the same
+		}
+	}()
+	return a == b
+}
+
+func validEnvName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// stage uploads stdin to the box file name. It is spooled to a host file
+// first, so the upload can be sent again when its answer is lost.
+func (b *Box) stage(ctx context.Context, op, name string, stdin io.Reader) error {
+	f, err := os.CreateTemp("", "boxfs-daytona-stdin-")
+	if err != nil {
+		return providers.E(providers.Unknown, op, err).WithBox(b.id)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if _, err := io.Copy(f, stdin); err != nil {
+		return providers.E(providers.Invalid, op, fmt.Errorf("reading stdin: %w", err)).WithBox(b.id)
+	}
+	if err := b.upload(ctx, name, func() (io.Reader, error) {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+		return io.NopCloser(f), nil
+	}); err != nil {
+		return b.fail(ctx, op, err)
+	}
+	return nil
+}
+
+// unstage removes a staged stdin the command will never read.
+func (b *Box) unstage(name string) {
+	if name == "" {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), b.p.liveness)
+		defer cancel()
+		u, err := b.tb(ctx, "/files")
+		if err == nil {
+			b.p.c.json(ctx, request{method: http.MethodDelete, url: u, query: url.Values{"path": {name}}, idempotent: true}, nil)
+		}
+	}()
+}
+
+// newSession makes a toolbox session of the given id. A 409 on a retry is
+// this call's own session.
+func (b *Box) newSession(ctx context.Context, op, sid string) error {
+	u, err := b.tb(ctx, "/process/session")
+	if err != nil {
+		return b.fail(ctx, op, err)
+	}
+	body, _ := jsonBody(map[string]string{"sessionId": sid})
+	err = b.p.c.json(ctx, request{method: http.MethodPost, url: u, body: body, contentType: "application/json", idempotent: true}, nil)
+	if err != nil && !(statusOf(err) == http.StatusConflict && tries(err) > 1) {
+		return b.fail(ctx, op, err)
+	}
+	return nil
+}
+
+// sessionExec starts line in the session and returns the command's id. The
+// call is bounded by the liveness bound. A call whose answer was lost is
+// sent again only when the session (which is this Exec's alone) shows no
+// command; else that command is the one.
+func (b *Box) sessionExec(ctx context.Context, op, sid, line string) (string, error) {
+	u, err := b.tb(ctx, "/process/session/"+url.PathEscape(sid)+"/exec")
+	if err != nil {
+		return "", b.fail(ctx, op, err)
+	}
+	body, _ := jsonBody(map[string]any{"command": line, "runAsync": true})
+	for attempt := 1; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, b.p.liveness)
+		var out struct {
+			CmdID string `json:"cmdId"`
+		}
+		err := b.p.c.json(cctx, request{method: http.MethodPost, url: u, body: body, contentType: "application/json"}, &out)
+		cancel()
+		if err == nil {
+			if out.CmdID == "" {
+				return "", providers.Errorf(providers.Unknown, op, "the session answered without a command id").WithBox(b.id)
+			}
+			return out.CmdID, nil
+		}
+		if ctx.Err() != nil {
+			return "", wrap(op, b.id, ctx.Err())
+		}
+		st := statusOf(err)
+		lost := st == 0 || st == http.StatusTooManyRequests || st >= 500
+		if !lost || attempt >= maxTries {
+			if st == 0 && errors.Is(err, context.DeadlineExceeded) {
+				return "", providers.E(providers.Liveness, op, err).WithBox(b.id)
+			}
+			return "", b.fail(ctx, op, err)
+		}
+		cid, err := b.sessionCommand(ctx, sid)
+		if err != nil {
+			return "", b.fail(ctx, op, err)
+		}
+		if cid != "" {
+			return cid, nil
+		}
+		time.Sleep(backoff(attempt))
+	}
+}
+
+// sessionCommand returns the id of the session's command, "" if none.
+func (b *Box) sessionCommand(ctx context.Context, sid string) (string, error) {
+	u, err := b.tb(ctx, "/process/session/"+url.PathEscape(sid))
+	if err != nil {
+		return "", err
+	}
+	var out struct {
+		Commands []struct {
+			ID string `json:"id"`
+		} `json:"commands"`
+	}
+	if err := b.p.c.json(ctx, request{method: http.MethodGet, url: u, idempotent: true}, &out); err != nil {
+		return "", err
+	}
+	if len(out.Commands) > 0 {
+		return out.Commands[0].ID, nil
+	}
+	return "", nil
+}
+
+// commandRecord is a session command as the toolbox reports it.
+type commandRecord struct {
+	ID       string `json:"id"`
+	ExitCode *int   `json:"exitCode"`
+}
+
+func (b *Box) command(ctx context.Context, sid, cid string) (commandRecord, error) {
+	var rec commandRecord
+	u, err := b.tb(ctx, "/process/session/"+url.PathEscape(sid)+"/command/"+url.PathEscape(cid))
+	if err != nil {
+		return rec, err
+	}
+	err = b.p.c.json(ctx, request{method: http.MethodGet, url: u, idempotent: true}, &rec)
+	return rec, err
+}
+
+// endSession deletes a session, in the background and bounded.
+func (b *Box) endSession(sid string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), b.p.liveness)
+		defer cancel()
+		u, err := b.tb(ctx, "/process/session/"+url.PathEscape(sid))
+		if err == nil {
+			b.p.c.json(ctx, request{method: http.MethodDelete, url: u, idempotent: true}, nil)
+		}
+	}()
+}
+
+// process is one running command.
+type process struct {
+	b        *Box
+	sid, cid string
+	dir      string
+	t        string // the prefix of the command's files in the box
+
+	stdout, stderr *outQueue
+	merged         bool
+
+	// Set by follow before started or streamEnd is closed.
+	startOnce sync.Once
+	started   chan struct{} // "S" or "E" seen
+	dirErrno  syscall.Errno // from "E"
+	raw       []byte        // wrapper output that is not the protocol's (its errors)
+	streamEnd chan struct{} // closed when follow is done
+	streamErr error         // why the stream ended, when it broke
+
+	killOnce  sync.Once
+	killed    chan struct{} // closed once a kill was done, or the stream is to be given up
+	watchDone chan struct{}
+
+	stopOnce   sync.Once
+	stopStream context.CancelFunc // ends follow's connection; set before follow starts
+
+	mu      sync.Mutex
+	cause   error // ctx's error when ctx ended the command
+	killErr error
+
+	done chan struct{} // closed when code and err are final
+	code int
+	err  error
+}
+
+var _ providers.Process = (*process)(nil)
+
+// follow reads the command's log over the session's WebSocket until it
+// ends, and decodes it into the output queues. A connection that breaks is
+// dialled again and the bytes already read skipped (the log is replayed
+// from its start); a connection with no answer to pings within the
+// liveness bound counts as broken.
+func (pr *process) follow(ctx context.Context) {
+	defer close(pr.streamEnd)
+	defer pr.stdout.close()
+	if !pr.merged {
+		defer pr.stderr.close()
+	}
+	dec := &logDecoder{pr: pr}
+	defer dec.flush()
+	var consumed int64
+	stop := make(chan struct{})
+	defer close(stop)
+	go pr.poll(ctx, stop)
+	for attempt := 0; ; attempt++ {
+		n, clean, err := pr.stream(ctx, dec, consumed)
+		consumed += n
+		if clean {
+			return
+		}
+		select {
+		case <-pr.killed:
+			return // the group is gone: what is left to read does not matter
+		case <-ctx.Done():
+			return
+		default:
+		}
+		if attempt >= redials || pr.b.ended(ctx) {
+			pr.streamErr = err
+			return
+		}
+		time.Sleep(backoff(attempt + 1))
+	}
+}
+
+// stream reads one connection of the log, skipping the first skip bytes.
+// It returns the bytes it read, whether the stream ended cleanly (the
+// command ended and its output is all read), and why it broke.
+func (pr *process) stream(ctx context.Context, dec *logDecoder, skip int64) (int64, bool, error) {
+	b := pr.b
+	u, err := b.tb(ctx, "/process/session/"+url.PathEscape(pr.sid)+"/command/"+url.PathEscape(pr.cid)+"/logs")
+	if err != nil {
+		return 0, false, err
+	}
+	wsURL, err := url.Parse(u)
+	if err != nil {
+		return 0, false, err
+	}
+	switch wsURL.Scheme {
+	case "https":
+		wsURL.Scheme = "wss"
+	default:
+		wsURL.Scheme = "ws"
+	}
+	wsURL.RawQuery = url.Values{"follow": {"true"}}.Encode()
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+b.p.c.key)
+	h.Set("User-Agent", "boxfs")
+	dctx, cancel := context.WithTimeout(ctx, b.p.liveness)
+	conn, resp, err := websocket.Dial(dctx, wsURL.String(), &websocket.DialOptions{HTTPClient: b.p.c.hc, HTTPHeader: h})
+	cancel()
+	if err != nil {
+		st := 0
+		if resp != nil {
+			st = resp.StatusCode
+		}
+		return 0, false, &apiError{Method: http.MethodGet, Path: wsURL.Path, Status: st, Err: transportCause(err)}
+	}
+	defer conn.CloseNow()
+	conn.SetReadLimit(64 << 20)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // pings: no pong within the liveness bound breaks the connection
+		t := time.NewTicker(b.p.liveness / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-cctx.Done():
+				return
+			case <-t.C:
+			}
+			pctx, pcancel := context.WithTimeout(cctx, b.p.liveness)
+			err := conn.Ping(pctx)
+			pcancel()
+			if err != nil && cctx.Err() == nil {
+				conn.CloseNow()
+				return
+			}
+		}
+	}()
+	var n int64
+	for {
+		_, msg, err := conn.Read(cctx)
+		if err != nil {
+			if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
+				return n, true, nil
+			}
+			return n, false, err
+		}
+		n += int64(len(msg))
+		if skip > 0 {
+			k := min(skip, int64(len(msg)))
+			msg, skip = msg[k:], skip-k
+		}
+		dec.write(msg)
+	}
+}
+
+// poll reads the command's record while it runs: an old daemon leaves the
+// log's connection open after the command ended, so once the record has
+// an exit code the stream gets a grace to finish and is then closed. It
+// also tells Daytona, now and then, that the box is busy.
+func (pr *process) poll(ctx context.Context, stop chan struct{}) {
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		if time.Since(last) >= activityEach {
+			last = time.Now()
+			actx, cancel := context.WithTimeout(ctx, pr.b.p.liveness)
+			pr.b.KeepAlive(actx)
+			cancel()
+		}
+		cctx, cancel := context.WithTimeout(ctx, pr.b.p.liveness)
+		rec, err := pr.b.command(cctx, pr.sid, pr.cid)
+		cancel()
+		if err != nil || rec.ExitCode == nil {
+			continue
+		}
+		select {
+		case <-stop:
+		case <-time.After(drainGrace):
+			pr.closeStream()
+		}
+		return
+	}
+}
+
+// closeStream ends follow's connection and keeps it from dialling again.
+func (pr *process) closeStream() {
+	pr.killOnce.Do(func() { close(pr.killed) })
+	pr.stopOnce.Do(pr.stopStream)
+}
+
+// logDecoder splits the session log into stdout and stderr by the 3-byte
+// markers (the wrapper's data never holds bytes 1 or 2, so each such byte
+// is part of a marker), and reads the wrapper's lines: "!S", "!E<errno>"
+// and base64.
+type logDecoder struct {
+	pr        *process
+	errStream bool
+	line      [2][]byte
+}
+
+func (d *logDecoder) write(p []byte) {
+	for len(p) > 0 {
+		i := bytes.IndexAny(p, "\x01\x02\n")
+		if i < 0 {
+			d.line[d.cur()] = append(d.line[d.cur()], p...)
+			return
+		}
+		d.line[d.cur()] = append(d.line[d.cur()], p[:i]...)
+		switch p[i] {
+		case 1:
+			d.errStream = false
+		case 2:
+			d.errStream = true
+		case '\n':
+			d.doLine(d.cur(), d.line[d.cur()])
+			d.line[d.cur()] = d.line[d.cur()][:0]
+		}
+		p = p[i+1:]
+	}
+}
+
+func (d *logDecoder) cur() int {
+	if d.errStream {
+		return 1
+	}
+	return 0
+}
+
+// flush hands on what is left of an unfinished line.
+func (d *logDecoder) flush() {
+	for s := range 2 {
+		if len(d.line[s]) > 0 {
+			d.doLine(s, d.line[s])
+			d.line[s] = nil
+		}
+	}
+}
+
+func (d *logDecoder) doLine(s int, line []byte) {
+	pr := d.pr
+	q := pr.stdout
+	if s == 1 {
+		q = pr.stderr
+	}
+	switch {
+	case s == 0 && string(line) == "!S":
+		pr.startOnce.Do(func() { close(pr.started) })
+		return
+	case s == 0 && bytes.HasPrefix(line, []byte("!E")):
+		if n, err := strconv.Atoi(string(line[2:])); err == nil {
+			pr.dirErrno = syscall.Errno(n)
+			pr.startOnce.Do(func() { close(pr.started) })
+			return
+		}
+	case len(line) > 0 && len(line)%4 == 0:
+		// Each line of base64's output (76 characters, 57 bytes) decodes on
+		// its own, wherever a chunk ended.
+		data := make([]byte, base64.StdEncoding.DecodedLen(len(line)))
+		if n, err := base64.StdEncoding.Decode(data, line); err == nil {
+			q.put(data[:n])
+			return
+		}
+	}
+	// Not the wrapper's protocol: the shell's or a tool's complaint.
+	pr.raw = append(append(pr.raw, line...), '\n')
+	if len(pr.raw) > 4096 {
+		pr.raw = pr.raw[len(pr.raw)-4096:]
+	}
+}
+
+// watch kills the command's group when ctx ends before the command does.
+func (pr *process) watch(ctx context.Context) {
+	defer close(pr.watchDone)
+	select {
+	case <-pr.streamEnd:
+		return
+	case <-ctx.Done():
+	}
+	pr.mu.Lock()
+	pr.cause = ctx.Err()
+	pr.mu.Unlock()
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
+	err := pr.kill(kctx)
+	cancel()
+	pr.mu.Lock()
+	pr.killErr = err
+	pr.mu.Unlock()
+	pr.killOnce.Do(func() { close(pr.killed) })
+}
+
+// finish waits for the stream to end (bounded once the group is killed),
+// for the output to be written, then reads the exit code.
+func (pr *process) finish(ctx context.Context) {
+	defer close(pr.done)
+	defer pr.b.endSession(pr.sid)
+	select {
+	case <-pr.streamEnd:
+	case <-pr.killed:
+		select {
+		case <-pr.streamEnd:
+		case <-time.After(drainGrace):
+			// A process outside the group may hold the output open.
+			pr.closeStream()
+			<-pr.streamEnd
+		}
+	}
+	<-pr.watchDone
+	<-pr.stdout.done
+	<-pr.stderr.done
+	pr.code, pr.err = pr.result(ctx)
+}
+
+func (pr *process) result(ctx context.Context) (int, error) {
+	const op = "daytona.Exec"
+	b := pr.b
+	pr.mu.Lock()
+	cause, killErr := pr.cause, pr.killErr
+	pr.mu.Unlock()
+	if cause != nil {
+		e := providers.E(providers.CodeOf(cause), op, cause).WithBox(b.id)
+		if killErr != nil {
+			e.Err = fmt.Errorf("%w; and the kill: %v", cause, killErr)
+		}
+		return -1, e
+	}
+	// The exit code: the record may trail the stream by a moment.
+	ctx, cancel := context.WithTimeout(ctx, exitBound)
+	defer cancel()
+	d := 20 * time.Millisecond
+	for {
+		rec, err := b.command(ctx, pr.sid, pr.cid)
+		if err != nil {
+			if b.ended(ctx) {
+				return -1, providers.E(providers.Gone, op, err).WithBox(b.id)
+			}
+			return -1, providers.E(providers.TransportLost, op, err).WithBox(b.id)
+		}
+		if rec.ExitCode != nil {
+			code := *rec.ExitCode
+			if pr.streamErr != nil {
+				if b.ended(ctx) {
+					return -1, providers.E(providers.Gone, op, pr.streamErr).WithBox(b.id)
+				}
+				return -1, providers.E(providers.TransportLost, op, pr.streamErr).WithBox(b.id)
+			}
+			if code >= 128 && b.ended(ctx) {
+				return -1, providers.Errorf(providers.Gone, op, "box ended while the command ran (exit %d)", code).WithBox(b.id)
+			}
+			for _, q := range []*outQueue{pr.stdout, pr.stderr} {
+				if q.err != nil {
+					return code, providers.E(0, op, q.err).WithBox(b.id)
+				}
+			}
+			return code, nil
+		}
+		select {
+		case <-ctx.Done():
+			if b.ended(ctx) {
+				return -1, providers.Errorf(providers.Gone, op, "box ended while the command ran").WithBox(b.id)
+			}
+			return -1, providers.Errorf(providers.TransportLost, op, "the command's stream ended but its record has no exit code after %v", exitBound).WithBox(b.id)
+		case <-time.After(d):
+		}
+		d = min(2*d, time.Second)
+	}
+}
+
+// Wait waits for the command to end and its output to be written.
+func (pr *process) Wait() (int, error) {
+	<-pr.done
+	return pr.code, pr.err
+}
+
+// Kill kills the command's process group and confirms it gone.
+func (pr *process) Kill(ctx context.Context) error {
+	select {
+	case <-pr.streamEnd:
+		return nil
+	default:
+	}
+	err := pr.kill(ctx)
+	pr.killOnce.Do(func() { close(pr.killed) })
+	return err
+}
+
+// kill runs killScript through process/execute.
+func (pr *process) kill(ctx context.Context) error {
+	const op = "daytona.Kill"
+	code, out, err := pr.b.run(ctx, op, killScript, []string{pr.t}, runOpts{idempotent: true})
+	if err != nil {
+		if providers.IsCode(err, providers.Gone) {
+			return nil // the box, and every process of it, is gone
+		}
+		return err
+	}
+	switch code {
+	case 0, 3:
+		return nil
+	case 4:
+		return providers.Errorf(providers.Liveness, op, "process group still alive after SIGKILL and ~10 s").WithBox(pr.b.id)
+	}
+	return providers.Errorf(providers.Unknown, op, "kill script exited %d: %s", code, bytes.TrimSpace(out)).WithBox(pr.b.id)
+}
+
+// outQueue hands one output stream to its writer from a goroutine of its
+// own, so that a slow stdout writer does not stall stderr. After a write
+// error the rest is dropped and the error is kept.
+type outQueue struct {
+	ch   chan []byte
+	done chan struct{}
+	err  error // read after done
+}
+
+func newOutQueue(w io.Writer) *outQueue {
+	q := &outQueue{ch: make(chan []byte, 256), done: make(chan struct{})}
+	go func() {
+		defer close(q.done)
+		for b := range q.ch {
+			if w == nil || q.err != nil {
+				continue
+			}
+			if _, err := w.Write(b); err != nil {
+				q.err = err
+			}
+		}
+	}()
+	return q
+}
+
+func (q *outQueue) put(b []byte) { q.ch <- b }
+func (q *outQueue) close()       { close(q.ch) }
