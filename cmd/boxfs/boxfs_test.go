@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -669,5 +670,61 @@ func requireDockerEngine(t *testing.T) {
 	defer cli.Close()
 	if _, err := cli.ImageInspect(ctx, docker.DefaultImage); err != nil {
 		fail("the engine has no image %s: %v", docker.DefaultImage, err)
+	}
+}
+
+// TestReceipts: with a price configured, a box made through the mount
+// shows its running cost in receipt.json and gets a receipt when it ends.
+func TestReceipts(t *testing.T) {
+	needMount(t)
+	h := newHarness(t)
+	h.config = writeConfig(t, `
+[prices."local/none"]
+usd_per_second = 0.5
+source = "https://example.com/test-prices"
+priced = "2025-01-02"
+`)
+	if out := h.ok("receipts"); !strings.Contains(out, "no receipts") {
+		t.Errorf("receipts before any box: %q", out)
+	}
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	h.cleanup(mnt)
+	h.mountBackground(mnt)
+	h.ok("new", "paid", "lifetime=10m")
+	var est struct {
+		Provider string   `json:"provider"`
+		Kind     string   `json:"kind"`
+		CostUSD  *float64 `json:"cost_usd"`
+	}
+	b, err := os.ReadFile(filepath.Join(mnt, "paid", "receipt.json"))
+	if err != nil || json.Unmarshal(b, &est) != nil || est.Provider != "local" || est.Kind != "none" || est.CostUSD == nil {
+		t.Fatalf("receipt.json while it runs: %s %v", b, err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	h.ok("rm", "paid")
+	var got struct {
+		Receipts []struct {
+			Provider string   `json:"provider"`
+			Seconds  float64  `json:"seconds"`
+			CostUSD  *float64 `json:"cost_usd"`
+			Source   string   `json:"source"`
+		} `json:"receipts"`
+		Totals []struct {
+			Boxes   int     `json:"boxes"`
+			CostUSD float64 `json:"cost_usd"`
+		} `json:"totals"`
+	}
+	if err := json.Unmarshal([]byte(h.ok("receipts", "--json")), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Receipts) != 1 || got.Receipts[0].CostUSD == nil || got.Receipts[0].Seconds < 1 ||
+		math.Abs(*got.Receipts[0].CostUSD-got.Receipts[0].Seconds*0.5) > 1e-8 || got.Receipts[0].Source != "https://example.com/test-prices" {
+		t.Errorf("receipts: %+v", got.Receipts)
+	}
+	if len(got.Totals) != 1 || got.Totals[0].Boxes != 1 {
+		t.Errorf("totals: %+v", got.Totals)
+	}
+	if out := h.ok("receipts"); !strings.Contains(out, "local") || !strings.Contains(out, "TOTAL") {
+		t.Errorf("receipts table: %q", out)
 	}
 }

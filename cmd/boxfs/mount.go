@@ -79,7 +79,7 @@ writes a killed daemon journaled are pushed.
 				mo.attrTimeout = e.attrTimeout
 			}
 			e.attrTimeout = mo.attrTimeout
-			mnt, err := filepath.Abs(args[0])
+			mnt, err := resolveMountpoint(args[0])
 			if err != nil {
 				return usagef("mount: %v", err)
 			}
@@ -381,6 +381,23 @@ func (mo mountOpts) attrTimeoutOrDefault() time.Duration {
 	return time.Second
 }
 
+// resolveMountpoint makes p absolute with its parent's symlinks resolved,
+// as the kernel's mount table names it. p itself is not followed: it may be
+// a stale mount, whose stat fails.
+func resolveMountpoint(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	if abs == "/" {
+		return abs, nil
+	}
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		abs = filepath.Join(dir, filepath.Base(abs))
+	}
+	return abs, nil
+}
+
 // logTail returns the last n non-empty lines of the log written since off.
 func logTail(name string, off int64, n int) []string {
 	f, err := os.Open(name)
@@ -421,7 +438,7 @@ stale mount lazily).`,
 			if len(args) != 1 {
 				return usagef("umount: takes one mount point (boxfs umount MOUNTPOINT)")
 			}
-			mnt, err := filepath.Abs(args[0])
+			mnt, err := resolveMountpoint(args[0])
 			if err != nil {
 				return usagef("umount: %v", err)
 			}

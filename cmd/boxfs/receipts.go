@@ -59,7 +59,11 @@ box without a price gets none: its cost is unknown, never 0.`,
 			for _, r := range rs {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f\t%s\n", r.Box, r.Provider, r.Kind, r.From.Local().Format(time.DateTime), r.Seconds, cost(r.CostUSD))
 			}
-			fmt.Fprintln(tw, "\t\t\t\t\t")
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintln(e.stdout)
+			tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "TOTAL\tPROVIDER\tKIND\tBOXES\tSECONDS\tCOST_USD")
 			for _, t := range totals {
 				fmt.Fprintf(tw, "\t%s\t%s\t%d\t%.1f\t%s\n", t.Provider, t.Kind, t.Boxes, t.Seconds, strconv.FormatFloat(t.CostUSD, 'f', -1, 64))
