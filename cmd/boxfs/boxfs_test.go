@@ -728,3 +728,27 @@ priced = "2025-01-02"
 		t.Errorf("receipts table: %q", out)
 	}
 }
+
+// TestMountDashO: mount(8)-style options, as an fstab line gives them,
+// after the mount point: background and state= take effect, the usual
+// mount(8) options are accepted.
+func TestMountDashO(t *testing.T) {
+	needMount(t)
+	h := newHarness(t)
+	other := &harness{t: t, bin: h.bin, state: t.TempDir()}
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	other.cleanup(mnt)
+	h.ok("mount", mnt, "-o", "rw,nofail,_netdev,noatime,background,attr_timeout=2s,state="+other.state)
+	rec, err := readMountRecord(other.state)
+	if err != nil || rec.Mountpoint != mnt || !pidAlive(rec.PID) {
+		t.Fatalf("mount.json in the -o state dir: %+v %v", rec, err)
+	}
+	if _, err := readMountRecord(h.state); err == nil {
+		t.Errorf("the --state dir got a mount record too")
+	}
+	if typ, ok := mountedAt(mnt); !ok || typ != "fuse.boxfs" {
+		t.Errorf("mount table at %s: %q %v, want fuse.boxfs", mnt, typ, ok)
+	}
+	other.ok("umount", mnt)
+	waitGone(t, rec.PID)
+}
