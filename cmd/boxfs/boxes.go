@@ -177,6 +177,12 @@ func boxVerbCommand(name, usage, verb string, direct func(ctx context.Context, t
 				return err
 			}
 			return withTarget(c, func(ctx context.Context, e *env, t *target) error {
+				// A declared box never made has nothing to end or push:
+				// ending it would make it first.
+				if st, ok := t.boxState(box); ok && st == "declared" {
+					fmt.Fprintf(e.stderr, "boxfs: %s: box %q was never made (the configuration declares it); nothing to do\n", name, box)
+					return nil
+				}
 				if t.mounted() {
 					dir, err := t.boxDir(box)
 					if err != nil {
@@ -196,6 +202,33 @@ func boxVerbCommand(name, usage, verb string, direct func(ctx context.Context, t
 			})
 		},
 	}
+}
+
+// boxState returns the box's state as ls shows it, if it is listed.
+func (t *target) boxState(box string) (string, bool) {
+	var rows []boxRow
+	if t.mounted() {
+		b, err := readAll(t.path("ctl"), "", "")
+		if err != nil {
+			return "", false
+		}
+		rows = parseListing(string(b))
+	} else {
+		for _, bi := range t.fs.List() {
+			rows = append(rows, boxRow(bi))
+		}
+	}
+	r, ok := findBoxRow(rows, box)
+	return r.State, ok
+}
+
+func findBoxRow(rows []boxRow, name string) (boxRow, bool) {
+	for _, r := range rows {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return boxRow{}, false
 }
 
 func rmCommand() *cli.Command {

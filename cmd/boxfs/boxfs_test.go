@@ -116,14 +116,7 @@ func (h *harness) boxes() []boxRow {
 	return rows
 }
 
-func findBox(rows []boxRow, name string) (boxRow, bool) {
-	for _, r := range rows {
-		if r.Name == name {
-			return r, true
-		}
-	}
-	return boxRow{}, false
-}
+func findBox(rows []boxRow, name string) (boxRow, bool) { return findBoxRow(rows, name) }
 
 // mountBackground mounts in the background and registers the cleanup: an
 // unmount, else kill -9 and a lazy unmount; then every box is destroyed.
@@ -216,9 +209,16 @@ environment = "dev"
 		t.Errorf("mount of a served state dir elsewhere: exit %d, stderr %q; want 1 naming %s", r.code, r.stderr, mnt)
 	}
 
-	// The declared box is listed before it exists, made at its first command.
+	// The declared box is listed before it exists, made at its first
+	// command; rm before that makes nothing.
 	if b, ok := findBox(h.boxes(), "api"); !ok || b.State != "declared" || b.ID != "" {
 		t.Fatalf("ls: api = %+v (found %v), want declared without an id", b, ok)
+	}
+	if r := h.run("rm", "api"); r.code != 0 || !strings.Contains(r.stderr, "never made") {
+		t.Errorf("rm of a declared box: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if b, _ := findBox(h.boxes(), "api"); b.State != "declared" {
+		t.Errorf("after rm of a declared box: %+v, want it still declared and not made", b)
 	}
 	if got := h.ok("exec", "api", "--", "sh", "-c", "echo $GREETING"); got != "hello from a declared box\n" {
 		t.Errorf("exec api: stdout %q", got)
