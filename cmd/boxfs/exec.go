@@ -167,8 +167,21 @@ func execMounted(e *env, t *target, box, line string) (int, error) {
 		}
 	})
 	defer stop()
-	if _, err := io.Copy(e.stdout, f); err != nil {
-		return 0, mountErr(err, errFile, box)
+	buf := make([]byte, 64<<10)
+	for {
+		n, rerr := f.Read(buf)
+		if n > 0 {
+			if _, werr := e.stdout.Write(buf[:n]); werr != nil {
+				t.writeCtl(filepath.Join(cmdDir, "ctl"), errFile, box, "kill")
+				return 0, providers.E(providers.Aborted, "exec", fmt.Errorf("writing the command's output: %w (killed it)", werr)).WithBox(box)
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return 0, mountErr(rerr, errFile, box)
+		}
 	}
 	// The output ends once the status is written; allow a moment anyway.
 	var status string

@@ -217,9 +217,16 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 		close(ended)
 	}()
 
+	var why string
 	select {
 	case sig := <-sigs:
-		e.log.Info("ending: pushing dirty files, then unmounting", "signal", sig.String())
+		why = sig.String()
+	case <-ctx.Done():
+		why = ctx.Err().Error()
+	case <-ended:
+	}
+	if why != "" {
+		e.log.Info("ending: pushing dirty files, then unmounting", "why", why)
 		go func() {
 			sig := <-sigs
 			e.log.Error("second signal: exiting without waiting; unpushed files stay journaled for the next mount", "signal", sig.String())
@@ -236,7 +243,7 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 				e.log.Error("lazy unmount failed", "mountpoint", mnt, "err", err)
 			}
 		}
-	case <-ended:
+	} else {
 		e.log.Info("unmounted from outside; pushing dirty files", "mountpoint", mnt)
 		fctx, cancel := context.WithTimeout(context.Background(), shutdownFlush)
 		if err := f.Shutdown(fctx); err != nil {
