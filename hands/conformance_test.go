@@ -114,6 +114,23 @@ func dirStr(ctx context.Context, f providers.Files, name string, partial bool) s
 	return "[" + strings.Join(parts, "; ") + "]"
 }
 
+// timedEntries renders the listed entries names of dir with their times.
+func timedEntries(ctx context.Context, f providers.Files, dir string, partial bool, names ...string) string {
+	ents, err := f.ReadDir(ctx, dir)
+	if err != nil {
+		return errs(err)
+	}
+	var parts []string
+	for _, e := range ents {
+		for _, n := range names {
+			if e.Name == n {
+				parts = append(parts, info(e, partial, true))
+			}
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
 func readAtStr(ctx context.Context, f providers.Files, name string, n int, off int64) string {
 	p := make([]byte, n)
 	got, err := f.ReadAt(ctx, name, p, off)
@@ -130,6 +147,7 @@ var (
 	t1 = time.Unix(1714979289, 123456789)
 	t2 = time.Unix(1600000000, 987654321)
 	t3 = time.Unix(1700000000, 5)
+	t4 = time.Unix(-2, 500000000) // 1.5 s before the epoch
 )
 
 // steps is the conformance table. Each step runs on the row's files and on
@@ -320,7 +338,14 @@ var steps = []step{
 			s2 = info(fi, p, true)
 		}
 		e3 := f.Utimes(ctx, r+"/missing", t1, t1)
-		return strings.Join([]string{errs(e1), s1, errs(e2), s2, errs(e3)}, "\n")
+		e4 := f.Utimes(ctx, r+"/d/c", t4, t4)
+		s4 := timedEntries(ctx, f, r+"/d", p, "c", "f") // listings carry times too
+		fi, serr = f.Stat(ctx, r+"/d/c")
+		s3 := errs(serr)
+		if serr == nil {
+			s3 = info(fi, p, true)
+		}
+		return strings.Join([]string{errs(e1), s1, errs(e2), s2, errs(e3), errs(e4), s3, s4}, "\n")
 	}},
 	{"readdir", func(ctx context.Context, f providers.Files, r string, p bool) string {
 		return dirStr(ctx, f, r+"/d", p) + "\n" + dirStr(ctx, f, r+"/d/f", p) + "\n" + dirStr(ctx, f, r+"/missing", p) + "\n" + dirStr(ctx, f, r+"/e/sub", p)

@@ -529,57 +529,83 @@ func (s *scripts) stat(ctx context.Context, op, name, follow string) (providers.
 }
 
 // parseStat reads "mode size atime mtime ctime ino nlink uid gid dev" with
-// the mode in hex and times as s or s.ns.
+// the mode in hex and times as stat prints them.
 func parseStat(line string) (providers.FileInfo, error) {
 	f := strings.Fields(line)
 	if len(f) != 10 {
 		return providers.FileInfo{}, fmt.Errorf("stat printed %q, want 10 fields", line)
 	}
+	mode, err := strconv.ParseUint(f[0], 16, 32)
+	if err != nil {
+		return providers.FileInfo{}, fmt.Errorf("stat printed %q: %v", line, err)
+	}
+	return parseAttrs(uint32(mode), f[1:], parseTime)
+}
+
+// parseAttrs reads "size atime mtime ctime ino nlink uid gid dev".
+func parseAttrs(mode uint32, f []string, parseT func(string) (time.Time, error)) (providers.FileInfo, error) {
 	var fi providers.FileInfo
-	mode, err1 := strconv.ParseUint(f[0], 16, 32)
-	size, err2 := strconv.ParseInt(f[1], 10, 64)
-	at, err3 := parseTime(f[2])
-	mt, err4 := parseTime(f[3])
-	ct, err5 := parseTime(f[4])
-	ino, err6 := strconv.ParseUint(f[5], 10, 64)
-	nlink, err7 := strconv.ParseUint(f[6], 10, 32)
-	uid, err8 := strconv.ParseUint(f[7], 10, 32)
-	gid, err9 := strconv.ParseUint(f[8], 10, 32)
-	dev, err10 := strconv.ParseUint(f[9], 10, 64)
-	for _, err := range []error{err1, err2, err3, err4, err5, err6, err7, err8, err9, err10} {
+	size, err1 := strconv.ParseInt(f[0], 10, 64)
+	at, err2 := parseT(f[1])
+	mt, err3 := parseT(f[2])
+	ct, err4 := parseT(f[3])
+	ino, err5 := strconv.ParseUint(f[4], 10, 64)
+	nlink, err6 := strconv.ParseUint(f[5], 10, 32)
+	uid, err7 := strconv.ParseUint(f[6], 10, 32)
+	gid, err8 := strconv.ParseUint(f[7], 10, 32)
+	dev, err9 := strconv.ParseUint(f[8], 10, 64)
+	for _, err := range []error{err1, err2, err3, err4, err5, err6, err7, err8, err9} {
 		if err != nil {
-			return providers.FileInfo{}, fmt.Errorf("stat printed %q: %v", line, err)
+			return providers.FileInfo{}, fmt.Errorf("attributes %q: %v", f, err)
 		}
 	}
-	fi.Mode = providers.FileModeFromUnix(uint32(mode))
+	fi.Mode = providers.FileModeFromUnix(mode)
 	fi.Size = size
 	fi.Atime, fi.Mtime, fi.Ctime = at, mt, ct
 	fi.Ino, fi.Nlink, fi.UID, fi.GID, fi.Dev = ino, uint32(nlink), uint32(uid), uint32(gid), dev
 	return fi, nil
 }
 
-// parseTime reads "sec" or "sec.frac" (any number of fraction digits; the
-// first nine count).
+// parseTime reads a time as GNU stat's %.9Y prints it: a signed decimal
+// ("-1.500000000" is 1.5 s before the epoch), or whole seconds. Fraction
+// digits past nine are dropped.
 func parseTime(s string) (time.Time, error) {
-	secs, frac, _ := strings.Cut(s, ".")
-	sec, err := strconv.ParseInt(secs, 10, 64)
+	sec, ns, err := splitTime(s)
 	if err != nil {
 		return time.Time{}, err
 	}
-	var ns int64
+	if strings.HasPrefix(s, "-") {
+		ns = -ns
+	}
+	return time.Unix(sec, ns), nil
+}
+
+// parseFindTime reads a time as GNU find's %T@ prints it: the seconds
+// rounded down, then a positive fraction ("-2.5000000000" is 1.5 s before
+// the epoch).
+func parseFindTime(s string) (time.Time, error) {
+	sec, ns, err := splitTime(s)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Unix(sec, ns), nil
+}
+
+func splitTime(s string) (sec, ns int64, err error) {
+	secs, frac, _ := strings.Cut(s, ".")
+	if sec, err = strconv.ParseInt(secs, 10, 64); err != nil {
+		return 0, 0, err
+	}
 	if frac != "" {
 		if len(frac) > 9 {
 			frac = frac[:9]
 		}
 		frac += strings.Repeat("0", 9-len(frac))
 		if ns, err = strconv.ParseInt(frac, 10, 64); err != nil {
-			return time.Time{}, err
+			return 0, 0, err
 		}
 	}
-	if strings.HasPrefix(secs, "-") {
-		ns = -ns
-	}
-	return time.Unix(sec, ns), nil
+	return sec, ns, nil
 }
 
 // findTypes maps find's %y letters to Linux file type bits.
@@ -628,8 +654,7 @@ func parseListing(out []byte) ([]providers.FileInfo, error) {
 		if !ok {
 			return nil, fmt.Errorf("listing type %q", f[1])
 		}
-		line := fmt.Sprintf("%x %s %s %s %s %s %s %s %s %s", uint32(perm)|typ, f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10])
-		fi, err := parseStat(line)
+		fi, err := parseAttrs(uint32(perm)|typ, f[2:11], parseFindTime)
 		if err != nil {
 			return nil, err
 		}
