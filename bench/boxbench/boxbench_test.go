@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The manifest the harness expects is the one the box-side script prints.
+func TestManifestHashMatchesScript(t *testing.T) {
+	if _, err := exec.LookPath("sha256sum"); err != nil {
+		t.Skip("no sha256sum")
+	}
+	dir := t.TempDir()
+	files := map[string]string{"a": "one", "sub/b": "two\n", "sub/deep/c.go": "package c\n", "B": "upper sorts first"}
+	sums := map[string]string{}
+	var names []string
+	for n, c := range files {
+		p := filepath.Join(dir, n)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sums[n] = sha([]byte(c))
+		names = append(names, n)
+	}
+	out, err := exec.Command("bash", "-c", manifestScript, "sh", dir).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSpace(string(out)), manifestHash(names, sums); got != want {
+		t.Errorf("script says %s, manifestHash %s", got, want)
+	}
+	sums["a"] = sha([]byte("changed"))
+	if strings.TrimSpace(string(out)) == manifestHash(names, sums) {
+		t.Error("a changed file does not change the manifest")
+	}
+}
+
+// The visibility check, run by a real probe, says ok for the edit only.
+func TestHasEditThroughProbe(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "it's a file.go")
+	orig := []byte("package x\n\n// a `quoted` line with $HOME and \\backslash\n")
+	x := &rep{n: 3}
+	edit := x.editedContent(orig, 1)
+	p := newProbe("env")
+	defer p.close()
+	ctx := context.Background()
+	for _, c := range []struct {
+		content []byte
+		want    string
+	}{{orig, ""}, {edit, "ok"}, {x.editedContent(orig, 2), ""}, {append(edit, 'x'), ""}} {
+		if err := os.WriteFile(path, c.content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := p.run(ctx, hasEdit(path, edit))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(out) != c.want {
+			t.Errorf("file %q: check printed %q, want %q", c.content, out, c.want)
+		}
+	}
+}
+
+// A probe reports output and status, survives a failing command, and is
+// killed and restarted when it does not answer in time.
+func TestProbe(t *testing.T) {
+	p := newProbe("env")
+	defer p.close()
+	ctx := context.Background()
+	out, rc, err := p.run(ctx, "printf 'a\\nb'; (exit 3)")
+	if err != nil || out != "a\nb" || rc != 3 {
+		t.Fatalf("run = %q, %d, %v", out, rc, err)
+	}
+	if _, err := p.ok(ctx, "false"); err == nil {
+		t.Error("ok(false) did not fail")
+	}
+	sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, _, err := p.run(sctx, "sleep 30"); err == nil {
+		t.Error("a hung command did not time out")
+	}
+	if out, err := p.ok(ctx, "echo back"); err != nil || out != "back\n" {
+		t.Errorf("after a timeout: %q, %v", out, err)
+	}
+	if _, _, err := p.run(ctx, "echo a\necho b"); err == nil {
+		t.Error("a two-line script was accepted")
+	}
+}
+
+func TestQuantiles(t *testing.T) {
+	xs := []float64{1, 2, 3, 4, 5}
+	if m := median(xs); m != 3 {
+		t.Errorf("median = %v", m)
+	}
+	if m := median([]float64{1, 2, 3, 10}); m != 2.5 {
+		t.Errorf("median of 4 = %v", m)
+	}
+	if p := quantile(xs, 0.95); p != 5 {
+		t.Errorf("p95 of 5 = %v, want the largest", p)
+	}
+	ys := make([]float64, 100)
+	for i := range ys {
+		ys[i] = float64(i + 1)
+	}
+	if p := quantile(ys, 0.95); p != 95 {
+		t.Errorf("p95 of 1..100 = %v", p)
+	}
+}
+
+// A failed check shows FAIL and no time; a stale W6 sample shows as stale;
+// ratios are to native.
+func TestCells(t *testing.T) {
+	g := group{sz: fullSizes, peers: []*peer{{name: "native"}, {name: "boxfs"}, {name: "sshfs"}}}
+	ss := []sample{
+		{Profile: "full", Peer: "native", Row: "w4.untar", Value: 1, OK: true},
+		{Profile: "full", Peer: "boxfs", Row: "w4.untar", Value: 4, OK: true},
+		{Profile: "full", Peer: "boxfs", Row: "w4.untar", Value: 2, OK: true},
+		{Profile: "full", Peer: "boxfs", Row: "w4.untar", Value: 3, OK: true},
+		{Profile: "full", Peer: "sshfs", Row: "w4.untar", Value: 0.5, OK: true},
+		{Profile: "full", Peer: "sshfs", Row: "w4.untar", OK: false, Note: "manifest differs"},
+		{Profile: "full", Peer: "sshfs", Row: "w6.stat", Value: 10000, OK: true, Censored: true},
+		{Profile: "full", Peer: "sshfs", Row: "w6.stat", Value: 10000, OK: true, Censored: true},
+		{Profile: "full", Peer: "boxfs", Row: "w6.stat", Value: 1000, OK: true},
+		{Profile: "full", Peer: "boxfs", Row: "w6.stat", Value: 10000, OK: true, Censored: true},
+		{Profile: "other", Peer: "native", Row: "w4.untar", Value: 100, OK: true},
+	}
+	tb := summarizeGroup(ss, g)
+	if got := tb.cellText("w4.untar", "boxfs", false, 10*time.Second); got != "3.00 ×3.00" {
+		t.Errorf("boxfs untar = %q", got)
+	}
+	if got := tb.cellText("w4.untar", "sshfs", false, 10*time.Second); got != "FAIL (1/2)" {
+		t.Errorf("sshfs untar = %q, want FAIL", got)
+	}
+	if got := tb.cellText("w6.stat", "sshfs", false, 10*time.Second); got != ">10s (stale)" {
+		t.Errorf("stale = %q", got)
+	}
+	c := tb.cells["w6.stat"]["boxfs"]
+	if c.censored != 1 || !math.IsInf(c.p95, 1) || c.median != math.Inf(1) && c.median != (1000+math.Inf(1))/2 {
+		t.Errorf("boxfs w6 cell = %+v", c)
+	}
+	if got := tb.cellText("w1.total", "boxfs", false, 0); got != "—" {
+		t.Errorf("missing = %q", got)
+	}
+	var b strings.Builder
+	tb.boxfsRatios(&b)
+	if !strings.Contains(b.String(), "| W4 untar 3,000 files | 3.00 ×3.00 s | 3.00 | (FAIL) |") {
+		t.Errorf("ratios table:\n%s", b.String())
+	}
+}
+
+func TestUpdateDocs(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "b.md")
+	os.WriteFile(f, []byte("# title\n\nhand text\n\n"+docsBegin+"\nold table\n"+docsEnd+"\n\nmore hand text\n"), 0o644)
+	if err := updateDocs(f, "new table\n"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(f)
+	s := string(b)
+	if strings.Contains(s, "old table") || !strings.Contains(s, "new table") || !strings.Contains(s, "hand text") || !strings.Contains(s, "more hand text") {
+		t.Errorf("updated page:\n%s", s)
+	}
+	os.WriteFile(f, []byte("no markers"), 0o644)
+	if err := updateDocs(f, "x"); err == nil {
+		t.Error("a page without markers was accepted")
+	}
+}
+
+// Raw samples survive a round trip through raw.csv.
+func TestRawRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	r, err := newRecorder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := []sample{
+		{Delay: 10 * time.Millisecond, Profile: "latency", Rep: 2, Peer: "boxfs", Row: "w1.visible", Value: 12.5, OK: true},
+		{Profile: "full", Rep: 1, Peer: "sshfs", Row: "w4.untar", OK: false, Note: "a, \"quoted\" note"},
+		{Profile: "full", Rep: 1, Peer: "sshfs", Row: "w6.stat", Value: 10000, OK: true, Censored: true},
+	}
+	for _, s := range in {
+		r.add(s)
+	}
+	r.close()
+	out, err := readRaw(filepath.Join(dir, "raw.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != len(in) {
+		t.Fatalf("read %d samples, wrote %d", len(out), len(in))
+	}
+	for i := range in {
+		if out[i] != in[i] {
+			t.Errorf("sample %d: read %+v, wrote %+v", i, out[i], in[i])
+		}
+	}
+}

@@ -1,0 +1,447 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/providers/docker"
+)
+
+// boxWorkspace is the bench container's workspace, which every box peer
+// presents.
+const boxWorkspace = "/workspace"
+
+// sizes are one profile's workload sizes.
+type sizes struct {
+	name       string
+	treeFiles  int // W4 untar, W2, W3, W1
+	smallFiles int // W4 create, each of serial and 4-parallel
+	bigMiB     int // W5
+	reads      int // W1 files read
+	edits      int // W1 edits
+	fresh      int // W6 samples per repetition
+	execs      int // W7 samples per repetition
+	// seeded: the tree is put into the box off the clock, and the untar
+	// and commit are not measured (the latency runs, which could not
+	// afford them).
+	seeded bool
+}
+
+var (
+	fullSizes    = sizes{"full", 3000, 1000, 256, 20, 5, 2, 20, false}
+	latencySizes = sizes{"latency", 100, 20, 16, 20, 5, 1, 10, true}
+	quickSizes   = sizes{"quick", 100, 40, 4, 6, 2, 2, 4, false}
+	quickLatency = sizes{"quick-latency", 60, 10, 4, 6, 2, 1, 4, true}
+)
+
+// run is one invocation of `boxbench run`.
+type run struct {
+	work, out, logDir string
+	self              string // this binary: the sftp wrapper, gate and proxy
+	boxfsBin          string
+	loopbackBin       string
+	emptyConf         string // boxfs --config
+	rcloneConf        string // rclone --config
+
+	ctr       string // the bench container's id
+	hostProbe *probe
+	boxProbe  *probe
+
+	delay     time.Duration
+	proxySock string // "" at no delay
+	proxy     *daemon
+	gate      *daemon
+	gatePort  int
+	gateKey   string
+
+	freshTimeout time.Duration
+	rec          *recorder
+}
+
+func runMain(args []string) error {
+	fl := flag.NewFlagSet("run", flag.ContinueOnError)
+	out := fl.String("out", "", "results directory (default bench/results/STAMP)")
+	work := fl.String("work", "/tmp/boxbench", "scratch directory: boxes, mounts, state, logs of daemons")
+	reps := fl.Int("reps", 5, "repetitions of every workload on every peer (no delay)")
+	slowReps := fl.Int("slow-reps", 3, "repetitions for the slow peers (rclone-off)")
+	delayReps := fl.Int("delay-reps", 3, "repetitions in each latency-injection run")
+	delays := fl.String("delays", "10ms,50ms", "latency-injection runs: delays added per box round trip, comma-separated (\"\" for none)")
+	peerList := fl.String("peers", "native,loopback,boxfs-local,boxfs,sshfs,rclone-off,rclone-writes,docker-exec", "peers to run")
+	boxfsBin := fl.String("boxfs", "", "boxfs binary (CGO_ENABLED=0 go build ./cmd/boxfs)")
+	loopbackBin := fl.String("loopback", "", "loopback binary (go build ./bench/loopback)")
+	goroot := fl.String("goroot", "", "GOROOT whose src/ the tree is taken from (go env GOROOT)")
+	quick := fl.Bool("quick", false, "tiny sizes and one repetition: a smoke test of the harness, not a result")
+	docs := fl.String("docs", "", "a Markdown file whose results section is replaced by this run's tables")
+	freshTimeout := fl.Duration("fresh-timeout", 10*time.Second, "W6: how long to wait for a box-side change to show on the host")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if *boxfsBin == "" || *loopbackBin == "" || *goroot == "" {
+		return errors.New("run: -boxfs, -loopback and -goroot are required (bench/run sets them)")
+	}
+	full, lat := fullSizes, latencySizes
+	if *quick {
+		full, lat = quickSizes, quickLatency
+		*reps, *slowReps, *delayReps = 1, 1, 1
+	}
+	var delayList []time.Duration
+	for _, s := range strings.Split(*delays, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("run: -delays: %q is not a positive duration", s)
+		}
+		delayList = append(delayList, d)
+	}
+	stamp := time.Now().UTC().Format("20060102-150405")
+	if *out == "" {
+		*out = filepath.Join("bench", "results", stamp)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	r := &run{
+		work: *work, out: *out, logDir: filepath.Join(*out, "logs"), self: self,
+		boxfsBin: *boxfsBin, loopbackBin: *loopbackBin, freshTimeout: *freshTimeout,
+	}
+	for _, d := range []string{r.logDir, filepath.Join(r.work, "mnt"), filepath.Join(r.work, "box"), filepath.Join(r.work, "state"), filepath.Join(r.work, "home")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	cleanupStale(r.work)
+	r.emptyConf = filepath.Join(r.work, "boxfs-empty.toml")
+	r.rcloneConf = filepath.Join(r.work, "rclone-empty.conf")
+	for _, f := range []string{r.emptyConf, r.rcloneConf} {
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			return err
+		}
+	}
+	r.rec, err = newRecorder(r.out)
+	if err != nil {
+		return err
+	}
+	defer r.rec.close()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	started := time.Now()
+	meta := collectMeta(ctx, r, fl, args)
+	log.Printf("results in %s", r.out)
+
+	log.Printf("dataset: building the tree tar from %s/src", *goroot)
+	dsFull, err := makeDataset(r.work, *goroot, full)
+	if err != nil {
+		return err
+	}
+	dsLat := dsFull
+	if lat != full {
+		if dsLat, err = makeDataset(r.work, *goroot, lat); err != nil {
+			return err
+		}
+	}
+	meta.add("tree", fmt.Sprintf("%d files, %d bytes, from GOROOT/src/{%s} (%s), sorted, first %d; symbol %q in %d files",
+		len(dsFull.files), dsFull.bytes, strings.Join(treeDirs, ","), dsFull.goVersion, full.treeFiles, symbol, len(dsFull.grepHits)))
+	if lat != full {
+		meta.add("tree (latency runs)", fmt.Sprintf("%d files, %d bytes; symbol in %d files", len(dsLat.files), dsLat.bytes, len(dsLat.grepHits)))
+	}
+
+	// The one container every box peer presents.
+	prov, err := docker.New(providers.Config{})
+	if err != nil {
+		return err
+	}
+	defer prov.Close()
+	box, err := prov.Create(ctx, providers.Spec{Labels: map[string]string{"boxfs-bench": "run"}, Lifetime: 3 * time.Hour})
+	if err != nil {
+		return fmt.Errorf("creating the bench container (is the engine up? scripts/docker-up): %w", err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := box.Destroy(dctx); err != nil {
+			log.Printf("destroying the bench container: %v", err)
+		}
+	}()
+	r.ctr = box.ID()
+	meta.add("container", r.ctr)
+	r.hostProbe = newProbe("env")
+	defer r.hostProbe.close()
+	r.boxProbe = newProbe("docker", "exec", "-i", r.ctr)
+	defer r.boxProbe.close()
+	if _, err := r.boxProbe.ok(ctx, "test -x "+sftpServer+" && command -v git && mkdir -p "+boxWorkspace); err != nil {
+		return fmt.Errorf("bench image: %v", err)
+	}
+
+	all := map[string]*peer{}
+	for _, p := range []*peer{nativePeer(r), loopbackPeer(r), boxfsPeer(r, "local"), boxfsPeer(r, "docker"),
+		sshfsPeer(r), rclonePeer(r, "off", 15572), rclonePeer(r, "writes", 15573), dockerExecPeer(r)} {
+		all[p.name] = p
+	}
+	var peers []*peer
+	for _, n := range strings.Split(*peerList, ",") {
+		p, ok := all[strings.TrimSpace(n)]
+		if !ok {
+			return fmt.Errorf("run: unknown peer %q", n)
+		}
+		peers = append(peers, p)
+	}
+	for _, p := range peers {
+		meta.add("peer "+p.name, p.about)
+	}
+	defer r.stopHelpers()
+	defer func() {
+		for _, p := range peers {
+			if p.d != nil {
+				p.unmount(context.Background(), r)
+			}
+		}
+	}()
+
+	groups := []group{{delay: 0, sz: full, ds: dsFull, reps: *reps, slowReps: *slowReps, peers: peers}}
+	var delayed []*peer
+	for _, p := range peers {
+		if p.inBox || p.name == "native" {
+			delayed = append(delayed, p)
+		}
+	}
+	for _, d := range delayList {
+		groups = append(groups, group{delay: d, sz: lat, ds: dsLat, reps: *delayReps, slowReps: *delayReps, peers: delayed})
+	}
+	for _, g := range groups {
+		if err := r.runGroup(ctx, g); err != nil {
+			return err
+		}
+	}
+	meta.add("wall clock", time.Since(started).Round(time.Second).String())
+	meta.add("load average at end", loadavg())
+	if err := meta.write(filepath.Join(r.out, "meta.txt")); err != nil {
+		return err
+	}
+	md, err := writeReport(r.out, r.rec.samples, groups, meta)
+	if err != nil {
+		return err
+	}
+	if *docs != "" {
+		if err := updateDocs(*docs, md); err != nil {
+			return err
+		}
+	}
+	fmt.Print(md)
+	log.Printf("done in %v; results in %s", time.Since(started).Round(time.Second), r.out)
+	return nil
+}
+
+// group is one table: the peers, sizes and repetitions at one added delay.
+type group struct {
+	delay          time.Duration
+	sz             sizes
+	ds             *dataset
+	reps, slowReps int
+	peers          []*peer
+}
+
+func (g group) title() string {
+	if g.delay == 0 {
+		return fmt.Sprintf("no added latency, %s sizes", g.sz.name)
+	}
+	return fmt.Sprintf("%v added per box round trip, %s sizes", g.delay, g.sz.name)
+}
+
+func (r *run) runGroup(ctx context.Context, g group) error {
+	log.Printf("== %s: %d peers, %d repetitions", g.title(), len(g.peers), g.reps)
+	if err := r.startHelpers(ctx, g.delay); err != nil {
+		return err
+	}
+	for _, p := range g.peers {
+		if p.reset != nil {
+			p.reset()
+		}
+	}
+	for n := 1; n <= g.reps; n++ {
+		for i := range g.peers {
+			// Rotate the order each repetition: drift of the machine
+			// does not fall on one peer.
+			p := g.peers[(i+n-1)%len(g.peers)]
+			if p.slow && n > g.slowReps {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			t0 := time.Now()
+			x := &rep{r: r, p: p, ds: g.ds, sz: g.sz, n: n, delay: g.delay}
+			x.run(ctx)
+			log.Printf("   rep %d %-13s %6.1fs  %s", n, p.name, time.Since(t0).Seconds(), x.summary())
+		}
+	}
+	return nil
+}
+
+// startHelpers (re)starts the ssh gate and, with a delay, the delay proxy.
+func (r *run) startHelpers(ctx context.Context, d time.Duration) error {
+	r.stopHelpers()
+	r.delay = d
+	if d > 0 {
+		r.proxySock = filepath.Join(r.work, "docker-delay.sock")
+		p, err := startDaemon(r.logDir, "delay-proxy", toolEnv("/"), r.self, "delay-proxy", "-listen", r.proxySock, "-delay", d.String())
+		if err != nil {
+			return err
+		}
+		r.proxy = p
+		if err := waitFor(ctx, 10*time.Second, func() bool {
+			c, err := net.Dial("unix", r.proxySock)
+			if err == nil {
+				c.Close()
+			}
+			return err == nil
+		}); err != nil {
+			return fmt.Errorf("delay proxy did not start: %v", err)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	r.gatePort = l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	r.gateKey = filepath.Join(r.work, "gate-client-key")
+	os.Remove(r.gateKey)
+	g, err := startDaemon(r.logDir, "ssh-gate", toolEnv("/"), r.self, "ssh-gate", "-listen", fmt.Sprintf("127.0.0.1:%d", r.gatePort),
+		"-key", r.gateKey, "--", r.self, "sftp-wrapper", r.ctr, d.String())
+	if err != nil {
+		return err
+	}
+	r.gate = g
+	return waitFor(ctx, 10*time.Second, func() bool {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", r.gatePort))
+		if err == nil {
+			c.Close()
+		}
+		_, kerr := os.Stat(r.gateKey)
+		return err == nil && kerr == nil
+	})
+}
+
+func (r *run) stopHelpers() {
+	if r.gate != nil {
+		r.gate.stop(syscall.SIGTERM, 10*time.Second)
+		r.gate = nil
+	}
+	if r.proxy != nil {
+		r.proxy.stop(syscall.SIGTERM, 10*time.Second)
+		r.proxy = nil
+	}
+	r.proxySock = ""
+	r.delay = 0
+}
+
+func waitFor(ctx context.Context, bound time.Duration, ok func() bool) error {
+	deadline := time.Now().Add(bound)
+	for !ok() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready after %v", bound)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// cleanupStale detaches mounts a killed earlier run left under work/mnt.
+func cleanupStale(work string) {
+	ents, _ := os.ReadDir(filepath.Join(work, "mnt"))
+	for _, e := range ents {
+		lazyUnmount(filepath.Join(work, "mnt", e.Name()))
+	}
+}
+
+// toolEnv is the environment of every tool the workloads run: fixed, with
+// git's identity and dates pinned so a commit of the same tree has the same
+// id on every peer.
+func toolEnv(dir string) []string {
+	home := "/tmp/boxbench/home"
+	return []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/go/bin",
+		"HOME=" + home, "LC_ALL=C", "TZ=UTC", "PWD=" + dir,
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=boxbench", "GIT_AUTHOR_EMAIL=boxbench@example.invalid", "GIT_AUTHOR_DATE=2026-01-01T00:00:00Z",
+		"GIT_COMMITTER_NAME=boxbench", "GIT_COMMITTER_EMAIL=boxbench@example.invalid", "GIT_COMMITTER_DATE=2026-01-01T00:00:00Z",
+	}
+}
+
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	return strings.TrimSpace(string(b))
+}
+
+// meta is the run's description: machine, versions, options.
+type meta struct{ keys, vals []string }
+
+func (m *meta) add(k, v string) {
+	if i := slices.Index(m.keys, k); i >= 0 {
+		m.vals[i] = v
+		return
+	}
+	m.keys = append(m.keys, k)
+	m.vals = append(m.vals, v)
+}
+
+func (m *meta) write(path string) error {
+	var b strings.Builder
+	for i, k := range m.keys {
+		fmt.Fprintf(&b, "%s: %s\n", k, m.vals[i])
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+func firstLine(ctx context.Context, argv ...string) string {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = toolEnv("/")
+	out, err := cmd.CombinedOutput()
+	if err != nil && len(out) == 0 {
+		return "(" + err.Error() + ")"
+	}
+	l, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return l
+}
+
+func collectMeta(ctx context.Context, r *run, fl *flag.FlagSet, args []string) *meta {
+	m := &meta{}
+	m.add("date", time.Now().UTC().Format(time.RFC3339))
+	m.add("command", "boxbench run "+strings.Join(args, " "))
+	cpu := firstLine(ctx, "sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2")
+	m.add("machine", fmt.Sprintf("%s; %s cpus,%s; kernel %s", firstLine(ctx, "sh", "-c", ". /etc/os-release && echo $PRETTY_NAME"),
+		firstLine(ctx, "nproc"), cpu, firstLine(ctx, "uname", "-r")))
+	m.add("memory", firstLine(ctx, "sh", "-c", "grep MemTotal /proc/meminfo"))
+	m.add("load average at start", loadavg())
+	m.add("boxfs", firstLine(ctx, r.boxfsBin, "version"))
+	m.add("go-fuse (loopback)", firstLine(ctx, "sh", "-c", "go version -m "+r.loopbackBin+" 2>/dev/null | grep go-fuse | awk '{print $3}'"))
+	m.add("sshfs", firstLine(ctx, "sh", "-c", "sshfs --version 2>&1 | grep -i 'sshfs version'"))
+	m.add("libfuse", firstLine(ctx, "sh", "-c", "sshfs --version 2>&1 | grep -i 'fuse library'"))
+	m.add("rclone", firstLine(ctx, "rclone", "version"))
+	m.add("docker", firstLine(ctx, "docker", "version", "--format", "engine {{.Server.Version}}, client {{.Client.Version}}, API {{.Server.APIVersion}}"))
+	m.add("git (host)", firstLine(ctx, "git", "--version"))
+	m.add("tar", firstLine(ctx, "tar", "--version"))
+	fl.VisitAll(func(f *flag.Flag) { m.add("flag -"+f.Name, f.Value.String()) })
+	return m
+}
