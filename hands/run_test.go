@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/boxfs/boxfs/hands"
 	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/providers/docker"
 )
 
 // helperEnv makes the test binary a host process that starts a command in a
@@ -29,25 +31,44 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func helperMain(dir string) int {
+// helperMain runs in a re-executed test binary: it opens the box spec names
+// ("hostbox:DIR" or "docker:ID"), starts a command that leaves its
+// background child's pid in left.pid in the workspace, says "ready" and
+// waits to be killed.
+func helperMain(spec string) int {
 	ctx := context.Background()
-	box, err := hostBoxAt(dir)
-	if err != nil {
-		fmt.Println(err)
-		return 1
+	var box providers.Box
+	kind, arg, _ := strings.Cut(spec, ":")
+	switch kind {
+	case "hostbox":
+		b, err := hostBoxAt(arg)
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		box = b
+	case "docker":
+		p, err := docker.New(providers.Config{})
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		if box, err = p.Attach(ctx, arg); err != nil {
+			fmt.Println(err)
+			return 1
+		}
 	}
 	h, err := hands.New(ctx, box, hands.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return 1
 	}
-	pidfile := filepath.Join(box.dir, "left.pid")
 	if _, err := h.Run(ctx, hands.Command{Line: `sleep 300 & echo $! > left.tmp && mv left.tmp left.pid; wait`}); err != nil {
 		fmt.Println(err)
 		return 1
 	}
-	for range 200 {
-		if _, err := os.Stat(pidfile); err == nil {
+	for range 400 {
+		if _, err := h.Stat(ctx, h.Facts().Workspace+"/left.pid"); err == nil {
 			fmt.Println("ready")
 			select {}
 		}
@@ -265,64 +286,116 @@ func TestHungBox(t *testing.T) {
 	}
 }
 
-// TestEndLeftCommands: a host process starts a command in a box and is
-// killed; a new host process ends the command's group, and keeps its own.
-func TestEndLeftCommands(t *testing.T) {
-	dir := t.TempDir()
-	box, err := hostBoxAt(dir)
+// boxPid waits for a pid file in the box's workspace.
+func boxPid(t *testing.T, h *hands.Hands, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	for range 200 {
+		rc, err := h.ReadFile(ctx, h.Facts().Workspace+"/"+name)
+		if err == nil {
+			b, err := io.ReadAll(rc)
+			rc.Close()
+			if pid := strings.TrimSpace(string(b)); err == nil && len(b) > 0 && b[len(b)-1] == '\n' {
+				return pid
+			}
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("no pid in %s", name)
+	return ""
+}
+
+// boxRuns reports whether process pid runs in the box.
+func boxRuns(t *testing.T, h *hands.Hands, pid string) bool {
+	t.Helper()
+	p, err := h.Run(context.Background(), hands.Command{Argv: []string{"sh", "-c", `kill -0 "$1" 2>/dev/null`, "sh", pid}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	code, err := p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code == 0
+}
+
+// TestEndLeftCommands: a host process starts a command in a box and is
+// killed; a new host process ends the command's group, and keeps its own.
+func TestEndLeftCommands(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	helper := exec.Command(exe, "-test.run=^$")
-	helper.Env = append(os.Environ(), helperEnv+"="+dir)
-	out, err := helper.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := helper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, _ := bufio.NewReader(out).ReadString('\n')
-	if line != "ready\n" {
-		helper.Process.Kill()
-		helper.Wait()
-		t.Fatalf("helper said %q", line)
-	}
-	leftPid := readPid(t, filepath.Join(box.dir, "left.pid"))
-	helper.Process.Kill()
-	helper.Wait()
-	if err := syscall.Kill(leftPid, 0); err != nil {
-		t.Fatalf("the left command should still run after its host died: %v", err)
-	}
+	for _, tc := range []struct {
+		name string
+		box  func(*testing.T) (providers.Box, string)
+	}{
+		{"box=hostbox", func(t *testing.T) (providers.Box, string) {
+			dir := t.TempDir()
+			b, err := hostBoxAt(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b, "hostbox:" + dir
+		}},
+		{"box=docker", func(t *testing.T) (providers.Box, string) {
+			b := newDockerBox(t)
+			return b, "docker:" + b.ID()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			box, spec := tc.box(t)
+			helper := exec.Command(exe, "-test.run=^$")
+			helper.Env = append(os.Environ(), helperEnv+"="+spec)
+			out, err := helper.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := helper.Start(); err != nil {
+				t.Fatal(err)
+			}
+			line, _ := bufio.NewReader(out).ReadString('\n')
+			if line != "ready\n" {
+				helper.Process.Kill()
+				helper.Wait()
+				t.Fatalf("helper said %q", line)
+			}
+			helper.Process.Kill()
+			helper.Wait()
 
-	h := newScriptHands(t, box, 0)
-	ctx := context.Background()
-	mine, err := h.Run(ctx, hands.Command{Line: `sleep 300 & echo $! > own.tmp && mv own.tmp own.pid; wait`})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ownPid := readPid(t, filepath.Join(box.dir, "own.pid"))
+			h := newScriptHands(t, box, 0)
+			ctx := context.Background()
+			leftPid := boxPid(t, h, "left.pid")
+			if !boxRuns(t, h, leftPid) {
+				t.Fatalf("the left command should still run after its host died")
+			}
+			mine, err := h.Run(ctx, hands.Command{Line: `sleep 300 & echo $! > own.tmp && mv own.tmp own.pid; wait`})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ownPid := boxPid(t, h, "own.pid")
 
-	n, err := h.EndLeftCommands(ctx)
-	if err != nil || n != 1 {
-		t.Fatalf("EndLeftCommands = %d, %v; want 1, nil", n, err)
-	}
-	if !pidGone(leftPid, 10*time.Second) {
-		t.Errorf("the left command %d still runs", leftPid)
-	}
-	if err := syscall.Kill(ownPid, 0); err != nil {
-		t.Errorf("EndLeftCommands ended this host's own command: %v", err)
-	}
-	if n, err := h.EndLeftCommands(ctx); n != 0 || err != nil {
-		t.Errorf("second EndLeftCommands = %d, %v; want 0", n, err)
-	}
-	kctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	if err := mine.Kill(kctx); err != nil {
-		t.Fatal(err)
+			n, err := h.EndLeftCommands(ctx)
+			if err != nil || n != 1 {
+				t.Fatalf("EndLeftCommands = %d, %v; want 1, nil", n, err)
+			}
+			if boxRuns(t, h, leftPid) {
+				t.Errorf("the left command %s still runs", leftPid)
+			}
+			if !boxRuns(t, h, ownPid) {
+				t.Errorf("EndLeftCommands ended this host's own command")
+			}
+			if n, err := h.EndLeftCommands(ctx); n != 0 || err != nil {
+				t.Errorf("second EndLeftCommands = %d, %v; want 0", n, err)
+			}
+			kctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			if err := mine.Kill(kctx); err != nil {
+				t.Fatal(err)
+			}
+			if boxRuns(t, h, ownPid) {
+				t.Errorf("Kill returned but the command's child %s runs", ownPid)
+			}
+		})
 	}
 }
