@@ -355,11 +355,17 @@ func (b *boxState) close() {
 	}
 }
 
-// destroy ends the box.
+// destroy ends the box. A declared box never made is not made to be
+// destroyed: it is only marked gone.
 func (b *boxState) destroy(ctx context.Context) error {
 	b.mu.Lock()
 	box := b.box
+	declared := b.rec.ID == "" && b.rec.Spec != nil
 	b.mu.Unlock()
+	if declared {
+		b.markGone(providers.Errorf(providers.Gone, "fs", "box %q was destroyed before it was made", b.name))
+		return nil
+	}
 	if box == nil {
 		if err := b.connect(ctx); err != nil && providers.CodeOf(err) != providers.Gone {
 			return err

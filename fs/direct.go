@@ -2,10 +2,6 @@ package fs
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"os"
-	"path/filepath"
 	"sort"
 	"time"
 
@@ -143,47 +139,12 @@ func (f *FS) Facts(ctx context.Context, name string) ([]byte, error) {
 
 // Seed copies the host directory dir into the box's workspace in one tar.
 func (f *FS) Seed(ctx context.Context, name, dir string, opts syncengine.SeedOptions) (syncengine.Receipt, error) {
-	b, err := f.box(name)
-	if err != nil {
-		return syncengine.Receipt{}, err
-	}
-	h, err := b.handsOnly(ctx)
-	if err != nil {
-		return syncengine.Receipt{}, err
-	}
-	return syncengine.Seed(ctx, h, dir, h.Facts().Workspace, opts)
+	return f.SeedProgress(ctx, name, dir, opts, nil)
 }
 
 // Pull brings the box's workspace into the host directory dir:
 // incrementally since the last pull into the same directory (its mark is
 // kept in the state directory), in one tar.
 func (f *FS) Pull(ctx context.Context, name, dir string, opts syncengine.PullOptions) (syncengine.Receipt, error) {
-	b, err := f.box(name)
-	if err != nil {
-		return syncengine.Receipt{}, err
-	}
-	h, err := b.handsOnly(ctx)
-	if err != nil {
-		return syncengine.Receipt{}, err
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return syncengine.Receipt{}, providers.E(providers.Invalid, "fs.Pull", err)
-	}
-	sum := sha256.Sum256([]byte(b.rec.Provider + "\x00" + b.rec.ID + "\x00" + abs))
-	markFile := filepath.Join(f.opts.StateDir, "marks", hex.EncodeToString(sum[:12])+".json")
-	var since *syncengine.Mark
-	if m, err := syncengine.LoadMark(markFile); err == nil {
-		since = &m
-	}
-	rc, mark, err := syncengine.Pull(ctx, h, h.Facts().Workspace, abs, since, opts)
-	if err != nil {
-		return rc, err
-	}
-	if err := os.MkdirAll(filepath.Dir(markFile), 0o700); err == nil {
-		if err := mark.Save(markFile); err != nil {
-			f.log.Warn("pull mark not saved; the next pull moves everything again", "err", err)
-		}
-	}
-	return rc, nil
+	return f.PullProgress(ctx, name, dir, opts, nil)
 }

@@ -262,7 +262,14 @@ func (n *workNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) 
 	}); errno != 0 {
 		return nil, errno
 	}
-	ents := make([]fuse.DirEntry, 0, len(list))
+	ents := make([]fuse.DirEntry, 0, len(list)+2)
+	parentIno := n.StableAttr().Ino
+	if _, p := n.Parent(); p != nil {
+		parentIno = p.StableAttr().Ino
+	}
+	ents = append(ents,
+		fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: n.StableAttr().Ino},
+		fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: parentIno})
 	for _, fi := range list {
 		ents = append(ents, fuse.DirEntry{
 			Name: fi.Name,
