@@ -68,6 +68,11 @@ func TestConformanceFaults(t *testing.T) {
 	})
 	providertest.Run(t, harness(t, srv))
 	srv.SetFault(nil)
+	answers := map[int]int{}
+	for _, r := range srv.Requests() {
+		answers[r.Status]++
+	}
+	t.Logf("%d requests, answered: %v", len(srv.Requests()), answers)
 	if ids := srv.SandboxIDs(); len(ids) > 0 {
 		t.Errorf("sandboxes left on the fake: %v", ids)
 	}

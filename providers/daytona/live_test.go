@@ -1,0 +1,141 @@
+package daytona_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/providers/daytona"
+)
+
+// liveLabel marks every sandbox the live suite makes, with the run's own
+// value, so what it leaves can be found and deleted.
+const liveLabel = "boxfs-live-test"
+
+// TestLive runs against Daytona itself, only with BOXFS_LIVE_DAYTONA=1 and
+// DAYTONA_API_KEY set (DAYTONA_API_URL, DAYTONA_SNAPSHOT and DAYTONA_TARGET
+// are taken when set). It makes a box (named boxfs-..., labelled for the run),
+// drives them, deletes them and checks that no box of the run is left.
+func TestLive(t *testing.T) {
+	if os.Getenv("BOXFS_LIVE_DAYTONA") != "1" || os.Getenv("DAYTONA_API_KEY") == "" {
+		t.Skip("live Daytona suite not configured: set BOXFS_LIVE_DAYTONA=1 and DAYTONA_API_KEY to run it")
+	}
+	opts := map[string]string{}
+	for env, opt := range map[string]string{"DAYTONA_API_URL": "api_url", "DAYTONA_SNAPSHOT": "snapshot", "DAYTONA_TARGET": "target"} {
+		if v := os.Getenv(env); v != "" {
+			opts[opt] = v
+		}
+	}
+	p, err := daytona.New(providers.Config{Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 4)
+	rand.Read(b)
+	run := "r" + hex.EncodeToString(b)
+	labels := map[string]string{liveLabel: run}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+
+	// Whatever happens, leave nothing of this run behind.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		left, err := p.List(ctx, labels)
+		if err != nil {
+			t.Errorf("cleanup: List: %v", err)
+			return
+		}
+		for _, b := range left {
+			if err := b.Destroy(ctx); err != nil {
+				t.Errorf("cleanup: Destroy(%s): %v", b.ID(), err)
+			}
+		}
+		deadline := time.Now().Add(time.Minute)
+		for {
+			left, err := p.List(ctx, labels)
+			if err == nil && len(left) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("boxes of run %s are still listed a minute after their delete: %v (%v)", run, len(left), err)
+				return
+			}
+			time.Sleep(2 * time.Second)
+		}
+	})
+
+	start := time.Now()
+	box, err := p.Create(ctx, providers.Spec{Lifetime: 30 * time.Minute, Labels: labels, Env: map[string]string{"BOXFS_LIVE": run}})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Logf("created %s in %v", box.ID(), time.Since(start).Round(time.Millisecond))
+	f, err := box.Facts(ctx)
+	if err != nil {
+		t.Fatalf("Facts: %v", err)
+	}
+	t.Logf("facts: %+v", f)
+
+	hostile := []string{"", "two words", "it's \"q\"", "new\nline", "$HOME", "\xff\xfe"}
+	var out bytes.Buffer
+	start = time.Now()
+	pr, err := box.Exec(ctx, providers.ExecRequest{Argv: append([]string{"printf", `%s\0`}, hostile...), Stdout: &out})
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	if code, err := pr.Wait(); err != nil || code != 0 {
+		t.Fatalf("Exec: exit %d, %v", code, err)
+	}
+	if want := strings.Join(hostile, "\x00") + "\x00"; out.String() != want {
+		t.Errorf("argv came back as %q, want %q", out.String(), want)
+	}
+	t.Logf("one command in %v", time.Since(start).Round(time.Millisecond))
+
+	out.Reset()
+	var errb bytes.Buffer
+	pr, err = box.Exec(ctx, providers.ExecRequest{Argv: []string{"sh", "-c", `cat; echo "$BOXFS_LIVE" >&2; exit 7`}, Stdin: strings.NewReader("stdin\x00bytes"), Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	if code, err := pr.Wait(); err != nil || code != 7 || out.String() != "stdin\x00bytes" || errb.String() != run+"\n" {
+		t.Errorf("stdin/stderr/exit: exit %d, %v, stdout %q, stderr %q", code, err, out.String(), errb.String())
+	}
+
+	db := box.(*daytona.Box)
+	name := f.Workspace + "/live file"
+	if err := db.WriteFile(ctx, name, strings.NewReader("hello"), 0o640); err != nil {
+		t.Errorf("WriteFile: %v", err)
+	} else if fi, err := db.Stat(ctx, name); err != nil || fi.Size != 5 || fi.Mode.Perm() != 0o640 {
+		t.Errorf("Stat = %+v, %v", fi, err)
+	} else if rc, err := db.ReadFile(ctx, name); err != nil {
+		t.Errorf("ReadFile: %v", err)
+	} else {
+		got, _ := io.ReadAll(rc)
+		rc.Close()
+		if string(got) != "hello" {
+			t.Errorf("ReadFile = %q", got)
+		}
+	}
+	if ents, err := db.Walk(ctx, f.Workspace); err != nil || len(ents) == 0 {
+		t.Errorf("Walk = %v, %v", ents, err)
+	}
+
+	listed, err := p.List(ctx, labels)
+	if err != nil || len(listed) != 1 || listed[0].ID() != box.ID() {
+		t.Errorf("List(%v) = %v, %v", labels, listed, err)
+	}
+	if err := box.Destroy(ctx); err != nil {
+		t.Errorf("Destroy: %v", err)
+	}
+	if _, err := p.Attach(ctx, box.ID()); !providers.IsCode(err, providers.NotFound) {
+		t.Errorf("Attach after Destroy: %v, want NotFound", err)
+	}
+}
