@@ -280,13 +280,30 @@ func (b *Box) upload(ctx context.Context, name string, open func() (io.Reader, e
 		return err
 	}
 	boundary := "boxfs-" + randomHex(12)
+	// Each attempt streams the content through a pipe from a goroutine of
+	// its own; the next attempt (and the end) first stops the last one, so
+	// that two never read the source at once.
+	var last *io.PipeReader
+	var lastDone chan struct{}
+	stopLast := func() {
+		if last != nil {
+			last.CloseWithError(io.ErrClosedPipe)
+			<-lastDone
+			last = nil
+		}
+	}
+	defer stopLast()
 	body := func() (io.Reader, error) {
+		stopLast()
 		src, err := open()
 		if err != nil {
 			return nil, err
 		}
 		pr, pw := io.Pipe()
+		done := make(chan struct{})
+		last, lastDone = pr, done
 		go func() {
+			defer close(done)
 			mw := multipart.NewWriter(pw)
 			mw.SetBoundary(boundary)
 			part, err := mw.CreateFormFile("file", path.Base(name))
