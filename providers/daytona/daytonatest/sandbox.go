@@ -215,13 +215,16 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.sandboxes[sb.id] = sb
-	s.settle(sb)
+	if sb.creatingLeft == 0 {
+		s.settle(sb) // a fast Daytona answers the create with the sandbox started
+	}
 	out := s.dto(sb)
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, out) // Daytona answers 200, not 201
 }
 
-// settle moves a creating sandbox on by one read. Caller holds s.mu.
+// settle moves a creating sandbox on by one read: it stays creating for
+// Options.CreatingPolls reads. Caller holds s.mu.
 func (s *Server) settle(sb *sandbox) {
 	if sb.state != "creating" || sb.stuck {
 		return
