@@ -22,8 +22,17 @@ type target struct {
 	known   map[string]string // see row.known
 	// hostile is the set of names the hostile-path test uses; nil is
 	// hostileNames. Rows that spend an exec in a container per operation
-	// (~150 ms, several times that on a loaded machine) use fewer.
+	// (~150 ms, several times that on a loaded machine) use fewer, and are
+	// skipped under -short.
 	hostile []string
+}
+
+// skipSlow skips a row that spends an exec in a container per operation
+// under -short.
+func (tg target) skipSlow(t *testing.T) {
+	if tg.hostile != nil && testing.Short() {
+		t.Skip("-short: an exec in a container per operation")
+	}
 }
 
 func newLocalBox(t *testing.T) providers.Box {
@@ -102,6 +111,7 @@ func targets() []target {
 func TestConformance(t *testing.T) {
 	for _, tg := range targets() {
 		t.Run(tg.name, func(t *testing.T) {
+			tg.skipSlow(t)
 			h, root := tg.open(t)
 			runConformance(t, row{name: tg.name, files: h, walker: h, root: root, partial: tg.partial, known: tg.known})
 		})
@@ -114,6 +124,7 @@ func TestConformance(t *testing.T) {
 func TestHostilePaths(t *testing.T) {
 	for _, tg := range targets() {
 		t.Run(tg.name, func(t *testing.T) {
+			tg.skipSlow(t)
 			h, root := tg.open(t)
 			names := hostileNames
 			if tg.hostile != nil {

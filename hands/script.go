@@ -56,10 +56,11 @@ walk() {
 	done
 }
 # unres P: P does not resolve; end with the errno following it gives (a
-# dangling symlink's target may fail with ENOTDIR, a loop with ELOOP)
+# dangling symlink's target may fail with ENOTDIR, a loop with ELOOP). k
+# counts the links followed in the whole resolution, as the kernel does.
+k=0
 unres() {
 	u=$1
-	k=0
 	while [ -L "$u" ]; do
 		k=$((k + 1))
 		[ $k -le 40 ] || e 40
@@ -221,14 +222,15 @@ fi
 	// PATH PERM EXCL(1|0)
 	scriptCreate = `p=$1
 par "$p"
+# "true >", not ": >": a failed redirection of a special built-in ends sh
 if has "$p"; then
 	[ "$3" = 1 ] && e 17
 	[ -d "$p" ] && e 21
 	[ -e "$p" ] && ! [ -w "$p" ] && e 13
-	: > "$p" || { [ -L "$p" ] && unres "$p"; exit 1; }
+	true > "$p" || { [ -L "$p" ] && unres "$p"; exit 1; }
 else
 	canw "$d"
-	: > "$p" || { nospc "$d"; exit 1; }
+	true > "$p" || { nospc "$d"; exit 1; }
 	chmod "$2" "$p" || exit 1
 fi
 `
