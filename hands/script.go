@@ -226,8 +226,14 @@ par "$p"
 if has "$p"; then
 	[ "$3" = 1 ] && e 17
 	[ -d "$p" ] && e 21
-	[ -e "$p" ] && ! [ -w "$p" ] && e 13
-	true > "$p" || { [ -L "$p" ] && unres "$p"; exit 1; }
+	if [ -e "$p" ]; then
+		[ -w "$p" ] || e 13
+		true > "$p" || exit 1
+	else
+		# a dangling symlink: open(2) makes its target, mode perm & ~umask
+		true > "$p" || unres "$p"
+		chmod "$(printf '%o' $(($2 & ~$(umask))))" "$p" || exit 1
+	fi
 else
 	canw "$d"
 	true > "$p" || { nospc "$d"; exit 1; }
