@@ -396,23 +396,55 @@ func (p *Provider) Attach(ctx context.Context, id string) (providers.Box, error)
 	if err != nil {
 		return nil, wrap(op, id, err)
 	}
-	switch dto.State {
-	case stateStopped, stateArchived:
-		if err := p.c.json(ctx, request{method: http.MethodPost, url: p.c.apiURL("/sandbox/" + url.PathEscape(dto.ID) + "/start"), idempotent: true}, nil); err != nil {
-			return nil, wrap(op, id, err)
+	if dto, err = p.wake(ctx, op, dto); err != nil {
+		if providers.IsCode(err, providers.Gone) {
+			return nil, providers.E(providers.NotFound, op, err).WithBox(id)
 		}
-		dto.State = stateStarting
-		fallthrough
-	case stateCreating, stateStarting, stateStopping:
-		if dto, err = p.waitStarted(ctx, op, dto); err != nil {
-			if providers.IsCode(err, providers.Gone) {
-				return nil, providers.E(providers.NotFound, op, err).WithBox(id)
-			}
-			return nil, err
-		}
+		return nil, err
 	}
 	b.setDTO(dto)
 	return b, nil
+}
+
+// wake brings a sandbox that is stopped, or on its way somewhere, to
+// started, within createBound: a stopping one is waited for and then
+// started. A failed one is returned as it is (its box reads as ended).
+func (p *Provider) wake(ctx context.Context, op string, dto sandboxDTO) (sandboxDTO, error) {
+	deadline := time.Now().Add(p.createBound)
+	for {
+		switch dto.State {
+		case stateStarted, stateError, stateBuildFail:
+			return dto, nil
+		case stateStopped, stateArchived:
+			if err := p.c.json(ctx, request{method: http.MethodPost, url: p.c.apiURL("/sandbox/" + url.PathEscape(dto.ID) + "/start"), idempotent: true}, nil); err != nil {
+				return dto, wrap(op, dto.ID, err)
+			}
+			return p.waitStarted(ctx, op, sandboxDTO{ID: dto.ID, Name: dto.Name, State: stateStarting})
+		case stateCreating, stateStarting, "restoring", "pending_build", "building_snapshot", "pulling_snapshot", "resuming":
+			return p.waitStarted(ctx, op, dto)
+		}
+		if gone(dto.State) {
+			return dto, providers.Errorf(providers.Gone, op, "sandbox %s is %s", dto.ID, dto.State).WithBox(dto.ID)
+		}
+		if time.Now().After(deadline) {
+			return dto, providers.Errorf(providers.Timeout, op, "sandbox %s still %s after %v", dto.ID, dto.State, p.createBound).WithBox(dto.ID)
+		}
+		t := time.NewTimer(500 * time.Millisecond) // stopping, archiving, ...: wait for it to settle
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return dto, wrap(op, dto.ID, ctx.Err())
+		case <-t.C:
+		}
+		got, err := p.get(ctx, dto.ID)
+		if err != nil {
+			if statusOf(err) == http.StatusNotFound {
+				return dto, providers.Errorf(providers.Gone, op, "sandbox %s disappeared while %s", dto.ID, dto.State).WithBox(dto.ID)
+			}
+			return dto, wrap(op, dto.ID, err)
+		}
+		dto = got
+	}
 }
 
 // List returns the boxes carrying every label in labels. It asks Daytona
