@@ -559,3 +559,21 @@ func TestIdleBoxEnds(t *testing.T) {
 		t.Errorf("an idle box: Status %v, want Gone", err)
 	}
 }
+
+// TestOneStream: with Stdout and Stderr the same writer, the command gets
+// one stream, so their order is kept.
+func TestOneStream(t *testing.T) {
+	_, p, _ := fake(t, daytonatest.Options{})
+	b := newBox(t, p, providers.Spec{})
+	var out bytes.Buffer
+	pr, err := b.Exec(ctxFor(t, time.Minute), providers.ExecRequest{Argv: []string{"sh", "-c", "for i in 1 2 3 4 5; do echo out$i; echo err$i >&2; done"}, Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := pr.Wait(); code != 0 || err != nil {
+		t.Fatalf("exit %d, %v", code, err)
+	}
+	if want := "out1\nerr1\nout2\nerr2\nout3\nerr3\nout4\nerr4\nout5\nerr5\n"; out.String() != want {
+		t.Errorf("one stream: %q, want %q", out.String(), want)
+	}
+}

@@ -199,7 +199,6 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 	pr := &process{
 		b: b, sid: sid, cid: cid, dir: dir, t: t,
 		stdout:    newOutQueue(req.Stdout),
-		stderr:    newOutQueue(req.Stderr),
 		merged:    one == "1",
 		started:   make(chan struct{}),
 		streamEnd: make(chan struct{}),
@@ -209,6 +208,8 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 	}
 	if pr.merged {
 		pr.stderr = pr.stdout
+	} else {
+		pr.stderr = newOutQueue(req.Stderr)
 	}
 	bg := context.WithoutCancel(ctx)
 	fctx, stop := context.WithCancel(bg)
@@ -702,6 +703,7 @@ func (pr *process) watch(ctx context.Context) {
 // for the output to be written, then reads the exit code.
 func (pr *process) finish(ctx context.Context) {
 	defer close(pr.done)
+	defer pr.stopOnce.Do(pr.stopStream)
 	defer pr.b.endSession(pr.sid)
 	select {
 	case <-pr.streamEnd:
