@@ -162,6 +162,12 @@ func parseMountOptions(c *cli.Context) (mountOpts, error) {
 // serve mounts the namespace at mnt and serves it until a signal or an
 // unmount ends it.
 func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
+	// Signals are caught before the mount answers: a SIGTERM that comes as
+	// soon as the mount is up must still flush and unmount.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	defer signal.Stop(sigs)
 	const op = "mount"
 	if err := e.makeStateDir(); err != nil {
 		return err
@@ -207,10 +213,6 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 		}
 	}()
 
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
-	defer signal.Stop(sigs)
 	ended := make(chan struct{})
 	go func() {
 		server.Wait()
