@@ -31,7 +31,6 @@ const (
 	pollEvery    = 5 * time.Second  // how often a running command's record is read
 	activityEach = time.Minute      // how often a running command tells Daytona the box is busy
 	exitBound    = 30 * time.Second // for the record to carry the exit code once the stream ended
-	redials      = 5                // reconnections of one command's log stream
 	boxfsDir     = tmpDir + "/.boxfs"
 )
 
@@ -449,9 +448,10 @@ var _ providers.Process = (*process)(nil)
 
 // follow reads the command's log over the session's WebSocket until it
 // ends, and decodes it into the output queues. A connection that breaks is
-// dialled again and the bytes already read skipped (the log is replayed
-// from its start); a connection with no answer to pings within the
-// liveness bound counts as broken.
+// dialled again, with backoff, and the bytes already read skipped (the log
+// is replayed from its start), until the box has ended or no connection
+// has read anything for the liveness bound; a connection with no answer to
+// pings within the liveness bound counts as broken.
 func (pr *process) follow(ctx context.Context) {
 	defer close(pr.streamEnd)
 	defer pr.stdout.close()
@@ -464,7 +464,8 @@ func (pr *process) follow(ctx context.Context) {
 	stop := make(chan struct{})
 	defer close(stop)
 	go pr.poll(ctx, stop)
-	for attempt := 0; ; attempt++ {
+	var failing time.Time // since when no connection has read anything
+	for attempt := 1; ; attempt++ {
 		n, clean, err := pr.stream(ctx, dec, consumed)
 		consumed += n
 		if clean {
@@ -477,11 +478,15 @@ func (pr *process) follow(ctx context.Context) {
 			return
 		default:
 		}
-		if attempt >= redials || pr.b.ended(ctx) {
+		if n > 0 || failing.IsZero() {
+			failing, attempt = time.Now(), 1
+		}
+		pr.b.p.log.Debug("daytona: the command's log stream broke; dialling again", "box", pr.b.id, "read", consumed, "err", err)
+		if time.Since(failing) > pr.b.p.liveness || pr.b.ended(ctx) {
 			pr.streamErr = err
 			return
 		}
-		time.Sleep(backoff(attempt + 1))
+		time.Sleep(backoff(min(attempt, maxTries)))
 	}
 }
 
