@@ -19,7 +19,7 @@ import (
 // toolbox answers exactly: Stat (files/info, which follows symlinks and
 // gives mode, size, mtime and owner), ReadFile and ReadAt (files/download),
 // WriteFile of a new file (upload to a temporary name, then move), Rename
-// (move, when the new name is free), Remove (delete), Mkdir (folder, when
+// (move, within one directory, the new name free), Remove (delete), Mkdir (folder, when
 // the parent exists and the name is free), Chmod and Chown (permissions).
 // Lstat, ReadDir and Walk run one fixed find script over process/execute
 // (the toolbox's own listing follows symlinks and drops dangling ones);

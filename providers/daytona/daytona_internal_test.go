@@ -577,3 +577,35 @@ func TestOneStream(t *testing.T) {
 		t.Errorf("one stream: %q, want %q", out.String(), want)
 	}
 }
+
+// TestRenameInOneDirectory: the toolbox's move copies across file systems,
+// so Rename takes it only within one directory; across directories it
+// changes nothing and answers Unsupported.
+func TestRenameInOneDirectory(t *testing.T) {
+	_, p, _ := fake(t, daytonatest.Options{})
+	b := newBox(t, p, providers.Spec{})
+	ctx := ctxFor(t, time.Minute)
+	ws := b.workspace
+	if err := b.WriteFile(ctx, ws+"/f", strings.NewReader("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(ws+"/sub", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Rename(ctx, ws+"/f", ws+"/sub/g"); !providers.IsCode(err, providers.Unsupported) {
+		t.Errorf("Rename across directories: %v, want Unsupported", err)
+	}
+	if err := b.Rename(ctx, ws+"/f", "/dev/shm/boxfs-daytona-xdev"); !providers.IsCode(err, providers.Unsupported) {
+		os.Remove("/dev/shm/boxfs-daytona-xdev")
+		t.Errorf("Rename to another file system: %v, want Unsupported", err)
+	}
+	if _, err := os.Stat(ws + "/f"); err != nil {
+		t.Fatalf("a refused Rename moved the file: %v", err)
+	}
+	if err := b.Rename(ctx, ws+"/f", ws+"/g"); err != nil {
+		t.Fatalf("Rename within the directory: %v", err)
+	}
+	if fi, err := os.Stat(ws + "/g"); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("after Rename: %v, %v", fi, err)
+	}
+}

@@ -454,11 +454,11 @@ func (b *Box) parentDir(ctx context.Context, op, name, dir string) error {
 	return b.fileErr(op, name, err, true)
 }
 
-// Rename moves oldname to newname through files/move, when newname is
-// free, oldname exists (as the toolbox sees it, through symlinks) and
-// newname is not inside oldname; else it changes nothing and returns
-// Unsupported (the toolbox's move cannot replace, and copies what it
-// cannot rename).
+// Rename moves oldname to newname through files/move, when both are in one
+// directory, newname is free and oldname exists (as the toolbox sees it,
+// through symlinks); else it changes nothing and returns Unsupported (the
+// toolbox's move cannot replace, and copies what it cannot rename, across
+// file systems too).
 func (b *Box) Rename(ctx context.Context, oldname, newname string) error {
 	const op = "daytona.Rename"
 	if err := b.checkAbs(op, oldname); err != nil {
@@ -467,7 +467,10 @@ func (b *Box) Rename(ctx context.Context, oldname, newname string) error {
 	if err := b.checkAbs(op, newname); err != nil {
 		return err
 	}
-	if newname == oldname || strings.HasPrefix(newname, strings.TrimSuffix(oldname, "/")+"/") {
+	if newname == oldname || path.Dir(newname) != path.Dir(oldname) {
+		// The toolbox's move copies across file systems, where rename(2)
+		// fails with EXDEV; only names in one directory are sure to be on
+		// one file system (and neither can be inside the other).
 		return b.unsettled(op, oldname, nil)
 	}
 	if _, err := b.info(ctx, newname); err == nil || statusOf(err) != http.StatusNotFound {
