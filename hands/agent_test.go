@@ -27,7 +27,9 @@ done
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out strings.Builder
-	p, err := h.Run(ctx, hands.Command{Argv: []string{"sh", "-c", script, "sh", strings.TrimSuffix(h.Facts().TmpDir, "/"), sig}, Stderr: &out})
+	// Through the provider, not h.Run: h has the test's short liveness
+	// bound, which a loaded machine's docker exec start can exceed.
+	p, err := h.Box().Exec(ctx, providers.ExecRequest{Argv: []string{"sh", "-c", script, "sh", strings.TrimSuffix(h.Facts().TmpDir, "/"), sig}, Stderr: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
