@@ -102,6 +102,7 @@ func makeDataset(dir, goroot string, sz sizes) (*dataset, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	dirs := map[string]bool{}
+	var text []string
 	addDir := func(p string) error {
 		var chain []string
 		for q := p; q != "." && !dirs[q]; q = path.Dir(q) {
@@ -140,6 +141,9 @@ func makeDataset(dir, goroot string, sz sizes) (*dataset, error) {
 		if bytes.Contains(b, []byte(symbol)) {
 			d.grepHits = append(d.grepHits, f)
 		}
+		if bytes.IndexByte(b, 0) < 0 && len(b) > 0 {
+			text = append(text, f)
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return nil, err
@@ -148,8 +152,13 @@ func makeDataset(dir, goroot string, sz sizes) (*dataset, error) {
 		return nil, err
 	}
 	d.manifest = manifestHash(d.files, d.sums)
+	// The agent reads and edits text files (the visibility check reads
+	// them with a shell builtin, which stops at a NUL byte).
+	if len(text) < sz.reads {
+		return nil, fmt.Errorf("dataset: %d text files, want %d to read", len(text), sz.reads)
+	}
 	for i := range sz.reads {
-		d.readSet = append(d.readSet, d.files[i*len(d.files)/sz.reads])
+		d.readSet = append(d.readSet, text[i*len(text)/sz.reads])
 	}
 
 	// Small files: 4 KiB each, different, from a fixed seed.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"os"
 	"os/exec"
@@ -46,8 +47,10 @@ type peer struct {
 	// kill ends the peer's daemon at once and detaches its mount: the
 	// watchdog's way out of a hung file system.
 	kill func()
-	// reset forgets what the peer set up in the box, for a new delay.
-	reset func()
+	// reset forgets what the peer set up in the box, for a new delay;
+	// finish ends what it made, at the end of the run.
+	reset  func()
+	finish func(r *run)
 
 	d *daemon
 }
@@ -309,7 +312,6 @@ func rclonePeer(r *run, mode string, rcPort int) *peer {
 		about: fmt.Sprintf("rclone mount, sftp backend, --vfs-cache-mode %s, other VFS options default; "+
 			"reaches sftp-server through the ssh gate, which runs the same wrapper (--sftp-shell-type none, --sftp-disable-hashcheck: no md5sum commands)", mode),
 		inBox:   true,
-		slow:    mode == "off",
 		root:    mnt,
 		boxRoot: boxWorkspace,
 		probe:   r.boxProbe,
@@ -451,8 +453,23 @@ func boxfsPeer(r *run, provider string) *peer {
 	p.exec = func(ctx context.Context, line string) (string, error) {
 		return execFile(ctx, filepath.Join(mnt, box, "exec"), line)
 	}
-	// A new run (another delay) starts from a new state directory.
-	p.reset = func() { recorded = false }
+	// A local box made by boxfs is destroyed through the CLI (it has a
+	// watchdog process of its own); the docker box is the bench's, which
+	// destroys it.
+	p.finish = func(r *run) {
+		if recorded && provider == "local" {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, r.boxfsBin, "--state", state, "--config", r.emptyConf, "rm", box)
+			cmd.Env = toolEnv("/")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				log.Printf("%s: boxfs rm %s: %v: %s", name, box, err, out)
+			}
+		}
+		recorded = false
+	}
+	// A new group (another delay) starts from a new state directory.
+	p.reset = func() { p.finish(r) }
 	return p
 }
 

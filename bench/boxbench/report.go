@@ -396,11 +396,15 @@ func writeReport(dir string, all []sample, groups []group, m *meta) (string, err
 	for _, g := range groups {
 		t := summarizeGroup(all, g)
 		fmt.Fprintf(&b, "### %s\n\n", strings.ToUpper(g.title()[:1])+g.title()[1:])
-		fmt.Fprintf(&b, "Repetitions: %d", g.reps)
-		if g.slowReps < g.reps {
-			fmt.Fprintf(&b, " (rclone-off: %d, it is the slowest peer)", g.slowReps)
+		var done []string
+		for _, p := range g.peers {
+			d := fmt.Sprintf("%s %d", p.name, g.done[p.name])
+			if g.skipped[p.name] > 0 {
+				d += fmt.Sprintf(" (%d left out for time)", g.skipped[p.name])
+			}
+			done = append(done, d)
 		}
-		fmt.Fprintf(&b, ". Median:\n\n")
+		fmt.Fprintf(&b, "Repetitions (asked %d; %d for %s): %s. Median:\n\n", g.reps, g.slowReps, slowNames(g), strings.Join(done, ", "))
 		t.markdown(&b, false, timeoutOf(m))
 		fmt.Fprintf(&b, "\np95 (nearest rank; with 5 samples or fewer it is the largest):\n\n")
 		t.markdown(&b, true, timeoutOf(m))
@@ -442,6 +446,19 @@ func writeReport(dir string, all []sample, groups []group, m *meta) (string, err
 	}
 	md := b.String()
 	return md, os.WriteFile(filepath.Join(dir, "results.md"), []byte(md), 0o644)
+}
+
+func slowNames(g group) string {
+	var slow []string
+	for _, p := range g.peers {
+		if p.slow {
+			slow = append(slow, p.name)
+		}
+	}
+	if len(slow) == 0 {
+		return "none"
+	}
+	return strings.Join(slow, ", ")
 }
 
 func csvFloat(v float64) string {

@@ -40,11 +40,17 @@ type sizes struct {
 	seeded bool
 }
 
+// The profiles. "issue" has the sizes the benchmark issue names; a full
+// run of it takes well over the 30 minutes bench/run is meant to fit on a
+// shared 2-core machine, so the default is "standard" (a fifth of the files,
+// an eighth of the large file), and the latency runs use "latency", whose
+// tree is seeded into the box off the clock.
 var (
-	fullSizes    = sizes{"full", 3000, 1000, 256, 20, 5, 2, 20, false}
-	latencySizes = sizes{"latency", 100, 20, 16, 20, 5, 1, 10, true}
-	quickSizes   = sizes{"quick", 100, 40, 4, 6, 2, 2, 4, false}
-	quickLatency = sizes{"quick-latency", 60, 10, 4, 6, 2, 1, 4, true}
+	issueSizes    = sizes{"issue", 3000, 1000, 256, 20, 5, 2, 20, false}
+	standardSizes = sizes{"standard", 600, 200, 32, 20, 5, 2, 10, false}
+	latencySizes  = sizes{"latency", 60, 10, 4, 10, 3, 1, 5, true}
+	quickSizes    = sizes{"quick", 100, 40, 4, 6, 2, 2, 4, false}
+	quickLatency  = sizes{"quick-latency", 60, 10, 4, 6, 2, 1, 4, true}
 )
 
 // run is one invocation of `boxbench run`.
@@ -83,19 +89,36 @@ func runMain(args []string) error {
 	boxfsBin := fl.String("boxfs", "", "boxfs binary (CGO_ENABLED=0 go build ./cmd/boxfs)")
 	loopbackBin := fl.String("loopback", "", "loopback binary (go build ./bench/loopback)")
 	goroot := fl.String("goroot", "", "GOROOT whose src/ the tree is taken from (go env GOROOT)")
+	profile := fl.String("sizes", "standard", "workload sizes with no added delay: standard (600-file tree, 200 small files, 32 MiB) or issue (3,000, 1,000, 256 MiB; much longer)")
+	slowList := fl.String("slow", "rclone-off,rclone-writes", "peers that run only -slow-reps repetitions")
+	skipBase := fl.Bool("skip-base", false, "run only the latency-injection runs")
+	budget := fl.Duration("budget", 25*time.Minute, "time for the measurements: after one repetition of everything, further repetitions run while the estimate says they fit")
 	quick := fl.Bool("quick", false, "tiny sizes and one repetition: a smoke test of the harness, not a result")
 	docs := fl.String("docs", "", "a Markdown file whose results section is replaced by this run's tables")
-	freshTimeout := fl.Duration("fresh-timeout", 10*time.Second, "W6: how long to wait for a box-side change to show on the host")
+	freshTimeout := fl.Duration("fresh-timeout", 5*time.Second, "W6: how long to wait for a box-side change to show on the host")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
 	if *boxfsBin == "" || *loopbackBin == "" || *goroot == "" {
 		return errors.New("run: -boxfs, -loopback and -goroot are required (bench/run sets them)")
 	}
-	full, lat := fullSizes, latencySizes
+	full, lat := standardSizes, latencySizes
+	switch *profile {
+	case "standard":
+	case "issue":
+		full = issueSizes
+	default:
+		return fmt.Errorf("run: -sizes %q: want standard or issue", *profile)
+	}
 	if *quick {
 		full, lat = quickSizes, quickLatency
-		*reps, *slowReps, *delayReps = 1, 1, 1
+		set := map[string]bool{}
+		fl.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for name, v := range map[string]*int{"reps": reps, "slow-reps": slowReps, "delay-reps": delayReps} {
+			if !set[name] {
+				*v = 1
+			}
+		}
 	}
 	var delayList []time.Duration
 	for _, s := range strings.Split(*delays, ",") {
@@ -124,6 +147,14 @@ func runMain(args []string) error {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
+	}
+	lock, err := os.OpenFile(filepath.Join(r.work, "run.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return fmt.Errorf("another boxbench run is using %s (its mounts, ports and boxes would collide): %v", r.work, err)
 	}
 	cleanupStale(r.work)
 	r.emptyConf = filepath.Join(r.work, "boxfs-empty.toml")
@@ -203,6 +234,7 @@ func runMain(args []string) error {
 		peers = append(peers, p)
 	}
 	for _, p := range peers {
+		p.slow = slices.Contains(strings.Split(*slowList, ","), p.name)
 		meta.add("peer "+p.name, p.about)
 	}
 	defer r.stopHelpers()
@@ -214,7 +246,10 @@ func runMain(args []string) error {
 		}
 	}()
 
-	groups := []group{{delay: 0, sz: full, ds: dsFull, reps: *reps, slowReps: *slowReps, peers: peers}}
+	var groups []group
+	if !*skipBase {
+		groups = append(groups, group{delay: 0, sz: full, ds: dsFull, reps: *reps, slowReps: *slowReps, peers: peers})
+	}
 	var delayed []*peer
 	for _, p := range peers {
 		if p.inBox || p.name == "native" {
@@ -224,10 +259,20 @@ func runMain(args []string) error {
 	for _, d := range delayList {
 		groups = append(groups, group{delay: d, sz: lat, ds: dsLat, reps: *delayReps, slowReps: *delayReps, peers: delayed})
 	}
-	for _, g := range groups {
-		if err := r.runGroup(ctx, g); err != nil {
-			return err
+	var gs []*group
+	for i := range groups {
+		groups[i].done, groups[i].skipped = map[string]int{}, map[string]int{}
+		gs = append(gs, &groups[i])
+	}
+	err = r.schedule(ctx, gs, started.Add(*budget))
+	r.stopHelpers()
+	for _, p := range peers {
+		if p.finish != nil {
+			p.finish(r)
 		}
+	}
+	if err != nil {
+		return err
 	}
 	meta.add("wall clock", time.Since(started).Round(time.Second).String())
 	meta.add("load average at end", loadavg())
@@ -255,6 +300,9 @@ type group struct {
 	ds             *dataset
 	reps, slowReps int
 	peers          []*peer
+	// done and skipped count each peer's repetitions run, and left out
+	// for want of time.
+	done, skipped map[string]int
 }
 
 func (g group) title() string {
@@ -264,31 +312,75 @@ func (g group) title() string {
 	return fmt.Sprintf("%v added per box round trip, %s sizes", g.delay, g.sz.name)
 }
 
-func (r *run) runGroup(ctx context.Context, g group) error {
-	log.Printf("== %s: %d peers, %d repetitions", g.title(), len(g.peers), g.reps)
-	if err := r.startHelpers(ctx, g.delay); err != nil {
-		return err
+// schedule runs the groups' repetitions within a time budget: first one
+// repetition of every peer in every group (so every table has every peer),
+// then the further repetitions, the no-delay group first, each only when
+// the peer's last repetition in that group says it fits in what is left.
+func (r *run) schedule(ctx context.Context, groups []*group, deadline time.Time) error {
+	type key struct {
+		g *group
+		p *peer
 	}
-	for _, p := range g.peers {
-		if p.reset != nil {
-			p.reset()
+	last := map[key]time.Duration{}
+	current := -1
+	enter := func(i int) error {
+		if current == i {
+			return nil
 		}
-	}
-	for n := 1; n <= g.reps; n++ {
-		for i := range g.peers {
-			// Rotate the order each repetition: drift of the machine
-			// does not fall on one peer.
-			p := g.peers[(i+n-1)%len(g.peers)]
-			if p.slow && n > g.slowReps {
-				continue
+		current = i
+		g := groups[i]
+		log.Printf("== %s: %d peers", g.title(), len(g.peers))
+		for _, p := range g.peers {
+			if p.reset != nil {
+				p.reset()
 			}
+		}
+		return r.startHelpers(ctx, g.delay)
+	}
+	one := func(i, n int, p *peer) {
+		g := groups[i]
+		t0 := time.Now()
+		x := &rep{r: r, p: p, ds: g.ds, sz: g.sz, n: n, delay: g.delay}
+		x.run(ctx)
+		last[key{g, p}] = time.Since(t0)
+		g.done[p.name]++
+		log.Printf("   rep %d %-13s %6.1fs  %s", n, p.name, time.Since(t0).Seconds(), x.summary())
+	}
+	// Reserve time for the report and the clean-up.
+	const reserve = time.Minute
+	for i, g := range groups {
+		if err := enter(i); err != nil {
+			return err
+		}
+		for _, p := range g.peers {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			t0 := time.Now()
-			x := &rep{r: r, p: p, ds: g.ds, sz: g.sz, n: n, delay: g.delay}
-			x.run(ctx)
-			log.Printf("   rep %d %-13s %6.1fs  %s", n, p.name, time.Since(t0).Seconds(), x.summary())
+			one(i, 1, p)
+		}
+	}
+	for i, g := range groups {
+		for n := 2; n <= g.reps; n++ {
+			for j := range g.peers {
+				// Rotate the order each repetition: drift of the
+				// machine does not fall on one peer.
+				p := g.peers[(j+n-1)%len(g.peers)]
+				if p.slow && n > g.slowReps {
+					continue
+				}
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				need := last[key{g, p}] * 11 / 10
+				if time.Now().Add(need + reserve).After(deadline) {
+					g.skipped[p.name]++
+					continue
+				}
+				if err := enter(i); err != nil {
+					return err
+				}
+				one(i, n, p)
+			}
 		}
 	}
 	return nil

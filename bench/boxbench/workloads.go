@@ -173,11 +173,6 @@ func (x *rep) run(parent context.Context) {
 	}
 	if x.sz.seeded {
 		x.w4small()
-		// Let git refresh its index through this peer's view (off the
-		// clock), as W2's commit did in the full run.
-		if _, _, err := x.sh(filepath.Join(x.bench(), "tree"), "git status --porcelain"); err != nil {
-			x.fail(err, "w2.status.cold", "w2.status.warm")
-		}
 	} else {
 		x.w4untar()
 		x.w4small()
@@ -538,7 +533,7 @@ func (x *rep) w1() {
 		closed := time.Now()
 		files += closed.Sub(t0)
 		check := hasEdit(boxTree+"/"+f, content)
-		vis, err := x.waitBox(closed, check, "ok", landTimeout, 0)
+		vis, err := x.waitBox(closed, check, "ok", time.Minute, 0)
 		if err == nil {
 			var sum string
 			sum, err = x.boxOK("sha256sum " + q(boxTree+"/"+f) + " | cut -c1-64")
