@@ -77,11 +77,6 @@ func targets() []target {
 		}},
 		{name: "via=native-files/box=local", open: func(t *testing.T) (*hands.Hands, string) {
 			return openOn(t, newLocalBox(t), hands.ViaNativeFiles, hands.Options{})
-		}, known: map[string]string{
-			"rename": "providers/local renames through os.Root.Rename, which refuses any existing directory as the new name with EEXIST " +
-				"(rename(2): EISDIR for a file over a directory, ENOTEMPTY over a non-empty one, success over an empty one)",
-			"remove": "follows from the rename divergence (a directory the rename should have moved is still there)",
-			"Walk":   "follows from the rename divergence",
 		}},
 		{name: "via=script/box=local", open: func(t *testing.T) (*hands.Hands, string) {
 			return openOn(t, newLocalBox(t), hands.ViaScript, hands.Options{})

@@ -147,14 +147,6 @@ func runSequence(t *testing.T, rw row, n int, skip func(seqOp) bool) {
 	t.Logf("seed %d: %d ops, %d entries (%d files) at the end, all equal", s, n, len(want), files)
 }
 
-// localDivergent leaves out of the providers/local row the operations
-// where that provider is known to differ from the kernel (listed with the
-// conformance table's known divergences): renames (os.Root.Rename refuses
-// an existing directory as the new name with EEXIST; any name here may be
-// a directory) and symlinks (creating a file through a dangling symlink is
-// ENOENT there, where open(2) creates the target). Every other row runs
-// them.
-func localDivergent(o seqOp) bool { return o.kind == "rename" || o.kind == "symlink" }
 
 // TestSequence runs a seeded, reproducible random sequence of create,
 // write, rename, remove, truncate, chmod, symlink and mkdir operations
@@ -167,7 +159,7 @@ func TestSequence(t *testing.T) {
 		short bool // skipped under -short
 		skip  func(seqOp) bool
 	}{
-		{target: targetNamed(t, "via=native-files/box=local"), n: 5000, skip: localDivergent},
+		{target: targetNamed(t, "via=native-files/box=local"), n: 5000},
 		{target: targetNamed(t, "via=agent/box=local"), n: 5000},
 		{target: targetNamed(t, "via=agent/box=docker"), n: 3000},
 		{target: targetNamed(t, "via=script/box=hostbox"), n: 1000},

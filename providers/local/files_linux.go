@@ -401,6 +401,13 @@ func (b *Box) Create(ctx context.Context, name string, perm providers.FileMode, 
 		return err
 	}
 	f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) && !exclusive {
+		if target, ok := b.danglingTarget(r, rel); ok {
+			// open(2) without O_EXCL creates a dangling symlink's target.
+			rel = target
+			f, err = r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		}
+	}
 	switch {
 	case err == nil:
 		err = f.Chmod(perm & specialBits)
@@ -417,6 +424,37 @@ func (b *Box) Create(ctx context.Context, name string, perm providers.FileMode, 
 		return b.pathErr(op, name, err)
 	}
 	return nil
+}
+
+// danglingTarget follows rel while it is a symlink (within the box, at
+// most 40 links) and returns the missing path it ends at: what open(2) with
+// O_CREAT would create. ok is false unless rel is a chain of symlinks that
+// ends at a name that does not exist.
+func (b *Box) danglingTarget(r *os.Root, rel string) (string, bool) {
+	for range 40 {
+		fi, err := r.Lstat(rel)
+		if errors.Is(err, fs.ErrNotExist) {
+			return rel, true
+		}
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			return "", false
+		}
+		t, err := r.Readlink(rel)
+		if err != nil {
+			return "", false
+		}
+		if path.IsAbs(t) {
+			if rel, err = b.rel("local.Create", t); err != nil {
+				return "", false
+			}
+		} else {
+			rel = path.Join(path.Dir(rel), t)
+		}
+		if !filepath.IsLocal(rel) {
+			return "", false
+		}
+	}
+	return "", false
 }
 
 // Mkdir makes a directory with mode perm, exactly.
@@ -482,7 +520,21 @@ func (b *Box) Rename(ctx context.Context, oldname, newname string) error {
 	if err != nil {
 		return err
 	}
-	if err := r.Rename(oldRel, newRel); err != nil {
+	// renameat(2) on the two parent directories, each opened through the
+	// root (so no path leads out): os.Root.Rename refuses any existing
+	// directory as the new name, where rename(2) replaces an empty one and
+	// says ENOTEMPTY or EISDIR otherwise.
+	od, err := r.OpenFile(path.Dir(oldRel), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return b.pathErr(op, oldname, err)
+	}
+	defer od.Close()
+	nd, err := r.OpenFile(path.Dir(newRel), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return b.pathErr(op, newname, err)
+	}
+	defer nd.Close()
+	if err := unix.Renameat(int(od.Fd()), path.Base(oldRel), int(nd.Fd()), path.Base(newRel)); err != nil {
 		return b.pathErr(op, oldname, err)
 	}
 	return nil
