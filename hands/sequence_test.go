@@ -147,7 +147,6 @@ func runSequence(t *testing.T, rw row, n int, skip func(seqOp) bool) {
 	t.Logf("seed %d: %d ops, %d entries (%d files) at the end, all equal", s, n, len(want), files)
 }
 
-
 // TestSequence runs a seeded, reproducible random sequence of create,
 // write, rename, remove, truncate, chmod, symlink and mkdir operations
 // (plus reads) against local and Docker boxes, compared with the os package
