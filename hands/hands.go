@@ -144,6 +144,9 @@ func (h *Hands) useNativeFiles(bf providers.Files) {
 }
 
 func (h *Hands) useNativeOrScript() {
+	if h.useNativeOps() {
+		return
+	}
 	st, ok1 := h.box.(providers.PathStater)
 	ar, ok2 := h.box.(providers.Archiver)
 	if ok1 && ok2 {
