@@ -16,6 +16,9 @@
 //   - "native": the provider stats paths without a command
 //     (providers.PathStater) and moves bulk data through its archive API
 //     (providers.Archiver); every other operation runs a script.
+//   - "native-ops": the box has some of providers.Files's methods itself
+//     (Daytona's toolbox files); each one it has is used, and the others,
+//     or any call it answers Unsupported, run a script.
 //   - "script": every operation is one exec of a fixed POSIX sh script.
 //
 // # Scripts
