@@ -11,13 +11,15 @@ func main() {
 	log.SetFlags(log.Ltime)
 	log.SetPrefix("boxbench ")
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: boxbench run|sftp-wrapper|ssh-gate|delay-proxy ...")
+		fmt.Fprintln(os.Stderr, "usage: boxbench run|report|sftp-wrapper|ssh-gate|delay-proxy ...")
 		os.Exit(2)
 	}
 	var err error
 	switch os.Args[1] {
 	case "run":
 		err = runMain(os.Args[2:])
+	case "report":
+		err = reportMain(os.Args[2:])
 	case "sftp-wrapper":
 		err = sftpWrapperMain(os.Args[2:])
 	case "ssh-gate":

@@ -465,6 +465,8 @@ func boxfsPeer(r *run, provider string) *peer {
 			if out, err := cmd.CombinedOutput(); err != nil {
 				log.Printf("%s: boxfs rm %s: %v: %s", name, box, err, out)
 			}
+			// The next box is another directory.
+			p.boxRoot = ""
 		}
 		recorded = false
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/csv"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -404,7 +405,11 @@ func writeReport(dir string, all []sample, groups []group, m *meta) (string, err
 			}
 			done = append(done, d)
 		}
-		fmt.Fprintf(&b, "Repetitions (asked %d; %d for %s): %s. Median:\n\n", g.reps, g.slowReps, slowNames(g), strings.Join(done, ", "))
+		asked := fmt.Sprintf("asked %d", g.reps)
+		if sn := slowNames(g); sn != "" && g.slowReps < g.reps {
+			asked += fmt.Sprintf("; at most %d for %s", g.slowReps, sn)
+		}
+		fmt.Fprintf(&b, "Repetitions run (%s): %s. Median:\n\n", asked, strings.Join(done, ", "))
 		t.markdown(&b, false, timeoutOf(m))
 		fmt.Fprintf(&b, "\np95 (nearest rank; with 5 samples or fewer it is the largest):\n\n")
 		t.markdown(&b, true, timeoutOf(m))
@@ -455,9 +460,6 @@ func slowNames(g group) string {
 			slow = append(slow, p.name)
 		}
 	}
-	if len(slow) == 0 {
-		return "none"
-	}
 	return strings.Join(slow, ", ")
 }
 
@@ -502,4 +504,101 @@ func updateDocs(file, md string) error {
 	}
 	s = s[:i+len(docsBegin)] + "\n\n" + md + "\n" + s[j:]
 	return os.WriteFile(file, []byte(s), 0o644)
+}
+
+// peerOrder is the order of the tables' columns.
+var peerOrder = []string{"native", "loopback", "boxfs-local", "boxfs", "sshfs", "rclone-off", "rclone-writes", "docker-exec"}
+
+// reportMain is `boxbench report [-docs FILE] DIR`: the tables again from
+// DIR's raw.csv and meta.txt.
+func reportMain(args []string) error {
+	fl := flag.NewFlagSet("report", flag.ContinueOnError)
+	docs := fl.String("docs", "", "a Markdown file whose results section is replaced")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if fl.NArg() != 1 {
+		return errors.New("usage: boxbench report [-docs FILE] RESULTS_DIR")
+	}
+	dir := fl.Arg(0)
+	all, err := readRaw(filepath.Join(dir, "raw.csv"))
+	if err != nil {
+		return err
+	}
+	m, err := readMeta(filepath.Join(dir, "meta.txt"))
+	if err != nil {
+		return err
+	}
+	profiles := map[string]sizes{}
+	for _, z := range []sizes{issueSizes, standardSizes, latencySizes, quickSizes, quickLatency} {
+		profiles[z.name] = z
+	}
+	atoi := func(k string) int { n, _ := strconv.Atoi(metaVal(m, k)); return n }
+	slow := strings.Split(metaVal(m, "flag -slow"), ",")
+	var groups []group
+	index := map[[2]string]int{}
+	reps := map[[2]string]map[string]map[int]bool{}
+	for _, s := range all {
+		k := [2]string{s.Delay.String(), s.Profile}
+		i, ok := index[k]
+		if !ok {
+			z, known := profiles[s.Profile]
+			if !known {
+				return fmt.Errorf("raw.csv: unknown profile %q", s.Profile)
+			}
+			g := group{delay: s.Delay, sz: z, reps: atoi("flag -reps"), slowReps: atoi("flag -slow-reps"), done: map[string]int{}, skipped: map[string]int{}}
+			if s.Delay > 0 {
+				g.reps, g.slowReps = atoi("flag -delay-reps"), atoi("flag -delay-reps")
+			}
+			groups = append(groups, g)
+			i = len(groups) - 1
+			index[k] = i
+			reps[k] = map[string]map[int]bool{}
+		}
+		if reps[k][s.Peer] == nil {
+			reps[k][s.Peer] = map[int]bool{}
+		}
+		reps[k][s.Peer][s.Rep] = true
+		_ = i
+	}
+	for k, i := range index {
+		for _, kv := range strings.Split(metaVal(m, "left out for time "+k[0]+"/"+k[1]), ",") {
+			if name, n, ok := strings.Cut(kv, ":"); ok {
+				groups[i].skipped[name], _ = strconv.Atoi(n)
+			}
+		}
+		for _, name := range peerOrder {
+			if r, ok := reps[k][name]; ok {
+				groups[i].peers = append(groups[i].peers, &peer{name: name, slow: slices.Contains(slow, name)})
+				groups[i].done[name] = len(r)
+			}
+		}
+	}
+	md, err := writeReport(dir, all, groups, m)
+	if err != nil {
+		return err
+	}
+	if *docs != "" {
+		if err := updateDocs(*docs, md); err != nil {
+			return err
+		}
+	}
+	fmt.Print(md)
+	return nil
+}
+
+// readMeta reads a meta.txt back.
+func readMeta(path string) (*meta, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	m := &meta{}
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		k, v, ok := strings.Cut(l, ": ")
+		if ok {
+			m.add(k, v)
+		}
+	}
+	return m, nil
 }

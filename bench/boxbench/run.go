@@ -274,6 +274,17 @@ func runMain(args []string) error {
 	if err != nil {
 		return err
 	}
+	for _, g := range gs {
+		var left []string
+		for _, p := range g.peers {
+			if n := g.skipped[p.name]; n > 0 {
+				left = append(left, fmt.Sprintf("%s:%d", p.name, n))
+			}
+		}
+		if len(left) > 0 {
+			meta.add("left out for time "+g.delay.String()+"/"+g.sz.name, strings.Join(left, ","))
+		}
+	}
 	meta.add("wall clock", time.Since(started).Round(time.Second).String())
 	meta.add("load average at end", loadavg())
 	if err := meta.write(filepath.Join(r.out, "meta.txt")); err != nil {

@@ -25,7 +25,7 @@ import (
 const repTimeout = 15 * time.Minute
 
 // landTimeout bounds waiting for written files to reach the box.
-const landTimeout = 4 * time.Minute
+const landTimeout = 3 * time.Minute
 
 // rep is one repetition of the workloads on one peer.
 type rep struct {
