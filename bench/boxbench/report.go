@@ -387,6 +387,11 @@ func writeReport(dir string, all []sample, groups []group, m *meta) (string, err
 	fmt.Fprintf(&b, "Run %s (%s), wall clock %s. Median of the repetitions, ×N = ratio to native's median in the same table; "+
 		"FAIL = a correctness check failed in k of n repetitions (no time is shown); — = not run on that peer.\n\n",
 		metaVal(m, "date"), metaVal(m, "machine"), metaVal(m, "wall clock"))
+	fmt.Fprintf(&b, "Command: `sudo bench/run` (`%s`). Versions: boxfs %s; go-fuse %s (loopback); %s, %s; %s; Docker %s; %s on the host; tree %s. "+
+		"Load average at start %s, at end %s.\n\n",
+		metaVal(m, "command"), strings.TrimPrefix(metaVal(m, "boxfs"), "boxfs "), metaVal(m, "go-fuse (loopback)"), metaVal(m, "sshfs"), metaVal(m, "libfuse"),
+		metaVal(m, "rclone"), metaVal(m, "docker"), metaVal(m, "git (host)"), metaVal(m, "tree"),
+		loadShort(metaVal(m, "load average at start")), loadShort(metaVal(m, "load average at end")))
 	sf, err := os.Create(filepath.Join(dir, "summary.csv"))
 	if err != nil {
 		return "", err
@@ -451,6 +456,15 @@ func writeReport(dir string, all []sample, groups []group, m *meta) (string, err
 	}
 	md := b.String()
 	return md, os.WriteFile(filepath.Join(dir, "results.md"), []byte(md), 0o644)
+}
+
+// loadShort keeps the three load averages of a /proc/loadavg line.
+func loadShort(l string) string {
+	f := strings.Fields(l)
+	if len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return l
 }
 
 func slowNames(g group) string {
