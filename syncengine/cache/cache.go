@@ -77,9 +77,10 @@ type dirList struct {
 }
 
 type attrEntry struct {
-	fi  providers.FileInfo
-	at  time.Time
-	neg bool // the path was found missing at `at`
+	fi    providers.FileInfo
+	at    time.Time
+	neg   bool // the path was found missing at `at`
+	stale bool // set by a setattr here: right in what it set, not in ctime; ask the box when asked
 }
 
 // Open opens the cache for one box. It reads the journal of dirty files a
@@ -173,6 +174,9 @@ func (c *Cache) Lookup(ctx context.Context, rel string) (providers.FileInfo, err
 	c.mu.Lock()
 	if a, ok := c.attrs[rel]; ok && c.fresh(a.at) {
 		c.mu.Unlock()
+		if a.stale {
+			return c.stat(ctx, rel)
+		}
 		if a.neg {
 			return providers.FileInfo{}, c.notFound("cache.Lookup", rel)
 		}
@@ -222,6 +226,9 @@ func (c *Cache) Getattr(ctx context.Context, rel string) (providers.FileInfo, er
 	c.mu.Lock()
 	if a, ok := c.attrs[rel]; ok && c.fresh(a.at) {
 		c.mu.Unlock()
+		if a.stale {
+			return c.stat(ctx, rel)
+		}
 		if a.neg {
 			return providers.FileInfo{}, c.notFound("cache.Getattr", rel)
 		}
@@ -409,6 +416,33 @@ func (c *Cache) afterMutation(ctx context.Context, rel string) (providers.FileIn
 	return fi, nil
 }
 
+// afterSetattr records what a chmod, chown or utimes made of rel without a
+// round trip: the fields it set are exact; the change time (and anything
+// else the box did) is not known, so the attribute is marked stale and the
+// next lookup or getattr of rel asks the box, unless a fresh listing of its
+// directory comes first. tar sets three of these on every file it makes.
+func (c *Cache) afterSetattr(ctx context.Context, rel string, set func(*providers.FileInfo)) (providers.FileInfo, error) {
+	c.mu.Lock()
+	a, ok := c.attrs[rel]
+	c.mu.Unlock()
+	if !ok || a.neg {
+		return c.afterMutation(ctx, rel)
+	}
+	fi := a.fi
+	set(&fi)
+	fi.Ctime = c.now()
+	c.mu.Lock()
+	c.attrs[rel] = attrEntry{fi: fi, at: c.now(), stale: true}
+	if rel != "" {
+		dir, name := split(rel)
+		if d := c.dirs[dir]; d != nil {
+			d.entries[name] = fi
+		}
+	}
+	c.mu.Unlock()
+	return fi, nil
+}
+
 // Mkdir makes a directory in the box.
 func (c *Cache) Mkdir(ctx context.Context, rel string, perm fs.FileMode) (providers.FileInfo, error) {
 	if err := c.remote.Mkdir(ctx, c.abs(rel), perm); err != nil {
@@ -549,7 +583,9 @@ func (c *Cache) Chmod(ctx context.Context, rel string, mode fs.FileMode) (provid
 	if err := c.remote.Chmod(ctx, c.abs(rel), mode); err != nil {
 		return providers.FileInfo{}, err
 	}
-	return c.afterMutation(ctx, rel)
+	return c.afterSetattr(ctx, rel, func(fi *providers.FileInfo) {
+		fi.Mode = fi.Mode&^(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) | mode&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)
+	})
 }
 
 // Chown sets rel's owner in the box at once (-1 leaves one unchanged).
@@ -557,7 +593,14 @@ func (c *Cache) Chown(ctx context.Context, rel string, uid, gid int) (providers.
 	if err := c.remote.Chown(ctx, c.abs(rel), uid, gid); err != nil {
 		return providers.FileInfo{}, err
 	}
-	return c.afterMutation(ctx, rel)
+	return c.afterSetattr(ctx, rel, func(fi *providers.FileInfo) {
+		if uid >= 0 {
+			fi.UID = uint32(uid)
+		}
+		if gid >= 0 {
+			fi.GID = uint32(gid)
+		}
+	})
 }
 
 // Utimes sets rel's times. For a file with unpushed writes the times are
@@ -570,7 +613,18 @@ func (c *Cache) Utimes(ctx context.Context, rel string, atime, mtime time.Time) 
 	if err := c.remote.Utimes(ctx, c.abs(rel), atime, mtime); err != nil {
 		return providers.FileInfo{}, err
 	}
-	return c.afterMutation(ctx, rel)
+	fi, err := c.afterSetattr(ctx, rel, func(fi *providers.FileInfo) {
+		if !atime.IsZero() {
+			fi.Atime = atime
+		}
+		if !mtime.IsZero() {
+			fi.Mtime = mtime
+		}
+	})
+	if f := c.localFile(rel); f != nil && err == nil {
+		f.boxTimesChanged(fi.Mtime)
+	}
+	return fi, err
 }
 
 // Truncate sets rel's size. A file with cached content is truncated here and

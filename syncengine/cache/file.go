@@ -380,6 +380,16 @@ func (f *file) setMode(mode fs.FileMode) {
 	f.mu.Unlock()
 }
 
+// boxTimesChanged notes that the box file's mtime was set to mtime here: a
+// cached copy still holds its content.
+func (f *file) boxTimesChanged(mtime time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.valid && !f.dirty && !mtime.IsZero() {
+		f.boxMtime = mtime
+	}
+}
+
 // deferTimes keeps times to set after the next push, when one is pending.
 func (f *file) deferTimes(atime, mtime time.Time) bool {
 	f.mu.Lock()
@@ -531,9 +541,9 @@ func (f *file) unlinked(c *Cache) {
 	}
 }
 
-// The journal: one small JSON record per dirty file, fsync'd, naming its
-// data file. Data files are written through the page cache, which survives
-// a crash of the daemon (not of the machine).
+// The journal: one small JSON record per dirty file, naming its data file.
+// Records and data files are written through the page cache, which survives
+// a crash of the daemon (not a power loss of the machine).
 type journalRecord struct {
 	Path  string      `json:"path"`
 	ID    uint64      `json:"id"`
@@ -548,16 +558,20 @@ func (f *file) writeJournalLocked(c *Cache) error {
 	if err != nil {
 		return err
 	}
+	// Written whole under a temporary name and renamed, not fsync'd: the
+	// journal (like the data files) is for a crash of the daemon, which the
+	// page cache survives; an fsync per first write of each file would cost
+	// about what a round trip to the box does (untar writes thousands).
 	name := filepath.Join(c.journalDir, strconv.FormatUint(f.id, 10)+".json")
 	tmp := name + ".tmp"
-	if err := writeSync(tmp, b); err != nil {
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, name); err != nil {
 		return err
 	}
 	f.journal = true
-	return syncDir(c.journalDir)
+	return nil
 }
 
 func (f *file) rewriteJournal(c *Cache) {
@@ -576,31 +590,6 @@ func (f *file) removeJournalLocked(c *Cache) {
 	}
 	os.Remove(filepath.Join(c.journalDir, strconv.FormatUint(f.id, 10)+".json"))
 	f.journal = false
-}
-
-func writeSync(name string, b []byte) error {
-	fd, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := fd.Write(b); err != nil {
-		fd.Close()
-		return err
-	}
-	if err := fd.Sync(); err != nil {
-		fd.Close()
-		return err
-	}
-	return fd.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // loadJournal reads what a previous process left dirty, and clears data
