@@ -61,9 +61,9 @@ type Cache struct {
 	dataDir, journalDir string
 
 	mu     sync.Mutex
-	dirs   map[string]*dirList   // rel of a directory -> its listing
-	attrs  map[string]attrEntry  // rel -> the latest stat of it
-	files  map[string]*file      // rel -> content state, for files read or written
+	dirs   map[string]*dirList  // rel of a directory -> its listing
+	attrs  map[string]attrEntry // rel -> the latest stat of it
+	files  map[string]*file     // rel -> content state, for files read or written
 	nextID uint64
 	statfs struct {
 		v  providers.StatFS

@@ -38,7 +38,7 @@ type file struct {
 	inBox    bool // the path exists in the box (false only between a failed create and nothing)
 	mode     fs.FileMode
 	base     providers.FileInfo // the box's last attributes (owner, inode, links)
-	atime    time.Time // deferred times, applied after the next push
+	atime    time.Time          // deferred times, applied after the next push
 	mtime    time.Time
 	local    time.Time // when the host last changed the content
 	size     int64     // local size while dirty
