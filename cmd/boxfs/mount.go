@@ -169,6 +169,7 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 	defer signal.Stop(sigs)
 	const op = "mount"
+	startPprof(e.log)
 	if err := e.makeStateDir(); err != nil {
 		return err
 	}
