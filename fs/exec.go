@@ -461,7 +461,19 @@ type cmdsDir struct {
 var (
 	_ gofs.NodeLookuper  = (*cmdsDir)(nil)
 	_ gofs.NodeReaddirer = (*cmdsDir)(nil)
+	_ gofs.NodeGetattrer = (*cmdsDir)(nil)
+	_ gofs.NodeGetattrer = (*cmdDir)(nil)
 )
+
+// Getattr gives cmds/ the mode and times of the box's other directories
+// (without it, ls -l shows d--------- dated 1970, and a non-root user
+// cannot list it).
+func (d *cmdsDir) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.Mode = syscall.S_IFDIR | 0o755
+	out.Nlink = 2
+	out.SetTimes(nil, &started, &started)
+	return 0
+}
 
 func cmdIno(b *boxState, n int) uint64 {
 	return boxDirIno(fmt.Sprintf("%s\x00cmd\x00%d", b.name, n))
@@ -506,6 +518,14 @@ type cmdDir struct {
 }
 
 var _ gofs.NodeOnAdder = (*cmdDir)(nil)
+
+// Getattr gives cmds/N/ a directory's mode; its times are the mount's.
+func (d *cmdDir) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.Mode = syscall.S_IFDIR | 0o755
+	out.Nlink = 2
+	out.SetTimes(nil, &started, &started)
+	return 0
+}
 
 func (d *cmdDir) OnAdd(ctx context.Context) {
 	b, n := d.b, d.n
