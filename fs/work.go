@@ -2,8 +2,11 @@ package fs
 
 import (
 	"context"
+	"fmt"
 	iofs "io/fs"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/boxfs/boxfs/hands"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/syncengine/cache"
 )
@@ -140,14 +144,22 @@ func (n *workNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 }
 
 func (n *workNode) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	if wh, ok := f.(*workHandle); ok {
+	wh, _ := f.(*workHandle)
+	if wh != nil {
 		if fi, ok := wh.h.Attr(); ok {
+			wh.remember(fi)
 			fillAttr(&out.Attr, fi, n.StableAttr().Ino)
 			return 0
 		}
 	}
 	rel, errno := n.rel()
 	if errno != 0 {
+		// fstat or read(2) of a file unlinked while open (tmpfile(3),
+		// Python's TemporaryFile): what this open last knew, as a local
+		// disk answers with st_nlink 0.
+		if wh != nil && wh.unlinkedAttr(&out.Attr, n.StableAttr().Ino) {
+			return 0
+		}
 		return errno
 	}
 	var fi providers.FileInfo
@@ -156,6 +168,9 @@ func (n *workNode) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.Att
 		return err
 	}); errno != 0 {
 		return errno
+	}
+	if wh != nil {
+		wh.remember(fi)
 	}
 	fillAttr(&out.Attr, fi, n.StableAttr().Ino)
 	return 0
@@ -187,10 +202,18 @@ func (n *workNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetA
 	}
 	if relErr != 0 {
 		// An unlinked open file: only its content is ours to change.
+		if size, ok := in.GetSize(); ok {
+			wh.resized(int64(size))
+		}
 		if fi, ok := wh.h.Attr(); ok {
 			fillAttr(&out.Attr, fi, n.StableAttr().Ino)
+		} else {
+			wh.unlinkedAttr(&out.Attr, n.StableAttr().Ino)
 		}
 		return 0
+	}
+	if n.StableAttr().Mode&syscall.S_IFMT == syscall.S_IFLNK {
+		return n.setattrLink(ctx, rel, in, out)
 	}
 	if mode, ok := in.GetMode(); ok {
 		if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
@@ -245,9 +268,99 @@ func (n *workNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetA
 		if lfi, ok := wh.h.Attr(); ok {
 			fi = lfi
 		}
+		wh.remember(fi)
 	}
 	fillAttr(&out.Attr, fi, n.StableAttr().Ino)
 	return 0
+}
+
+// setattrLink is chown -h, touch -h, cp -a and tar on a symbolic link
+// (lchown, utimensat with AT_SYMLINK_NOFOLLOW). The box's file operations
+// follow links, so passing them on would change the link's target (or
+// fail with ENOENT for a dangling link): the link itself is changed by
+// chown -h and touch -h in the box, one command. A change the link already
+// has costs nothing; a box that cannot run them says ENOSYS.
+func (n *workNode) setattrLink(ctx context.Context, rel string, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	var fi providers.FileInfo
+	if errno := n.run(ctx, false, 0, func(ctx context.Context, c *cache.Cache) (err error) {
+		fi, err = c.Getattr(ctx, rel)
+		return err
+	}); errno != 0 {
+		return errno
+	}
+	if _, ok := in.GetSize(); ok {
+		return syscall.EINVAL
+	}
+	if _, ok := in.GetMode(); ok {
+		return syscall.EOPNOTSUPP // what fchmodat(AT_SYMLINK_NOFOLLOW) says on Linux
+	}
+	var owner, at, mt string
+	uid, uok := in.GetUID()
+	gid, gok := in.GetGID()
+	if (uok && uid != fi.UID) || (gok && gid != fi.GID) {
+		if uok {
+			owner = strconv.FormatUint(uint64(uid), 10)
+			fi.UID = uid
+		}
+		if gok {
+			owner += ":" + strconv.FormatUint(uint64(gid), 10)
+			fi.GID = gid
+		}
+	}
+	if t, ok := in.GetATime(); ok && !t.Equal(fi.Atime) {
+		at, fi.Atime = touchTime(t), t
+	}
+	if t, ok := in.GetMTime(); ok && !t.Equal(fi.Mtime) {
+		mt, fi.Mtime = touchTime(t), t
+	}
+	if owner != "" || at != "" || mt != "" {
+		h, c, err := n.b.parts(ctx)
+		if err == nil {
+			abs := strings.TrimSuffix(c.Root(), "/") + "/" + rel
+			err = n.b.do(ctx, true, 0, func(ctx context.Context) error {
+				p, err := h.Run(ctx, hands.Command{Argv: []string{"sh", "-c", linkAttrScript, "boxfs-setattr-link", abs, owner, at, mt}})
+				if err != nil {
+					return err
+				}
+				code, err := p.Wait()
+				switch {
+				case err != nil:
+					return err
+				case code == 3:
+					return providers.PathError("setattr", n.b.name, abs, syscall.ENOENT)
+				case code != 0:
+					return providers.PathError("setattr", n.b.name, abs, syscall.ENOSYS)
+				}
+				return nil
+			})
+			c.Invalidate() // the cache's copy of the link's attributes is old now
+		}
+		if err != nil {
+			n.b.setErr(err)
+			return toErrno(err)
+		}
+		fi.Ctime = time.Now()
+	}
+	fillAttr(&out.Attr, fi, n.StableAttr().Ino)
+	return 0
+}
+
+// linkAttrScript sets a symbolic link's own owner and times: PATH OWNER
+// ATIME MTIME, an empty one left alone; exit 3 when PATH is no link.
+const linkAttrScript = `p=$1
+[ -L "$p" ] || exit 3
+if [ -n "$2" ]; then chown -h -- "$2" "$p" || exit 1; fi
+if [ -n "$3" ]; then touch -h -c -a -d "$3" -- "$p" || exit 1; fi
+if [ -n "$4" ]; then touch -h -c -m -d "$4" -- "$p" || exit 1; fi
+`
+
+// touchTime renders t as touch -d takes it, to the nanosecond.
+func touchTime(t time.Time) string {
+	sec, ns := t.Unix(), t.Nanosecond()
+	if sec < 0 && ns > 0 {
+		return fmt.Sprintf("@-%d.%09d", -sec-1, 1e9-ns)
+	}
+	return fmt.Sprintf("@%d.%09d", sec, ns)
 }
 
 func (n *workNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
@@ -294,9 +407,11 @@ func (n *workNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	var h *cache.Handle
 	var keep bool
 	var size int64
+	var before providers.FileInfo
+	haveBefore := false
 	if _, c, err := n.b.parts(ctx); err == nil {
 		if fi, err := c.Getattr(ctx, rel); err == nil {
-			size = fi.Size
+			size, before, haveBefore = fi.Size, fi, true
 		}
 	}
 	write := int(flags)&syscall.O_ACCMODE != syscall.O_RDONLY
@@ -310,7 +425,16 @@ func (n *workNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if keep {
 		fuseFlags |= fuse.FOPEN_KEEP_CACHE
 	}
-	return &workHandle{n: n, h: h}, fuseFlags, 0
+	wh := &workHandle{n: n, h: h}
+	if fi, ok := h.Attr(); ok {
+		wh.remember(fi)
+	} else if haveBefore {
+		if int(flags)&syscall.O_TRUNC != 0 {
+			before.Size = 0
+		}
+		wh.remember(before)
+	}
+	return wh, fuseFlags, 0
 }
 
 func (n *workNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
@@ -329,7 +453,9 @@ func (n *workNode) Create(ctx context.Context, name string, flags uint32, mode u
 	}
 	n.b.inos.remove(rel) // a new file: never the number of one that was here
 	ch := n.child(ctx, rel, fi, out)
-	return ch, &workHandle{n: n, h: h}, 0, 0
+	wh := &workHandle{n: n, h: h}
+	wh.remember(fi)
+	return ch, wh, 0, 0
 }
 
 func (n *workNode) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
@@ -510,6 +636,51 @@ func (n *workNode) Fsync(ctx context.Context, f gofs.FileHandle, flags uint32) s
 type workHandle struct {
 	n *workNode
 	h *cache.Handle
+
+	mu   sync.Mutex
+	last providers.FileInfo // the file as this open last saw it, kept up to date by its writes
+	have bool
+}
+
+// remember keeps fi as what this open knows of its file.
+func (wh *workHandle) remember(fi providers.FileInfo) {
+	wh.mu.Lock()
+	wh.last, wh.have = fi, true
+	wh.mu.Unlock()
+}
+
+// wrote records a write through this open that ended at end.
+func (wh *workHandle) wrote(end int64) {
+	wh.mu.Lock()
+	if end > wh.last.Size {
+		wh.last.Size = end
+	}
+	wh.last.Mtime = time.Now()
+	wh.last.Ctime = wh.last.Mtime
+	wh.mu.Unlock()
+}
+
+// resized records a truncate through this open.
+func (wh *workHandle) resized(size int64) {
+	wh.mu.Lock()
+	wh.last.Size = size
+	wh.last.Mtime = time.Now()
+	wh.last.Ctime = wh.last.Mtime
+	wh.mu.Unlock()
+}
+
+// unlinkedAttr fills a for a file whose name is gone while this open
+// holds it: its last known attributes, with no links.
+func (wh *workHandle) unlinkedAttr(a *fuse.Attr, ino uint64) bool {
+	wh.mu.Lock()
+	fi, ok := wh.last, wh.have
+	wh.mu.Unlock()
+	if !ok {
+		return false
+	}
+	fillAttr(a, fi, ino)
+	a.Nlink = 0
+	return true
 }
 
 var (
@@ -530,6 +701,9 @@ func (wh *workHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 
 func (wh *workHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	n, err := wh.h.WriteAt(data, off)
+	if n > 0 {
+		wh.wrote(off + int64(n))
+	}
 	if err != nil {
 		wh.n.b.setErr(err)
 		return uint32(n), toErrno(err)
