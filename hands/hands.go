@@ -57,9 +57,10 @@ type Hands struct {
 }
 
 var (
-	_ providers.Files    = (*Hands)(nil)
-	_ providers.Walker   = (*Hands)(nil)
-	_ providers.Archiver = (*Hands)(nil)
+	_ providers.Files      = (*Hands)(nil)
+	_ providers.Walker     = (*Hands)(nil)
+	_ providers.Archiver   = (*Hands)(nil)
+	_ providers.StatWriter = (*Hands)(nil)
 )
 
 // New reads box's facts once and picks the fastest path they allow (see the
@@ -236,6 +237,24 @@ func (h *Hands) WriteAt(ctx context.Context, name string, p []byte, off int64) (
 // Create makes an empty regular file.
 func (h *Hands) Create(ctx context.Context, name string, perm providers.FileMode, exclusive bool) error {
 	return h.files.Create(ctx, name, perm, exclusive)
+}
+
+// CreateStat makes an empty regular file and returns its attributes: one
+// round trip over the agent channel, Create then Lstat elsewhere.
+func (h *Hands) CreateStat(ctx context.Context, name string, perm providers.FileMode, exclusive bool) (providers.FileInfo, error) {
+	return providers.AsStatWriter(h.files).CreateStat(ctx, name, perm, exclusive)
+}
+
+// MkdirStat makes a directory and returns its attributes.
+func (h *Hands) MkdirStat(ctx context.Context, name string, perm providers.FileMode) (providers.FileInfo, error) {
+	return providers.AsStatWriter(h.files).MkdirStat(ctx, name, perm)
+}
+
+// WriteFileStat replaces name atomically with r's bytes, gives it o's
+// attributes and returns them as the box has them: one round trip over the
+// agent channel for a file up to 192 KiB; a call per step elsewhere.
+func (h *Hands) WriteFileStat(ctx context.Context, name string, r io.Reader, o providers.WriteOptions) (providers.FileInfo, error) {
+	return providers.AsStatWriter(h.files).WriteFileStat(ctx, name, r, o)
 }
 
 // Mkdir makes a directory.

@@ -140,6 +140,35 @@ type Files interface {
 	Fsync(ctx context.Context, name string) error
 }
 
+// StatWriter is an optional part of Files: the mutations that make a file
+// answer with the attributes they left (as Lstat of the name would), so a
+// caller that records them spends one round trip, not two. hands implements
+// it over every path, with the second call where the path has no such answer.
+type StatWriter interface {
+	// CreateStat is Create, then Lstat of name.
+	CreateStat(ctx context.Context, name string, perm FileMode, exclusive bool) (FileInfo, error)
+	// MkdirStat is Mkdir, then Lstat of name.
+	MkdirStat(ctx context.Context, name string, perm FileMode) (FileInfo, error)
+	// WriteFileStat is WriteFile with the attributes of o applied to the new
+	// content before it takes the name, then Lstat of name.
+	WriteFileStat(ctx context.Context, name string, r io.Reader, o WriteOptions) (FileInfo, error)
+}
+
+// WriteOptions are the attributes a StatWriter's WriteFileStat gives the
+// file it writes.
+type WriteOptions struct {
+	// Perm is WriteFile's perm: the mode of a new file (under the box's
+	// umask); an existing file keeps its own unless ForceMode.
+	Perm      FileMode
+	ForceMode bool // Perm applies to an existing file too, exactly
+	// Chown sets the owner to UID and GID (-1 leaves one as it is).
+	Chown    bool
+	UID, GID int
+	// Atime and Mtime are set to the nanosecond; a zero one is left as the
+	// write made it.
+	Atime, Mtime time.Time
+}
+
 // Walker lists a whole tree in one go: the listing syncengine's marks are
 // made of, one round trip instead of one per directory where the box allows.
 type Walker interface {

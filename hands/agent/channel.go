@@ -652,6 +652,34 @@ func (ch *Channel) Create(ctx context.Context, name string, perm providers.FileM
 	return c.Create(ctx, name, perm, exclusive)
 }
 
+// CreateStat makes an empty regular file and returns its attributes.
+func (ch *Channel) CreateStat(ctx context.Context, name string, perm providers.FileMode, exclusive bool) (providers.FileInfo, error) {
+	c, err := ch.client(ctx, "agent.Create")
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	return c.CreateStat(ctx, name, perm, exclusive)
+}
+
+// MkdirStat makes a directory and returns its attributes.
+func (ch *Channel) MkdirStat(ctx context.Context, name string, perm providers.FileMode) (providers.FileInfo, error) {
+	c, err := ch.client(ctx, "agent.Mkdir")
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	return c.MkdirStat(ctx, name, perm)
+}
+
+// WriteFileStat replaces name atomically with r's bytes and o's attributes
+// and returns its attributes.
+func (ch *Channel) WriteFileStat(ctx context.Context, name string, r io.Reader, o providers.WriteOptions) (providers.FileInfo, error) {
+	c, err := ch.client(ctx, "agent.WriteFile")
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	return c.WriteFileStat(ctx, name, r, o)
+}
+
 // Mkdir makes a directory.
 func (ch *Channel) Mkdir(ctx context.Context, name string, perm providers.FileMode) error {
 	c, err := ch.client(ctx, "agent.Mkdir")

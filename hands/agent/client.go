@@ -786,28 +786,67 @@ func (c *Client) WriteFile(ctx context.Context, name string, r io.Reader, perm p
 	if err != nil {
 		return c.withBox(op, name, err)
 	}
+	_, err = c.writeFile(ctx, op, p, r, url.Values{"perm": {octal(perm)}})
+	return err
+}
+
+// WriteFileStat is WriteFile with o's attributes set on the new content
+// before the rename, answered with the file's attributes: one round trip
+// for a file up to inlineMax.
+func (c *Client) WriteFileStat(ctx context.Context, name string, r io.Reader, o providers.WriteOptions) (providers.FileInfo, error) {
+	const op = "agent.WriteFile"
+	p, err := clean(op, name)
+	if err != nil {
+		return providers.FileInfo{}, c.withBox(op, name, err)
+	}
+	q := url.Values{"perm": {octal(o.Perm)}, "stat": {"1"}}
+	if o.ForceMode {
+		q.Set("force", "1")
+	}
+	if o.Chown {
+		q.Set("uid", strconv.Itoa(o.UID))
+		q.Set("gid", strconv.Itoa(o.GID))
+	}
+	if !o.Atime.IsZero() {
+		q.Set("atime", strconv.FormatInt(o.Atime.UnixNano(), 10))
+	}
+	if !o.Mtime.IsZero() {
+		q.Set("mtime", strconv.FormatInt(o.Mtime.UnixNano(), 10))
+	}
+	st, err := c.writeFile(ctx, op, p, r, q)
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	return c.statted(ctx, p, st)
+}
+
+// writeFile replaces p with r's bytes, atomically in the box; q holds the
+// write's options (perm at least). It returns the attributes the agent
+// answered with, if q asked for them and it had them.
+func (c *Client) writeFile(ctx context.Context, op, p string, r io.Reader, q url.Values) (*statNS, error) {
 	bp := inlinePool.Get().(*[]byte)
 	defer inlinePool.Put(bp)
 	buf := *bp
 	n, rerr := io.ReadFull(r, buf)
-	q := url.Values{"path": {p}, "perm": {octal(perm)}, "id": {newID()}}
+	q.Set("path", p)
+	q.Set("id", newID())
 	switch rerr {
 	case io.EOF, io.ErrUnexpectedEOF:
 		data := string(buf[:n])
-		return do(ctx, c, op, p, true, func() error {
-			return c.setExt(opWrite, q, sftp.StatExtended{ExtType: extData, ExtData: data})
+		return call(ctx, c, op, p, true, func() (*statNS, error) {
+			return answered(c.setExt(opWrite, q, sftp.StatExtended{ExtType: extData, ExtData: data}))
 		})
 	case nil:
 	default:
-		return providers.E(0, op, rerr).WithBox(c.box).WithPath(p)
+		return nil, providers.E(0, op, rerr).WithBox(c.box).WithPath(p)
 	}
 	// Larger than inlineMax: stream it.
 	head := bytes.Clone(buf[:n])
 	src := &srcReader{r: io.MultiReader(bytes.NewReader(head), r), ctxErr: ctx.Err}
-	return do(ctx, c, op, p, true, func() error {
+	return call(ctx, c, op, p, true, func() (*statNS, error) {
 		f, err := c.sc.OpenFile(syntheticPath(opAtomic, q), os.O_WRONLY|os.O_CREATE)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		_, err = f.ReadFromWithConcurrency(src, 16)
 		if err == nil && src.err != nil {
@@ -820,14 +859,36 @@ func (c *Client) WriteFile(ctx context.Context, name string, r io.Reader, perm p
 			f.Close()
 			if src.err != nil {
 				if ce := ctx.Err(); ce != nil {
-					return ctxError(op, ce).WithBox(c.box).WithPath(p)
+					return nil, ctxError(op, ce).WithBox(c.box).WithPath(p)
 				}
-				return providers.E(0, op, src.err).WithBox(c.box).WithPath(p)
+				return nil, providers.E(0, op, src.err).WithBox(c.box).WithPath(p)
 			}
-			return err
+			return nil, err
 		}
-		return f.Close()
+		return answered(f.Close())
 	})
+}
+
+// answered reads a mutation's answer: a statStatusCode answer is its
+// success with the attributes it left; anything else stays as it is.
+func answered(err error) (*statNS, error) {
+	s, ok, berr := statFromStatus(err)
+	if !ok {
+		return nil, err
+	}
+	if berr != nil {
+		return nil, berr
+	}
+	return &s, nil
+}
+
+// statted is the attributes of p a mutation answered with, or, when the
+// agent had none to give (the file changed again at once), an Lstat.
+func (c *Client) statted(ctx context.Context, p string, st *statNS) (providers.FileInfo, error) {
+	if st == nil {
+		return c.Lstat(ctx, p)
+	}
+	return st.info(path.Base(p)), nil
 }
 
 // srcReader is the caller's reader: it remembers the reader's own error,
@@ -900,6 +961,41 @@ func (c *Client) Create(ctx context.Context, name string, perm providers.FileMod
 		q.Set("excl", "1")
 	}
 	return do(ctx, c, op, p, true, func() error { return c.setExt(opCreate, q) })
+}
+
+// CreateStat is Create answered with the new file's attributes: one round
+// trip.
+func (c *Client) CreateStat(ctx context.Context, name string, perm providers.FileMode, exclusive bool) (providers.FileInfo, error) {
+	const op = "agent.Create"
+	p, err := clean(op, name)
+	if err != nil {
+		return providers.FileInfo{}, c.withBox(op, name, err)
+	}
+	q := url.Values{"path": {p}, "perm": {octal(perm)}, "stat": {"1"}}
+	if exclusive {
+		q.Set("excl", "1")
+	}
+	st, err := call(ctx, c, op, p, true, func() (*statNS, error) { return answered(c.setExt(opCreate, q)) })
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	return c.statted(ctx, p, st)
+}
+
+// MkdirStat is Mkdir answered with the new directory's attributes: one
+// round trip.
+func (c *Client) MkdirStat(ctx context.Context, name string, perm providers.FileMode) (providers.FileInfo, error) {
+	const op = "agent.Mkdir"
+	p, err := clean(op, name)
+	if err != nil {
+		return providers.FileInfo{}, c.withBox(op, name, err)
+	}
+	q := url.Values{"path": {p}, "perm": {octal(perm)}, "stat": {"1"}}
+	st, err := call(ctx, c, op, p, true, func() (*statNS, error) { return answered(c.setExt(opMkdir, q)) })
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	return c.statted(ctx, p, st)
 }
 
 // Mkdir makes a directory of mode perm (under the box's umask).

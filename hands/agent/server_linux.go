@@ -98,6 +98,34 @@ func (e *wireError) As(target any) bool {
 	return true
 }
 
+// statAnswer is a mutation's success carrying the attributes it left
+// (statStatusCode; see wire.go).
+type statAnswer struct{ s statNS }
+
+func (a *statAnswer) Error() string { return statStatusMessage(a.s) }
+
+func (a *statAnswer) As(target any) bool {
+	v := reflect.ValueOf(target)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Type() != fxerrType {
+		return false
+	}
+	v.Elem().SetUint(uint64(statStatusCode))
+	return true
+}
+
+// answerStat is the answer to a mutation of p that succeeded: its
+// attributes when q asks for them and Lstat gives them, else a plain OK.
+func answerStat(q url.Values, p string) error {
+	if q.Get("stat") != "1" {
+		return nil
+	}
+	var st unix.Stat_t
+	if unix.Lstat(p, &st) != nil {
+		return nil
+	}
+	return &statAnswer{statNSOf(&st)}
+}
+
 // toWire turns an error carrying an errno into a wireError; io.EOF and
 // nil pass through.
 func toWire(err error) error {
@@ -239,6 +267,8 @@ type atomicFile struct {
 	f        *os.File
 	fd       int
 	tmp, dst string
+	q        url.Values      // the request: "stat=1" asks for the attributes at CLOSE
+	times    []unix.Timespec // set just before the rename, when asked
 
 	mu     sync.Mutex
 	failed error // the first write error, a transfer error, or errAborted
@@ -264,7 +294,19 @@ func (h *handlers) newAtomic(q url.Values) (*atomicFile, error) {
 	case err != nil && err != syscall.ENOENT:
 		return nil, toWire(err)
 	}
-	a := &atomicFile{h: h, id: id, dst: dst, tmp: path.Join(path.Dir(dst), ".boxfs-tmp-"+id)}
+	// Optional attributes: "force=1" sets perm exactly even over an existing
+	// file; "uid" and "gid" set the owner (-1 keeps one); "atime" and
+	// "mtime" (ns since the epoch) set the times after the last write.
+	force := q.Get("force") == "1"
+	uid, gid, chown, err := ownerQuery(q)
+	if err != nil {
+		return nil, err
+	}
+	times, err := timesQuery(q)
+	if err != nil {
+		return nil, err
+	}
+	a := &atomicFile{h: h, id: id, dst: dst, tmp: path.Join(path.Dir(dst), ".boxfs-tmp-"+id), q: q, times: times}
 	fd, err := unix.Open(a.tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, uint32(perm&0o7777))
 	if err != nil {
 		return nil, toWire(err)
@@ -280,6 +322,20 @@ func (h *handlers) newAtomic(q url.Values) (*atomicFile, error) {
 		}
 		if err == nil {
 			err = unix.Fchmod(a.fd, st.Mode&0o7777)
+		}
+		if err != nil {
+			a.f.Close()
+			unix.Unlink(a.tmp)
+			return nil, toWire(err)
+		}
+	}
+	if chown || force {
+		var err error
+		if chown {
+			err = unix.Fchown(a.fd, uid, gid)
+		}
+		if err == nil && force {
+			err = unix.Fchmod(a.fd, uint32(perm&0o7777))
 		}
 		if err != nil {
 			a.f.Close()
@@ -346,11 +402,60 @@ func (a *atomicFile) Close() error {
 		}
 		return failed
 	}
+	if a.times != nil {
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, a.tmp, a.times, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			unix.Unlink(a.tmp)
+			return toWire(err)
+		}
+	}
 	if err := unix.Rename(a.tmp, a.dst); err != nil {
 		unix.Unlink(a.tmp)
 		return toWire(err)
 	}
-	return nil
+	return answerStat(a.q, a.dst)
+}
+
+// ownerQuery reads the optional "uid" and "gid" of a write; chown is
+// whether either is there (a missing one is -1, kept).
+func ownerQuery(q url.Values) (uid, gid int, chown bool, err error) {
+	uid, gid = -1, -1
+	for _, f := range []struct {
+		key string
+		v   *int
+	}{{"uid", &uid}, {"gid", &gid}} {
+		s := q.Get(f.key)
+		if s == "" {
+			continue
+		}
+		n, perr := strconv.ParseInt(s, 10, 64)
+		if perr != nil || n < -1 || n > math.MaxUint32-1 {
+			return 0, 0, false, errnoErr(syscall.EINVAL)
+		}
+		*f.v, chown = int(n), true
+	}
+	return uid, gid, chown, nil
+}
+
+// timesQuery reads the optional "atime" and "mtime" (ns) of a write; nil
+// when neither is there.
+func timesQuery(q url.Values) ([]unix.Timespec, error) {
+	at, mt := q.Get("atime"), q.Get("mtime")
+	if at == "" && mt == "" {
+		return nil, nil
+	}
+	ts := make([]unix.Timespec, 2)
+	for i, s := range []string{at, mt} {
+		if s == "" {
+			ts[i] = unix.Timespec{Nsec: unix.UTIME_OMIT}
+			continue
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, errnoErr(syscall.EINVAL)
+		}
+		ts[i] = unix.NsecToTimespec(n)
+	}
+	return ts, nil
 }
 
 // Filecmd serves SETSTAT (with the reserved mutations), RENAME, RMDIR,
@@ -430,7 +535,10 @@ func (h *handlers) syntheticCmd(r *sftp.Request, op string, q url.Values) error 
 		if err != nil {
 			return err
 		}
-		return toWire(unix.Mkdir(p, m))
+		if err := unix.Mkdir(p, m); err != nil {
+			return toWire(err)
+		}
+		return answerStat(q, p)
 	case opCreate:
 		m, err := perm()
 		if err != nil {
@@ -446,7 +554,10 @@ func (h *handlers) syntheticCmd(r *sftp.Request, op string, q url.Values) error 
 		if err != nil {
 			return toWire(err)
 		}
-		return toWire(unix.Close(fd))
+		if err := unix.Close(fd); err != nil {
+			return toWire(err)
+		}
+		return answerStat(q, p)
 	case opUnlink:
 		return toWire(unix.Unlink(p))
 	case opFsync:

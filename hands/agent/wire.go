@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/boxfs/boxfs/providers"
+	"github.com/pkg/sftp"
 )
 
 // This file is the protocol the client and the server share on top of SFTP
@@ -201,6 +203,50 @@ func errnoFromStatus(code uint32) (uint32, bool) {
 		return 0, false
 	}
 	return code & 0xffff, true
+}
+
+// Answers with attributes. A mutation asked with "stat=1" in its query
+// (opCreate, opMkdir, opWrite, opAtomic's CLOSE) answers its success with
+// the status code statStatusCode and, as the message, the hex of the
+// statNS Lstat gives of the path afterwards: the caller records the file
+// without a second round trip. SFTP v3's STATUS answer has no other field
+// that reaches pkg/sftp's client; its StatusError keeps the message inside
+// its Error text, which statFromStatus reads back (tested against the
+// pinned pkg/sftp in wire_test.go). When the Lstat after a success fails,
+// the answer is a plain OK and the caller asks itself.
+const statStatusCode uint32 = 0x62790000 // "by\0\0"
+
+// statStatusMessage is the message of a statStatusCode answer.
+func statStatusMessage(s statNS) string { return hex.EncodeToString([]byte(s.marshal())) }
+
+// statFromStatus returns the attributes a statStatusCode answer carries.
+// ok is false for any other error; err is set for a malformed one.
+func statFromStatus(e error) (s statNS, ok bool, err error) {
+	var se *sftp.StatusError
+	if !errors.As(e, &se) || se.Code != statStatusCode {
+		return statNS{}, false, nil
+	}
+	rest, found := strings.CutPrefix(se.Error(), "sftp: ")
+	if !found {
+		return statNS{}, true, errBadAnswer
+	}
+	quoted, qerr := strconv.QuotedPrefix(rest)
+	if qerr != nil {
+		return statNS{}, true, errBadAnswer
+	}
+	msg, qerr := strconv.Unquote(quoted)
+	if qerr != nil {
+		return statNS{}, true, errBadAnswer
+	}
+	raw, herr := hex.DecodeString(msg)
+	if herr != nil {
+		return statNS{}, true, errBadAnswer
+	}
+	s, uerr := unmarshalStatNS(string(raw))
+	if uerr != nil {
+		return statNS{}, true, errBadAnswer
+	}
+	return s, true, nil
 }
 
 // errnoMessage is the status message for errno.

@@ -54,6 +54,7 @@ type Options struct {
 // Cache is one box's workspace as the host sees it.
 type Cache struct {
 	remote Remote
+	sw     providers.StatWriter // remote's, answering mutations with attributes
 	opts   Options
 	log    *slog.Logger
 	now    func() time.Time
@@ -104,6 +105,7 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 	}
 	c := &Cache{
 		remote:     remote,
+		sw:         providers.AsStatWriter(remote),
 		opts:       opts,
 		log:        opts.Logger.With("box", opts.Box),
 		now:        opts.Now,
@@ -445,13 +447,21 @@ func (c *Cache) afterSetattr(ctx context.Context, rel string, set func(*provider
 
 // Mkdir makes a directory in the box.
 func (c *Cache) Mkdir(ctx context.Context, rel string, perm fs.FileMode) (providers.FileInfo, error) {
-	if err := c.remote.Mkdir(ctx, c.abs(rel), perm); err != nil {
+	fi, err := c.sw.MkdirStat(ctx, c.abs(rel), perm)
+	if err != nil {
 		return providers.FileInfo{}, err
 	}
 	c.mu.Lock()
 	c.dirs[rel] = &dirList{entries: map[string]providers.FileInfo{}, fetched: c.now()}
 	c.mu.Unlock()
-	return c.afterMutation(ctx, rel)
+	return c.made(rel, fi), nil
+}
+
+// made records what a mutation that answered with attributes made of rel.
+func (c *Cache) made(rel string, fi providers.FileInfo) providers.FileInfo {
+	_, fi.Name = split(rel)
+	c.record(rel, fi, c.now())
+	return fi
 }
 
 // Symlink makes a symbolic link rel pointing at target.
@@ -574,6 +584,12 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 // Chmod sets rel's mode bits in the box at once.
 func (c *Cache) Chmod(ctx context.Context, rel string, mode fs.FileMode) (providers.FileInfo, error) {
 	if f := c.localFile(rel); f != nil {
+		if f.deferMode(c, mode) {
+			// Pushed with the content: tar's fchmod before close costs no
+			// round trip of its own.
+			fi, _ := f.localAttr()
+			return fi, nil
+		}
 		f.setMode(mode)
 		if !f.existsInBox() {
 			fi, _ := f.localAttr()
@@ -590,6 +606,10 @@ func (c *Cache) Chmod(ctx context.Context, rel string, mode fs.FileMode) (provid
 
 // Chown sets rel's owner in the box at once (-1 leaves one unchanged).
 func (c *Cache) Chown(ctx context.Context, rel string, uid, gid int) (providers.FileInfo, error) {
+	if f := c.localFile(rel); f != nil && f.deferOwner(c, uid, gid) {
+		fi, _ := f.localAttr()
+		return fi, nil
+	}
 	if err := c.remote.Chown(ctx, c.abs(rel), uid, gid); err != nil {
 		return providers.FileInfo{}, err
 	}
@@ -606,7 +626,7 @@ func (c *Cache) Chown(ctx context.Context, rel string, uid, gid int) (providers.
 // Utimes sets rel's times. For a file with unpushed writes the times are
 // applied right after the push, so the push does not undo them (cp -p, tar).
 func (c *Cache) Utimes(ctx context.Context, rel string, atime, mtime time.Time) (providers.FileInfo, error) {
-	if f := c.localFile(rel); f != nil && f.deferTimes(atime, mtime) {
+	if f := c.localFile(rel); f != nil && f.deferTimes(c, atime, mtime) {
 		fi, _ := f.localAttr()
 		return fi, nil
 	}

@@ -38,8 +38,11 @@ type file struct {
 	inBox    bool // the path exists in the box (false only between a failed create and nothing)
 	mode     fs.FileMode
 	base     providers.FileInfo // the box's last attributes (owner, inode, links)
-	atime    time.Time          // deferred times, applied after the next push
+	atime    time.Time          // deferred times, applied with the next push
 	mtime    time.Time
+	force    bool // mode was set while dirty: the push sets it exactly
+	chown    bool // the owner was set while dirty: the push sets uid, gid
+	uid, gid int
 	local    time.Time // when the host last changed the content
 	size     int64     // local size while dirty
 	nopen    int
@@ -95,13 +98,12 @@ func (c *Cache) OpenFile(ctx context.Context, rel string, flags int) (h *Handle,
 // O_CREAT|O_EXCL or O_CREAT|O_TRUNC) and opens it.
 func (c *Cache) Create(ctx context.Context, rel string, flags int, perm fs.FileMode) (*Handle, providers.FileInfo, error) {
 	excl := flags&syscall.O_EXCL != 0
-	if err := c.remote.Create(ctx, c.abs(rel), perm, excl); err != nil {
-		return nil, providers.FileInfo{}, err
-	}
-	fi, err := c.afterMutation(ctx, rel)
+	fi, err := c.sw.CreateStat(ctx, c.abs(rel), perm, excl)
 	if err != nil {
+		c.forget(rel)
 		return nil, providers.FileInfo{}, err
 	}
+	fi = c.made(rel, fi)
 	f := c.fileFor(rel)
 	f.content.Lock()
 	f.mu.Lock()
@@ -390,18 +392,59 @@ func (f *file) boxTimesChanged(mtime time.Time) {
 	}
 }
 
-// deferTimes keeps times to set after the next push, when one is pending.
-func (f *file) deferTimes(atime, mtime time.Time) bool {
+// deferTimes keeps times for the next push to set, when one is pending.
+func (f *file) deferTimes(c *Cache, atime, mtime time.Time) bool {
+	return f.deferAttr(c, func() {
+		if !atime.IsZero() {
+			f.atime = atime
+		}
+		if !mtime.IsZero() {
+			f.mtime = mtime
+		}
+	})
+}
+
+// deferMode keeps a chmod for the next push, when one is pending.
+func (f *file) deferMode(c *Cache, mode fs.FileMode) bool {
+	return f.deferAttr(c, func() {
+		f.mode = mode & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
+		f.force = true
+	})
+}
+
+// deferOwner keeps a chown for the next push, when one is pending.
+func (f *file) deferOwner(c *Cache, uid, gid int) bool {
+	return f.deferAttr(c, func() {
+		if !f.chown {
+			f.uid, f.gid = -1, -1
+		}
+		if uid >= 0 {
+			f.uid = uid
+		}
+		if gid >= 0 {
+			f.gid = gid
+		}
+		f.chown = true
+	})
+}
+
+// deferAttr applies set to the attributes the next push gives the file,
+// when the file has writes to push; else it reports false and the caller
+// sets the attribute in the box itself. It waits for a push under way, so
+// that a push never ends by dropping what was set while it ran.
+func (f *file) deferAttr(c *Cache, set func()) bool {
+	f.content.RLock()
+	defer f.content.RUnlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.dirty {
+	if !f.dirty || f.gone {
 		return false
 	}
-	if !atime.IsZero() {
-		f.atime = atime
-	}
-	if !mtime.IsZero() {
-		f.mtime = mtime
+	set()
+	if f.journal {
+		if err := f.writeJournalLocked(c); err != nil {
+			c.log.Error("journal rewrite failed; a crash now would lose an attribute set on this file", "path", f.rel, "err", err)
+		}
 	}
 	return true
 }
@@ -425,6 +468,14 @@ func (f *file) localAttr() (providers.FileInfo, bool) {
 		fi.Atime = f.atime
 	} else {
 		fi.Atime = fi.Mtime
+	}
+	if f.chown {
+		if f.uid >= 0 {
+			fi.UID = uint32(f.uid)
+		}
+		if f.gid >= 0 {
+			fi.GID = uint32(f.gid)
+		}
 	}
 	if fi.Nlink == 0 {
 		fi.Nlink = 1
@@ -470,8 +521,9 @@ func (f *file) truncate(c *Cache, size int64) error {
 }
 
 // push sends a dirty file to the box: the whole content, atomically (the box
-// writes a temporary name and renames it), then any deferred times. On
-// failure the file stays dirty and the error is returned.
+// writes a temporary name and renames it), with the attributes set while it
+// was dirty, and records what the box answers. On failure the file stays
+// dirty and the error is returned.
 func (f *file) push(ctx context.Context, c *Cache) error {
 	f.content.Lock()
 	defer f.content.Unlock()
@@ -480,50 +532,41 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 		f.mu.Unlock()
 		return nil
 	}
-	rel, mode, atime, mtime := f.rel, f.mode, f.atime, f.mtime
+	rel := f.rel
+	o := providers.WriteOptions{Perm: f.mode, ForceMode: f.force, Chown: f.chown, UID: f.uid, GID: f.gid, Atime: f.atime, Mtime: f.mtime}
 	src, err := os.Open(c.dataPath(f.id))
 	f.mu.Unlock()
 	if err != nil {
 		return providers.E(providers.Unknown, "cache.push", err)
 	}
 	defer src.Close()
-	if mode == 0 {
-		mode = 0o644
+	if o.Perm == 0 && !o.ForceMode {
+		o.Perm = 0o644
 	}
-	abs := c.abs(rel)
-	err = c.remote.WriteFile(ctx, abs, src, mode)
-	if err == nil && (!atime.IsZero() || !mtime.IsZero()) {
-		err = c.remote.Utimes(ctx, abs, atime, mtime)
-	}
+	fi, err := c.sw.WriteFileStat(ctx, c.abs(rel), src, o)
 	if err != nil {
 		f.mu.Lock()
 		f.pushErr = err
 		f.mu.Unlock()
 		return err
 	}
-	fi, serr := c.remote.Lstat(ctx, abs)
 	now := c.now()
 	f.mu.Lock()
-	if serr == nil {
-		f.boxSize, f.boxMtime = fi.Size, fi.Mtime
-		f.size, f.base = fi.Size, fi
-	} else {
-		f.boxMtime = time.Time{} // revalidate at next open
-	}
+	f.boxSize, f.boxMtime = fi.Size, fi.Mtime
+	f.size, f.base = fi.Size, fi
 	f.valid = true
 	f.dirty = false
 	f.pushErr = nil
 	f.atime, f.mtime = time.Time{}, time.Time{}
+	f.force, f.chown = false, false
 	if f.nopen == 0 && f.data != nil {
 		f.data.Close()
 		f.data = nil
 	}
 	f.removeJournalLocked(c)
 	f.mu.Unlock()
-	if serr == nil {
-		_, fi.Name = split(rel)
-		c.record(rel, fi, now)
-	}
+	_, fi.Name = split(rel)
+	c.record(rel, fi, now)
 	return nil
 }
 
@@ -548,12 +591,17 @@ type journalRecord struct {
 	Path  string      `json:"path"`
 	ID    uint64      `json:"id"`
 	Mode  fs.FileMode `json:"mode"`
+	Force bool        `json:"force,omitempty"` // Mode was set while dirty
 	Atime time.Time   `json:"atime,omitzero"`
 	Mtime time.Time   `json:"mtime,omitzero"`
+	Owner *[2]int     `json:"owner,omitempty"` // uid, gid set while dirty (-1 kept)
 }
 
 func (f *file) writeJournalLocked(c *Cache) error {
-	rec := journalRecord{Path: f.rel, ID: f.id, Mode: f.mode, Atime: f.atime, Mtime: f.mtime}
+	rec := journalRecord{Path: f.rel, ID: f.id, Mode: f.mode, Force: f.force, Atime: f.atime, Mtime: f.mtime}
+	if f.chown {
+		rec.Owner = &[2]int{f.uid, f.gid}
+	}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -623,7 +671,10 @@ func (c *Cache) loadJournal() error {
 		}
 		keep[rec.ID] = true
 		f := &file{id: rec.ID, rel: rec.Path, valid: true, dirty: true, inBox: true, journal: true,
-			mode: rec.Mode, atime: rec.Atime, mtime: rec.Mtime, size: st.Size(), local: st.ModTime()}
+			mode: rec.Mode, force: rec.Force, atime: rec.Atime, mtime: rec.Mtime, size: st.Size(), local: st.ModTime()}
+		if rec.Owner != nil {
+			f.chown, f.uid, f.gid = true, rec.Owner[0], rec.Owner[1]
+		}
 		if old := c.files[rec.Path]; old == nil || old.id < rec.ID {
 			c.files[rec.Path] = f
 		}

@@ -1,0 +1,55 @@
+package providers
+
+import (
+	"context"
+	"io"
+)
+
+// AsStatWriter returns f's own StatWriter when it has one, else one that
+// makes each call of f in turn: the mutation, then each attribute asked
+// for, then Lstat (so there the attributes follow the content, where a
+// StatWriter of its own sets them before the new content takes the name).
+func AsStatWriter(f Files) StatWriter {
+	if sw, ok := f.(StatWriter); ok {
+		return sw
+	}
+	return stepWriter{f}
+}
+
+type stepWriter struct{ f Files }
+
+func (s stepWriter) CreateStat(ctx context.Context, name string, perm FileMode, exclusive bool) (FileInfo, error) {
+	if err := s.f.Create(ctx, name, perm, exclusive); err != nil {
+		return FileInfo{}, err
+	}
+	return s.f.Lstat(ctx, name)
+}
+
+func (s stepWriter) MkdirStat(ctx context.Context, name string, perm FileMode) (FileInfo, error) {
+	if err := s.f.Mkdir(ctx, name, perm); err != nil {
+		return FileInfo{}, err
+	}
+	return s.f.Lstat(ctx, name)
+}
+
+func (s stepWriter) WriteFileStat(ctx context.Context, name string, r io.Reader, o WriteOptions) (FileInfo, error) {
+	if err := s.f.WriteFile(ctx, name, r, o.Perm); err != nil {
+		return FileInfo{}, err
+	}
+	if o.Chown {
+		if err := s.f.Chown(ctx, name, o.UID, o.GID); err != nil {
+			return FileInfo{}, err
+		}
+	}
+	if o.ForceMode {
+		if err := s.f.Chmod(ctx, name, o.Perm); err != nil {
+			return FileInfo{}, err
+		}
+	}
+	if !o.Atime.IsZero() || !o.Mtime.IsZero() {
+		if err := s.f.Utimes(ctx, name, o.Atime, o.Mtime); err != nil {
+			return FileInfo{}, err
+		}
+	}
+	return s.f.Lstat(ctx, name)
+}
