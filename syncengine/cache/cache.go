@@ -487,8 +487,17 @@ func (c *Cache) Link(ctx context.Context, oldrel, newrel string) (providers.File
 	if err := c.remote.Link(ctx, c.abs(oldrel), c.abs(newrel)); err != nil {
 		return providers.FileInfo{}, err
 	}
-	c.afterMutation(ctx, oldrel) // its link count changed
-	return c.afterMutation(ctx, newrel)
+	fi, err := c.afterMutation(ctx, newrel)
+	if err == nil {
+		// One inode under two names: oldrel's link count changed the same
+		// way, with no second round trip (git links every object it writes).
+		old := fi
+		_, old.Name = split(oldrel)
+		c.record(oldrel, old, c.now())
+	} else {
+		c.forget(oldrel)
+	}
+	return fi, err
 }
 
 // Remove unlinks a file. Its cached content goes too (an open handle keeps
