@@ -212,6 +212,22 @@ func (c *Cache) Lookup(ctx context.Context, rel string) (providers.FileInfo, err
 	return c.stat(ctx, rel)
 }
 
+// knownAttr returns the latest attributes the cache holds of rel, fresh
+// or not, without asking the box.
+func (c *Cache) knownAttr(rel string) (providers.FileInfo, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a, ok := c.attrs[rel]; ok && !a.neg {
+		return a.fi, true
+	}
+	dir, name := split(rel)
+	if d := c.dirs[dir]; d != nil {
+		fi, ok := d.entries[name]
+		return fi, ok
+	}
+	return providers.FileInfo{}, false
+}
+
 func (c *Cache) notFound(op, rel string) error {
 	return providers.PathError(op, c.opts.Box, c.abs(rel), syscall.ENOENT)
 }

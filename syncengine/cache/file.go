@@ -534,6 +534,8 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 	}
 	rel := f.rel
 	o := providers.WriteOptions{Perm: f.mode, ForceMode: f.force, Chown: f.chown, UID: f.uid, GID: f.gid, Atime: f.atime, Mtime: f.mtime}
+	links := f.base.Nlink
+	inBox := f.inBox
 	src, err := os.Open(c.dataPath(f.id))
 	f.mu.Unlock()
 	if err != nil {
@@ -543,7 +545,17 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 	if o.Perm == 0 && !o.ForceMode {
 		o.Perm = 0o644
 	}
-	fi, err := c.sw.WriteFileStat(ctx, c.abs(rel), src, o)
+	if fi, ok := c.knownAttr(rel); ok && fi.Nlink > links {
+		links = fi.Nlink
+	}
+	var fi providers.FileInfo
+	if inBox && links > 1 {
+		// A name of a hard link: replacing it would split it from its
+		// other names. Written in place instead (not atomic, as on a disk).
+		fi, err = c.writeInPlace(ctx, c.abs(rel), src, o)
+	} else {
+		fi, err = c.sw.WriteFileStat(ctx, c.abs(rel), src, o)
+	}
 	if err != nil {
 		f.mu.Lock()
 		f.pushErr = err
@@ -568,6 +580,47 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 	_, fi.Name = split(rel)
 	c.record(rel, fi, now)
 	return nil
+}
+
+// writeInPlace writes src over the box file abs, which exists, then cuts
+// it to src's length, sets o's attributes and returns the file's.
+func (c *Cache) writeInPlace(ctx context.Context, abs string, src *os.File, o providers.WriteOptions) (providers.FileInfo, error) {
+	buf := make([]byte, 1<<20)
+	var off int64
+	for {
+		n, rerr := src.ReadAt(buf, off)
+		if n > 0 {
+			if _, err := c.remote.WriteAt(ctx, abs, buf[:n], off); err != nil {
+				return providers.FileInfo{}, err
+			}
+			off += int64(n)
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return providers.FileInfo{}, providers.E(providers.Unknown, "cache.push", rerr)
+		}
+	}
+	if err := c.remote.Truncate(ctx, abs, off); err != nil {
+		return providers.FileInfo{}, err
+	}
+	if o.Chown {
+		if err := c.remote.Chown(ctx, abs, o.UID, o.GID); err != nil {
+			return providers.FileInfo{}, err
+		}
+	}
+	if o.ForceMode {
+		if err := c.remote.Chmod(ctx, abs, o.Perm); err != nil {
+			return providers.FileInfo{}, err
+		}
+	}
+	if !o.Atime.IsZero() || !o.Mtime.IsZero() {
+		if err := c.remote.Utimes(ctx, abs, o.Atime, o.Mtime); err != nil {
+			return providers.FileInfo{}, err
+		}
+	}
+	return c.remote.Lstat(ctx, abs)
 }
 
 // unlinked drops a file whose name went away: no push, no journal.

@@ -149,3 +149,54 @@ func TestExtractedFileIsTwoCalls(t *testing.T) {
 		t.Errorf("chmod of a clean file made calls %v, want [Chmod]", got)
 	}
 }
+
+// A write through one name of a hard link reaches the other name: the push
+// writes in place instead of replacing the name.
+func TestHardLinkWriteKeepsTheLink(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags int
+	}{{"append", syscall.O_WRONLY | syscall.O_APPEND}, {"truncate", syscall.O_WRONLY | syscall.O_TRUNC}} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, r := fakeBox(t)
+			c := open(t, r, t.TempDir())
+			ctx := t.Context()
+			h := write(t, c, "f", "a\n")
+			if err := h.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			h.Release(ctx)
+			if _, err := c.Link(ctx, "f", "g"); err != nil {
+				t.Fatal(err)
+			}
+			g, _, err := c.OpenFile(ctx, "g", tc.flags)
+			if err != nil {
+				t.Fatal(err)
+			}
+			off := int64(0)
+			if tc.flags&syscall.O_APPEND != 0 {
+				off = 2
+			}
+			if _, err := g.WriteAt([]byte("more\n"), off); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			g.Release(ctx)
+			want := "a\nmore\n"
+			if tc.flags&syscall.O_TRUNC != 0 {
+				want = "more\n"
+			}
+			for _, name := range []string{"f", "g"} {
+				if s := boxRead(t, r, name); s != want {
+					t.Errorf("box %s = %q, want %q", name, s, want)
+				}
+			}
+			fi, err := r.Lstat(ctx, path.Join(root, "f"))
+			if err != nil || fi.Nlink != 2 {
+				t.Errorf("box f: %v, nlink %d, want 2", err, fi.Nlink)
+			}
+		})
+	}
+}
