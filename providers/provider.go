@@ -154,6 +154,19 @@ type StatWriter interface {
 	WriteFileStat(ctx context.Context, name string, r io.Reader, o WriteOptions) (FileInfo, error)
 }
 
+// LinkAttrSetter is an optional part of Files: a symbolic link's own owner
+// and times (lchown, utimensat with AT_SYMLINK_NOFOLLOW), which Chown and
+// Utimes cannot set because they follow the link. It works on a dangling
+// link too. Errors are as Files's: *Error with the box-side errno (ENOENT
+// for a missing name, EPERM...).
+type LinkAttrSetter interface {
+	// Lchown sets name's own owner; -1 leaves one unchanged.
+	Lchown(ctx context.Context, name string, uid, gid int) error
+	// Lutimes sets name's own times to the nanosecond; a zero time leaves
+	// that one unchanged.
+	Lutimes(ctx context.Context, name string, atime, mtime time.Time) error
+}
+
 // WriteOptions are the attributes a StatWriter's WriteFileStat gives the
 // file it writes.
 type WriteOptions struct {
