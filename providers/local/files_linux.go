@@ -21,8 +21,9 @@ import (
 )
 
 var (
-	_ providers.Files  = (*Box)(nil)
-	_ providers.Walker = (*Box)(nil)
+	_ providers.Files          = (*Box)(nil)
+	_ providers.Walker         = (*Box)(nil)
+	_ providers.LinkAttrSetter = (*Box)(nil)
 )
 
 // fsRoot returns the box directory opened as an os.Root, through which
@@ -574,6 +575,48 @@ func (b *Box) Utimes(ctx context.Context, name string, atime, mtime time.Time) e
 		return err
 	}
 	if err := r.Chtimes(rel, atime, mtime); err != nil {
+		return b.pathErr(op, name, err)
+	}
+	return nil
+}
+
+// Lchown sets the owner of name itself, never following a final symlink
+// (a dangling link works); -1 leaves one unchanged.
+func (b *Box) Lchown(ctx context.Context, name string, uid, gid int) error {
+	const op = "local.Lchown"
+	r, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return err
+	}
+	if err := r.Lchown(rel, uid, gid); err != nil {
+		return b.pathErr(op, name, err)
+	}
+	return nil
+}
+
+// Lutimes sets the times of name itself to the nanosecond, never
+// following a final symlink (a dangling link works); a zero time is left
+// alone. It is utimensat(2) with AT_SYMLINK_NOFOLLOW in name's parent,
+// opened through the root (os.Root has no call that leaves the link's
+// target alone).
+func (b *Box) Lutimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	const op = "local.Lutimes"
+	r, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return err
+	}
+	d, err := r.OpenFile(path.Dir(rel), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return b.pathErr(op, name, err)
+	}
+	defer d.Close()
+	ts := func(t time.Time) unix.Timespec {
+		if t.IsZero() {
+			return unix.Timespec{Nsec: unix.UTIME_OMIT}
+		}
+		return unix.NsecToTimespec(t.UnixNano())
+	}
+	if err := unix.UtimesNanoAt(int(d.Fd()), path.Base(rel), []unix.Timespec{ts(atime), ts(mtime)}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return b.pathErr(op, name, err)
 	}
 	return nil
