@@ -86,6 +86,8 @@ type Channel struct {
 var (
 	_ providers.Files  = (*Channel)(nil)
 	_ providers.Walker = (*Channel)(nil)
+
+	_ providers.LinkAttrSetter = (*Channel)(nil)
 )
 
 // NewChannel returns the channel to box; nothing happens until the first
@@ -741,6 +743,24 @@ func (ch *Channel) Utimes(ctx context.Context, name string, atime, mtime time.Ti
 		return err
 	}
 	return c.Utimes(ctx, name, atime, mtime)
+}
+
+// Lchown sets the owner of name itself, never following a symlink.
+func (ch *Channel) Lchown(ctx context.Context, name string, uid, gid int) error {
+	c, err := ch.client(ctx, "agent.Lchown")
+	if err != nil {
+		return err
+	}
+	return c.Lchown(ctx, name, uid, gid)
+}
+
+// Lutimes sets the times of name itself, never following a symlink.
+func (ch *Channel) Lutimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	c, err := ch.client(ctx, "agent.Lutimes")
+	if err != nil {
+		return err
+	}
+	return c.Lutimes(ctx, name, atime, mtime)
 }
 
 // Truncate sets name's size.

@@ -75,6 +75,8 @@ type Client struct {
 var (
 	_ providers.Files  = (*Client)(nil)
 	_ providers.Walker = (*Client)(nil)
+
+	_ providers.LinkAttrSetter = (*Client)(nil)
 )
 
 // NewClient starts the SFTP session over r (the agent's stdout) and w (its
@@ -1074,6 +1076,40 @@ func (c *Client) Utimes(ctx context.Context, name string, atime, mtime time.Time
 	}
 	ext := []sftp.StatExtended{{ExtType: extUtimesNS, ExtData: marshalUtimes(atime, mtime)}}
 	return do(ctx, c, op, p, true, func() error { return c.sc.SetExtendedData(p, ext) })
+}
+
+// Lchown sets the owner of name itself, never following a symlink (a
+// dangling link works); -1 leaves one unchanged. One round trip.
+func (c *Client) Lchown(ctx context.Context, name string, uid, gid int) error {
+	const op = "agent.Lchown"
+	p, err := clean(op, name)
+	if err != nil {
+		return c.withBox(op, name, err)
+	}
+	if uid < -1 || gid < -1 {
+		return providers.PathError(op, c.box, p, syscall.EINVAL)
+	}
+	q := url.Values{"path": {p}, "uid": {strconv.Itoa(uid)}, "gid": {strconv.Itoa(gid)}}
+	return do(ctx, c, op, p, true, func() error { return c.setExt(opLchown, q) })
+}
+
+// Lutimes sets the access and modification times of name itself to the
+// nanosecond, never following a symlink (a dangling link works); a zero
+// time leaves that one unchanged. One round trip.
+func (c *Client) Lutimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	const op = "agent.Lutimes"
+	p, err := clean(op, name)
+	if err != nil {
+		return c.withBox(op, name, err)
+	}
+	q := url.Values{"path": {p}}
+	if !atime.IsZero() {
+		q.Set("atime", strconv.FormatInt(atime.UnixNano(), 10))
+	}
+	if !mtime.IsZero() {
+		q.Set("mtime", strconv.FormatInt(mtime.UnixNano(), 10))
+	}
+	return do(ctx, c, op, p, true, func() error { return c.setExt(opLutimes, q) })
 }
 
 // Truncate sets name's size.

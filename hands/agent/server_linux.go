@@ -560,6 +560,22 @@ func (h *handlers) syntheticCmd(r *sftp.Request, op string, q url.Values) error 
 		return answerStat(q, p)
 	case opUnlink:
 		return toWire(unix.Unlink(p))
+	case opLchown:
+		uid, gid, _, err := ownerQuery(q)
+		if err != nil {
+			return err
+		}
+		return toWire(unix.Lchown(p, uid, gid))
+	case opLutimes:
+		ts, err := timesQuery(q)
+		if err != nil {
+			return err
+		}
+		if ts == nil {
+			omit := unix.Timespec{Nsec: unix.UTIME_OMIT}
+			ts = []unix.Timespec{omit, omit} // nil would set both to now
+		}
+		return toWire(unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW))
 	case opFsync:
 		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != nil {

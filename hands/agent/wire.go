@@ -49,6 +49,12 @@ const (
 	opFsync  = "fsync"  // path
 	opWrite  = "write"  // path, perm, id; extData replaces the file atomically
 	opPwrite = "pwrite" // path, off; extData written at off
+	// A symbolic link's own owner and times, never following it (a
+	// dangling link works): lchown(2) and utimensat(2) with
+	// AT_SYMLINK_NOFOLLOW. A missing uid, gid, atime or mtime is left as
+	// it is.
+	opLchown  = "lchown"  // path, uid, gid
+	opLutimes = "lutimes" // path, atime, mtime (ns since the epoch, decimal)
 	// OPEN for writing, WRITE, CLOSE: a file larger than inlineMax, replaced
 	// atomically at CLOSE (path, perm, id). An FSETSTAT with extAbort on its
 	// handle drops it instead.
