@@ -70,6 +70,15 @@ type Cache struct {
 		v  providers.StatFS
 		at time.Time
 	}
+
+	// A listing or stat fetched from the box while the host changes what
+	// it covers is older than the change: gen counts the host's changes,
+	// and while fetches are in flight touched keeps each changed path's
+	// gen, so that installing a fetch keeps the newer local knowledge
+	// (a file created, pushed or removed meanwhile).
+	gen      uint64
+	fetching int
+	touched  map[string]map[string]uint64 // directory -> name -> gen
 }
 
 type dirList struct {
@@ -114,6 +123,7 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 		dirs:       map[string]*dirList{},
 		attrs:      map[string]attrEntry{},
 		files:      map[string]*file{},
+		touched:    map[string]map[string]uint64{},
 	}
 	for _, d := range []string{c.dataDir, c.journalDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -270,25 +280,145 @@ func (c *Cache) Getattr(ctx context.Context, rel string) (providers.FileInfo, er
 // stat asks the box for rel's attributes and records the answer, a missing
 // path included.
 func (c *Cache) stat(ctx context.Context, rel string) (providers.FileInfo, error) {
+	start := c.beginFetch()
 	fi, err := c.remote.Lstat(ctx, c.abs(rel))
 	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	newer := c.touchedSinceLocked(rel, start)
+	c.endFetchLocked()
 	if err != nil {
-		if providers.CodeOf(err) == providers.NotFound {
-			c.mu.Lock()
+		if providers.CodeOf(err) == providers.NotFound && !newer {
 			c.attrs[rel] = attrEntry{at: now, neg: true}
-			c.mu.Unlock()
 		}
 		return providers.FileInfo{}, err
 	}
 	_, fi.Name = split(rel)
-	c.record(rel, fi, now)
+	if !newer {
+		c.recordLocked(rel, fi, now)
+	}
 	return fi, nil
+}
+
+// beginFetch notes a fetch from the box starting; it returns the
+// generation the fetch's answer is as new as.
+func (c *Cache) beginFetch() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fetching++
+	return c.gen
+}
+
+// endFetchLocked notes a fetch ended. c.mu held.
+func (c *Cache) endFetchLocked() {
+	c.fetching--
+	if c.fetching == 0 {
+		clear(c.touched)
+	}
+}
+
+// touchLocked notes a change the host made to what the cache knows of rel.
+// c.mu held.
+func (c *Cache) touchLocked(rel string) {
+	c.gen++
+	if c.fetching == 0 || rel == "" {
+		return
+	}
+	dir, name := split(rel)
+	m := c.touched[dir]
+	if m == nil {
+		m = map[string]uint64{}
+		c.touched[dir] = m
+	}
+	m[name] = c.gen
+}
+
+// touchedSinceLocked reports whether the host changed rel, or a directory
+// above it, after generation start. c.mu held.
+func (c *Cache) touchedSinceLocked(rel string, start uint64) bool {
+	for p := rel; p != ""; {
+		dir, name := split(p)
+		if g, ok := c.touched[dir][name]; ok && g > start {
+			return true
+		}
+		p = dir
+	}
+	return false
+}
+
+// overlayLocked lays the host's changes made after generation start over
+// a fetched listing (attrs by path, dirs by directory) before it is
+// installed: what the host knows of a changed path wins; a path it forgot
+// leaves its directory's listing stale. Only the names in the directories
+// in lists are considered: one, or all of them (in nil). c.mu held.
+func (c *Cache) overlayLocked(start uint64, attrs map[string]providers.FileInfo, dirs map[string]*dirList, in []string) {
+	if in == nil {
+		for dir := range c.touched {
+			in = append(in, dir)
+		}
+	}
+	for _, dir := range in {
+		for name, g := range c.touched[dir] {
+			if g > start {
+				c.overlayOneLocked(dir, name, attrs, dirs)
+			}
+		}
+	}
+}
+
+func (c *Cache) overlayOneLocked(dir, name string, attrs map[string]providers.FileInfo, dirs map[string]*dirList) {
+	p := join(dir, name)
+	a, known := c.attrs[p]
+	if known && !a.neg {
+		attrs[p] = a.fi
+		if d := dirs[dir]; d != nil {
+			d.entries[name] = a.fi
+		}
+		if od := c.dirs[p]; od != nil && dirs[p] == nil && a.fi.IsDir() {
+			dirs[p] = od
+		}
+		return
+	}
+	fetched, ok := attrs[p]
+	delete(attrs, p)
+	if ok && fetched.IsDir() {
+		prefix := p + "/"
+		for k := range attrs {
+			if strings.HasPrefix(k, prefix) {
+				delete(attrs, k)
+			}
+		}
+		for k := range dirs {
+			if k == p || strings.HasPrefix(k, prefix) {
+				delete(dirs, k)
+			}
+		}
+	}
+	if d := dirs[dir]; d != nil {
+		delete(d.entries, name)
+		if !known {
+			d.fetched = time.Time{}
+		}
+	}
+}
+
+// transient reports whether name is a temporary file boxfs's own writers
+// make beside a file they replace (the agent and the local provider's
+// ".boxfs-tmp-", the scripts' and Daytona's ".boxfs-w."): a listing taken
+// while a push runs may catch one; it is never shown.
+func transient(name string) bool {
+	return strings.HasPrefix(name, ".boxfs-tmp-") || strings.HasPrefix(name, ".boxfs-w.")
 }
 
 // record keeps a fresh stat of rel, in its directory's listing too.
 func (c *Cache) record(rel string, fi providers.FileInfo, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.touchLocked(rel)
+	c.recordLocked(rel, fi, at)
+}
+
+func (c *Cache) recordLocked(rel string, fi providers.FileInfo, at time.Time) {
 	c.attrs[rel] = attrEntry{fi: fi, at: at}
 	if rel == "" {
 		return
@@ -307,6 +437,7 @@ func (c *Cache) forget(rel string) {
 }
 
 func (c *Cache) forgetLocked(rel string) {
+	c.touchLocked(rel)
 	delete(c.attrs, rel)
 	prefix := rel + "/"
 	for k := range c.attrs {
@@ -337,22 +468,33 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 		return out, nil
 	}
 	c.mu.Unlock()
+	start := c.beginFetch()
 	list, err := c.remote.ReadDir(ctx, c.abs(rel))
 	if err != nil {
+		c.mu.Lock()
+		c.endFetchLocked()
 		if providers.CodeOf(err) == providers.NotFound {
-			c.forget(rel)
+			c.forgetLocked(rel)
 		}
+		c.mu.Unlock()
 		return nil, err
 	}
 	now := c.now()
 	d := &dirList{entries: make(map[string]providers.FileInfo, len(list)), fetched: now}
+	attrs := make(map[string]providers.FileInfo, len(list))
 	for _, fi := range list {
+		if transient(fi.Name) {
+			continue
+		}
 		d.entries[fi.Name] = fi
+		attrs[join(rel, fi.Name)] = fi
 	}
 	c.mu.Lock()
+	c.overlayLocked(start, attrs, map[string]*dirList{rel: d}, []string{rel})
+	c.endFetchLocked()
 	c.dirs[rel] = d
-	for _, fi := range list {
-		c.attrs[join(rel, fi.Name)] = attrEntry{fi: fi, at: now}
+	for p, fi := range attrs {
+		c.attrs[p] = attrEntry{fi: fi, at: now}
 	}
 	out := c.entriesLocked(rel, d)
 	c.mu.Unlock()
@@ -450,6 +592,7 @@ func (c *Cache) afterSetattr(ctx context.Context, rel string, set func(*provider
 	set(&fi)
 	fi.Ctime = c.now()
 	c.mu.Lock()
+	c.touchLocked(rel)
 	c.attrs[rel] = attrEntry{fi: fi, at: c.now(), stale: true}
 	if rel != "" {
 		dir, name := split(rel)

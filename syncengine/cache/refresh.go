@@ -25,8 +25,12 @@ func (ch Changes) Empty() bool {
 // and pages. Cached content of changed files is refetched at their next open
 // (it no longer matches the listing). It is what runs after a command.
 func (c *Cache) Refresh(ctx context.Context) (Changes, error) {
+	start := c.beginFetch()
 	list, err := c.remote.Walk(ctx, c.opts.Root)
 	if err != nil {
+		c.mu.Lock()
+		c.endFetchLocked()
+		c.mu.Unlock()
 		c.Invalidate()
 		return Changes{}, err
 	}
@@ -36,6 +40,9 @@ func (c *Cache) Refresh(ctx context.Context) (Changes, error) {
 	for _, fi := range list {
 		rel := fi.Name
 		dir, name := split(rel)
+		if transient(name) {
+			continue
+		}
 		fi.Name = name
 		attrs[rel] = fi
 		if fi.IsDir() {
@@ -54,6 +61,8 @@ func (c *Cache) Refresh(ctx context.Context) (Changes, error) {
 	var ch Changes
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.overlayLocked(start, attrs, dirs, nil)
+	c.endFetchLocked()
 	for rel, a := range c.attrs {
 		if rel == "" {
 			continue

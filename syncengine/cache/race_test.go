@@ -1,0 +1,118 @@
+package cache_test
+
+import (
+	"context"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/syncengine/cache"
+)
+
+// lateRemote answers listings with what the box held when they were asked,
+// but only once let go: the answer arrives after the host changed things.
+type lateRemote struct {
+	cache.Remote
+	asked   chan struct{}
+	release chan struct{}
+}
+
+func (r *lateRemote) hold(list []providers.FileInfo, err error) ([]providers.FileInfo, error) {
+	r.asked <- struct{}{}
+	<-r.release
+	return list, err
+}
+
+func (r *lateRemote) ReadDir(ctx context.Context, name string) ([]providers.FileInfo, error) {
+	return r.hold(r.Remote.ReadDir(ctx, name))
+}
+
+func (r *lateRemote) Walk(ctx context.Context, root string) ([]providers.FileInfo, error) {
+	return r.hold(r.Remote.Walk(ctx, root))
+}
+
+func names(fis []providers.FileInfo) []string {
+	var out []string
+	for _, fi := range fis {
+		out = append(out, fi.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// A listing fetched while the host creates, pushes and removes files in
+// the directory does not undo those changes when it arrives, and a push's
+// temporary name caught by a listing is never shown.
+func TestListingOlderThanHostChanges(t *testing.T) {
+	for _, how := range []string{"readdir", "refresh"} {
+		t.Run(how, func(t *testing.T) {
+			_, _, inner := fakeBox(t)
+			r := &lateRemote{Remote: inner, asked: make(chan struct{}), release: make(chan struct{})}
+			now := time.Unix(1000, 0)
+			clock := func() time.Time { return now }
+			c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", Now: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx := t.Context()
+			boxWrite(t, inner, "old", "o")
+			boxWrite(t, inner, ".boxfs-tmp-0123456789abcdef", "half a push")
+
+			type result struct {
+				list []providers.FileInfo
+				err  error
+			}
+			done := make(chan result, 1)
+			go func() {
+				if how == "refresh" {
+					_, err := c.Refresh(ctx)
+					done <- result{nil, err}
+					return
+				}
+				l, err := c.ReadDir(ctx, "")
+				done <- result{l, err}
+			}()
+			<-r.asked // the box's answer is taken: old and the temp name, nothing new
+			h, _, err := c.Create(ctx, "new", syscall.O_CREAT|syscall.O_EXCL|syscall.O_WRONLY, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.WriteAt([]byte("n"), 0)
+			if err := h.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			h.Release(ctx)
+			if err := c.Remove(ctx, "old"); err != nil {
+				t.Fatal(err)
+			}
+			close(r.release)
+			res := <-done
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			list := res.list
+			if how == "refresh" {
+				// The refreshed listing is fresh: no second fetch.
+				list, err = c.ReadDir(ctx, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, want := names(list), []string{"new"}; !slices.Equal(got, want) {
+				t.Errorf("listing after the late answer: %q, want %q", got, want)
+			}
+			if _, err := c.Lookup(ctx, "old"); providers.CodeOf(err) != providers.NotFound {
+				t.Errorf("lookup of the removed file: %v, want not found", err)
+			}
+			if fi, err := c.Lookup(ctx, "new"); err != nil || fi.Size != 1 {
+				t.Errorf("lookup of the new file: %v size %d", err, fi.Size)
+			}
+			if s := boxRead(t, inner, "new"); s != "n" {
+				t.Errorf("box has %q", s)
+			}
+		})
+	}
+}
