@@ -275,11 +275,15 @@ func (n *workNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetA
 }
 
 // setattrLink is chown -h, touch -h, cp -a and tar on a symbolic link
-// (lchown, utimensat with AT_SYMLINK_NOFOLLOW). The box's file operations
+// (lchown, utimensat with AT_SYMLINK_NOFOLLOW). The box's Chown and Utimes
 // follow links, so passing them on would change the link's target (or
-// fail with ENOENT for a dangling link): the link itself is changed by
-// chown -h and touch -h in the box, one command. A change the link already
-// has costs nothing; a box that cannot run them says ENOSYS.
+// fail with ENOENT for a dangling link): the cache's Lchown and Lutimes
+// change the link itself, one round trip each on the agent channel or a
+// system call on a local box, and record what they set. Where the box's
+// path has no such call (Unsupported), chown -h and touch -h run in the
+// box, one command, and only the link's cached attributes are dropped. A
+// change the link already has costs nothing; a box that cannot run the
+// command says ENOSYS.
 func (n *workNode) setattrLink(ctx context.Context, rel string, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	var fi providers.FileInfo
 	if errno := n.run(ctx, false, 0, func(ctx context.Context, c *cache.Cache) (err error) {
@@ -294,54 +298,118 @@ func (n *workNode) setattrLink(ctx context.Context, rel string, in *fuse.SetAttr
 	if _, ok := in.GetMode(); ok {
 		return syscall.EOPNOTSUPP // what fchmodat(AT_SYMLINK_NOFOLLOW) says on Linux
 	}
-	var owner, at, mt string
+	chown, u, g := false, -1, -1
 	uid, uok := in.GetUID()
 	gid, gok := in.GetGID()
 	if (uok && uid != fi.UID) || (gok && gid != fi.GID) {
+		chown = true
 		if uok {
-			owner = strconv.FormatUint(uint64(uid), 10)
-			fi.UID = uid
+			u = int(uid)
 		}
 		if gok {
-			owner += ":" + strconv.FormatUint(uint64(gid), 10)
-			fi.GID = gid
+			g = int(gid)
 		}
 	}
+	var at, mt time.Time // zero: left as it is
 	if t, ok := in.GetATime(); ok && !t.Equal(fi.Atime) {
-		at, fi.Atime = touchTime(t), t
+		at = t
 	}
 	if t, ok := in.GetMTime(); ok && !t.Equal(fi.Mtime) {
-		mt, fi.Mtime = touchTime(t), t
+		mt = t
 	}
-	if owner != "" || at != "" || mt != "" {
-		h, c, err := n.b.parts(ctx)
-		if err == nil {
-			abs := strings.TrimSuffix(c.Root(), "/") + "/" + rel
-			err = n.b.do(ctx, true, 0, func(ctx context.Context) error {
-				p, err := h.Run(ctx, hands.Command{Argv: []string{"sh", "-c", linkAttrScript, "boxfs-setattr-link", abs, owner, at, mt}})
-				if err != nil {
-					return err
-				}
-				code, err := p.Wait()
-				switch {
-				case err != nil:
-					return err
-				case code == 3:
-					return providers.PathError("setattr", n.b.name, abs, syscall.ENOENT)
-				case code != 0:
-					return providers.PathError("setattr", n.b.name, abs, syscall.ENOSYS)
-				}
-				return nil
-			})
-			c.Invalidate() // the cache's copy of the link's attributes is old now
+	times := !at.IsZero() || !mt.IsZero()
+	if !chown && !times {
+		fillAttr(&out.Attr, fi, n.StableAttr().Ino)
+		return 0
+	}
+	unsupported := false
+	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) error {
+		got, err := fi, error(nil)
+		if chown {
+			got, err = c.Lchown(ctx, rel, u, g)
 		}
-		if err != nil {
-			n.b.setErr(err)
-			return toErrno(err)
+		if err == nil && times {
+			got, err = c.Lutimes(ctx, rel, at, mt)
+		}
+		if providers.IsCode(err, providers.Unsupported) {
+			unsupported = true
+			return nil
+		}
+		if err == nil {
+			fi = got
+		}
+		return err
+	}); errno != 0 {
+		return errno
+	}
+	if unsupported {
+		if errno := n.setattrLinkByCommand(ctx, rel, chown, u, g, at, mt); errno != 0 {
+			return errno
+		}
+		if chown {
+			if u >= 0 {
+				fi.UID = uint32(u)
+			}
+			if g >= 0 {
+				fi.GID = uint32(g)
+			}
+		}
+		if !at.IsZero() {
+			fi.Atime = at
+		}
+		if !mt.IsZero() {
+			fi.Mtime = mt
 		}
 		fi.Ctime = time.Now()
 	}
 	fillAttr(&out.Attr, fi, n.StableAttr().Ino)
+	return 0
+}
+
+// setattrLinkByCommand changes a symbolic link's own owner and times with
+// linkAttrScript in the box, for a box whose files have no LinkAttrSetter,
+// and then drops the cache's copy of the link's attributes (only those).
+func (n *workNode) setattrLinkByCommand(ctx context.Context, rel string, chown bool, u, g int, at, mt time.Time) syscall.Errno {
+	var owner, ats, mts string
+	if chown {
+		if u >= 0 {
+			owner = strconv.Itoa(u)
+		}
+		if g >= 0 {
+			owner += ":" + strconv.Itoa(g)
+		}
+	}
+	if !at.IsZero() {
+		ats = touchTime(at)
+	}
+	if !mt.IsZero() {
+		mts = touchTime(mt)
+	}
+	h, c, err := n.b.parts(ctx)
+	if err == nil {
+		abs := strings.TrimSuffix(c.Root(), "/") + "/" + rel
+		err = n.b.do(ctx, true, 0, func(ctx context.Context) error {
+			p, err := h.Run(ctx, hands.Command{Argv: []string{"sh", "-c", linkAttrScript, "boxfs-setattr-link", abs, owner, ats, mts}})
+			if err != nil {
+				return err
+			}
+			code, err := p.Wait()
+			switch {
+			case err != nil:
+				return err
+			case code == 3:
+				return providers.PathError("setattr", n.b.name, abs, syscall.ENOENT)
+			case code != 0:
+				return providers.PathError("setattr", n.b.name, abs, syscall.ENOSYS)
+			}
+			return nil
+		})
+		c.Forget(rel) // the cache's copy of the link's attributes is old now
+	}
+	if err != nil {
+		n.b.setErr(err)
+		return toErrno(err)
+	}
 	return 0
 }
 
