@@ -389,6 +389,53 @@ func testClientSymlinkTimes(t *testing.T, b *boxT) {
 	if fi, err := os.Lstat(filepath.Join(b.work, "tx", "dangling")); err != nil || fi.ModTime().Unix() != older.Unix() {
 		t.Errorf("tar x link time: %v %v", fi, err)
 	}
+
+	// tar x of a tree of 50 symlinks (node_modules/.bin, a venv's bin/):
+	// every link, resolving or dangling, keeps the archive's time, through
+	// the mount to the nanosecond and in the box, and each target keeps
+	// its own.
+	src50 := t.TempDir()
+	os.Mkdir(filepath.Join(src50, "lib"), 0o755)
+	os.Mkdir(filepath.Join(src50, "bin"), 0o755)
+	libTime := time.Date(1999, 9, 9, 9, 9, 9, 0, time.UTC)
+	linkTime := func(i int) time.Time {
+		return time.Date(2004, 4, 4, 0, 0, 0, 0, time.UTC).Add(time.Duration(i)*time.Hour + time.Duration(i+1)*1001)
+	}
+	for i := range 50 {
+		lib := filepath.Join(src50, "lib", fmt.Sprintf("t%02d", i))
+		if i%5 != 4 { // every fifth link dangles
+			os.WriteFile(lib, []byte(fmt.Sprintf("#!/bin/sh\necho %d\n", i)), 0o755)
+			os.Chtimes(lib, libTime, libTime)
+		}
+		l := filepath.Join(src50, "bin", fmt.Sprintf("l%02d", i))
+		if err := os.Symlink("../lib/"+filepath.Base(lib), l); err != nil {
+			t.Fatal(err)
+		}
+		ts := []unix.Timespec{unix.NsecToTimespec(linkTime(i).UnixNano()), unix.NsecToTimespec(linkTime(i).UnixNano())}
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, l, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tar50 := filepath.Join(t.TempDir(), "links.tar")
+	host(t, src50, "tar", "--format=posix", "-cf", tar50, "lib", "bin")
+	os.Mkdir(filepath.Join(b.work, "tx50"), 0o755)
+	host(t, filepath.Join(b.work, "tx50"), "tar", "-xf", tar50)
+	var wantBox strings.Builder
+	for i := range 50 {
+		name := fmt.Sprintf("l%02d", i)
+		fi, err := os.Lstat(filepath.Join(b.work, "tx50", "bin", name))
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 || !fi.ModTime().Equal(linkTime(i)) {
+			t.Errorf("tar x: link %s through the mount: %v %v, want a link of %v", name, fi, err, linkTime(i))
+		}
+		fmt.Fprintf(&wantBox, "%s %d\n", name, linkTime(i).Unix())
+	}
+	got = b.must(t, fmt.Sprintf("cd %q/tx50/bin && for f in l*; do stat -c '%%n %%Y' \"$f\"; done", b.relBox(b.work)))
+	if got != wantBox.String() {
+		t.Errorf("tar x: the box sees the links' times\n%s\nwant\n%s", got, wantBox.String())
+	}
+	if got := b.must(t, fmt.Sprintf("cd %q/tx50/lib && stat -c %%Y t00 t48", b.relBox(b.work))); got != fmt.Sprintf("%d\n%d\n", libTime.Unix(), libTime.Unix()) {
+		t.Errorf("tar x: the targets' times in the box: %q, want %d", got, libTime.Unix())
+	}
 }
 
 func testClientCoreutils(t *testing.T, b *boxT) {
