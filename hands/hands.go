@@ -57,10 +57,11 @@ type Hands struct {
 }
 
 var (
-	_ providers.Files      = (*Hands)(nil)
-	_ providers.Walker     = (*Hands)(nil)
-	_ providers.Archiver   = (*Hands)(nil)
-	_ providers.StatWriter = (*Hands)(nil)
+	_ providers.Files       = (*Hands)(nil)
+	_ providers.Walker      = (*Hands)(nil)
+	_ providers.Archiver    = (*Hands)(nil)
+	_ providers.StatWriter  = (*Hands)(nil)
+	_ providers.SmallReader = (*Hands)(nil)
 )
 
 // New reads box's facts once and picks the fastest path they allow (see the
@@ -227,6 +228,16 @@ func (h *Hands) ReadAt(ctx context.Context, name string, p []byte, off int64) (i
 // WriteFile replaces name atomically with r's bytes.
 func (h *Hands) WriteFile(ctx context.Context, name string, r io.Reader, perm providers.FileMode) error {
 	return h.files.WriteFile(ctx, name, r, perm)
+}
+
+// ReadSmall reads many small files of dir in one round trip where the
+// path can (the agent channel); elsewhere it is Unsupported and the caller
+// reads them one by one.
+func (h *Hands) ReadSmall(ctx context.Context, dir string, names []string, max int) ([]providers.SmallFile, error) {
+	if sr, ok := h.files.(providers.SmallReader); ok {
+		return sr.ReadSmall(ctx, dir, names, max)
+	}
+	return nil, providers.Errorf(providers.Unsupported, "hands.ReadSmall", "the %s path reads files one by one", h.via)
 }
 
 // WriteAt writes p at off into the existing file name.

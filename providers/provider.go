@@ -167,6 +167,24 @@ type LinkAttrSetter interface {
 	Lutimes(ctx context.Context, name string, atime, mtime time.Time) error
 }
 
+// SmallReader is an optional part of Files: many small files of one
+// directory read whole in one round trip, each with the attributes it had
+// while read, so a scan of a tree (grep -r, an indexer) need not spend a
+// round trip per file.
+type SmallReader interface {
+	// ReadSmall reads the regular files names (base names) of dir, in that
+	// order, while their sizes fit max bytes in all. A name that is missing,
+	// not a regular file, too large for what is left, or changed while read
+	// is left out of the answer; that is not an error.
+	ReadSmall(ctx context.Context, dir string, names []string, max int) ([]SmallFile, error)
+}
+
+// SmallFile is one file a SmallReader read.
+type SmallFile struct {
+	Info FileInfo // Name is the base name
+	Data []byte
+}
+
 // WriteOptions are the attributes a StatWriter's WriteFileStat gives the
 // file it writes.
 type WriteOptions struct {

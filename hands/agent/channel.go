@@ -627,6 +627,15 @@ func (ch *Channel) ReadAt(ctx context.Context, name string, p []byte, off int64)
 	return c.ReadAt(ctx, name, p, off)
 }
 
+// ReadSmall reads many small files of dir in one round trip.
+func (ch *Channel) ReadSmall(ctx context.Context, dir string, names []string, max int) ([]providers.SmallFile, error) {
+	c, err := ch.client(ctx, "agent.ReadSmall")
+	if err != nil {
+		return nil, err
+	}
+	return c.ReadSmall(ctx, dir, names, max)
+}
+
 // WriteFile replaces name with r's bytes atomically.
 func (ch *Channel) WriteFile(ctx context.Context, name string, r io.Reader, perm providers.FileMode) error {
 	c, err := ch.client(ctx, "agent.WriteFile")

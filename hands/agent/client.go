@@ -668,6 +668,36 @@ func (c *Client) pread(p string, off int64, n int) ([]byte, statNS, error) {
 	return []byte(d), sn, nil
 }
 
+// ReadSmall reads the small regular files names of dir whole, in one round
+// trip (at most smallMax bytes of data, whatever max says).
+func (c *Client) ReadSmall(ctx context.Context, dir string, names []string, max int) ([]providers.SmallFile, error) {
+	const op = "agent.ReadSmall"
+	p, err := clean(op, dir)
+	if err != nil {
+		return nil, c.withBox(op, dir, err)
+	}
+	q := url.Values{"dir": {p}, "max": {strconv.Itoa(max)}, "n": names}
+	return call(ctx, c, op, p, false, func() ([]providers.SmallFile, error) {
+		st, err := c.statExt(opReadSmall, q)
+		if err != nil {
+			return nil, err
+		}
+		d, ok := extOf(st, extData)
+		if !ok {
+			return nil, errBadAnswer
+		}
+		recs, err := parseSmall([]byte(d))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errBadAnswer, err)
+		}
+		out := make([]providers.SmallFile, len(recs))
+		for i, r := range recs {
+			out[i] = providers.SmallFile{Info: r.st.info(r.name), Data: r.data}
+		}
+		return out, nil
+	})
+}
+
 // readStream is the rest of a file larger than inlineMax.
 type readStream struct {
 	c       *Client

@@ -42,6 +42,9 @@ const (
 	opRead   = "read"   // path, off, len (<= inlineMax); answer in extData, short at EOF
 	opWalk   = "walk"   // root; the listing in extData, or extSize when larger than inlineMax
 	opList   = "list"   // dir; as opWalk, one level
+	// dir, n (repeated base names), max; the small files' records in
+	// extData (see appendSmallRecord)
+	opReadSmall = "readsmall"
 	// SETSTAT: mutations answered by a status alone; data in extData.
 	opMkdir  = "mkdir"  // path, perm
 	opCreate = "create" // path, perm, excl=1
@@ -258,6 +261,59 @@ func statFromStatus(e error) (s statNS, ok bool, err error) {
 // errnoMessage is the status message for errno.
 func errnoMessage(errno syscall.Errno) string {
 	return "errno=" + strconv.Itoa(int(errno)) + ": " + errno.Error()
+}
+
+// The answer to opReadSmall: one record per regular file read whole,
+//
+//	name length u16 | name | statNS (64 bytes, fstat of the open file) | data length u32 | data
+//
+// big-endian; names missing, not regular, changed while read, or past the
+// byte budget are left out.
+
+// smallMax is the most file data one opReadSmall answer carries.
+const smallMax = 160 << 10
+
+func appendSmallRecord(b []byte, name string, s statNS, data []byte) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(name)))
+	b = append(b, name...)
+	b = append(b, s.marshal()...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(data)))
+	return append(b, data...)
+}
+
+// smallFile is one record of an opReadSmall answer.
+type smallFile struct {
+	name string
+	st   statNS
+	data []byte
+}
+
+func parseSmall(b []byte) ([]smallFile, error) {
+	var out []smallFile
+	for len(b) > 0 {
+		if len(b) < 2 {
+			return nil, errBadListing
+		}
+		n := int(binary.BigEndian.Uint16(b))
+		b = b[2:]
+		if len(b) < n+statNSLen+4 {
+			return nil, errBadListing
+		}
+		name := string(b[:n])
+		st, err := unmarshalStatNS(string(b[n : n+statNSLen]))
+		if err != nil {
+			return nil, errBadListing
+		}
+		b = b[n+statNSLen:]
+		dl := int(binary.BigEndian.Uint32(b))
+		b = b[4:]
+		if len(b) < dl || name == "" || strings.Contains(name, "/") {
+			return nil, errBadListing
+		}
+		out = append(out, smallFile{name: name, st: st, data: b[:dl:dl]})
+		b = b[dl:]
+	}
+	return out, nil
 }
 
 // The walk listing, answering opWalk and opList: one record per entry,

@@ -54,7 +54,9 @@ type Options struct {
 // Cache is one box's workspace as the host sees it.
 type Cache struct {
 	remote Remote
-	sw     providers.StatWriter // remote's, answering mutations with attributes
+	sw     providers.StatWriter  // remote's, answering mutations with attributes
+	sr     providers.SmallReader // remote's, if it has one (c.mu); nil once it said Unsupported
+	cold   map[string]int        // directory -> files fetched from it (c.mu)
 	opts   Options
 	log    *slog.Logger
 	now    func() time.Time
@@ -115,6 +117,7 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 	c := &Cache{
 		remote:     remote,
 		sw:         providers.AsStatWriter(remote),
+		cold:       map[string]int{},
 		opts:       opts,
 		log:        opts.Logger.With("box", opts.Box),
 		now:        opts.Now,
@@ -130,6 +133,7 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 			return nil, providers.E(providers.Unknown, op, err)
 		}
 	}
+	c.sr, _ = remote.(providers.SmallReader)
 	if err := c.loadJournal(); err != nil {
 		return nil, err
 	}

@@ -181,6 +181,9 @@ func (f *file) ensure(ctx context.Context, c *Cache) error {
 		}
 		return providers.PathError("cache.Open", c.opts.Box, c.abs(rel), syscall.EINVAL)
 	}
+	if fi.Size <= prefetchFileMax && !f.holds(fi) && c.coldFetch(rel) {
+		c.prefetch(ctx, rel)
+	}
 	f.content.Lock()
 	defer f.content.Unlock()
 	f.mu.Lock()

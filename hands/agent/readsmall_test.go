@@ -1,0 +1,68 @@
+package agent
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// ReadSmall reads the regular files it is asked for whole, in one round
+// trip, with each file's attributes, and leaves out what it cannot or may
+// not read.
+func TestReadSmall(t *testing.T) {
+	c := newPipeServer(t, 10*time.Second).client
+	ctx := bg(t)
+	dir := t.TempDir()
+	files := map[string][]byte{
+		"a":          []byte("alpha\n"),
+		"b":          bytes.Repeat([]byte("b"), 10<<10),
+		"empty":      nil,
+		"odd \n\xff": []byte("odd name"),
+		"big":        bytes.Repeat([]byte("B"), smallMax+1),
+		"after-big":  []byte("still read"),
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	os.Symlink("a", filepath.Join(dir, "link"))
+	names := []string{"a", "b", "empty", "odd \n\xff", "big", "sub", "link", "missing", "../a", "after-big"}
+	before := c.RoundTrips()
+	got, err := c.ReadSmall(ctx, dir, names, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c.RoundTrips() - before; n != 1 {
+		t.Errorf("%d round trips, want 1", n)
+	}
+	var order []string
+	for _, f := range got {
+		order = append(order, f.Info.Name)
+		if !bytes.Equal(f.Data, files[f.Info.Name]) {
+			t.Errorf("%q: %d bytes, want %d", f.Info.Name, len(f.Data), len(files[f.Info.Name]))
+		}
+		fi, err := c.Lstat(ctx, filepath.Join(dir, f.Info.Name))
+		if err != nil || fi.Size != f.Info.Size || !fi.Mtime.Equal(f.Info.Mtime) || fi.Mode != f.Info.Mode || fi.Ino != f.Info.Ino {
+			t.Errorf("%q: attributes %+v, Lstat %+v (%v)", f.Info.Name, f.Info, fi, err)
+		}
+	}
+	if want := "a|b|empty|odd \n\xff|after-big"; strings.Join(order, "|") != want {
+		t.Errorf("read %q, want %q (no dir, link, missing, escaping or over-budget name)", strings.Join(order, "|"), want)
+	}
+	// The budget: files past it are left out, in order.
+	got, err = c.ReadSmall(ctx, dir, []string{"b", "a", "after-big"}, 10<<10+6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Info.Name != "b" || got[1].Info.Name != "a" {
+		t.Errorf("with a budget of b+a: got %d files", len(got))
+	}
+	if _, err := c.ReadSmall(ctx, filepath.Join(dir, "nodir"), []string{"a"}, 100); errnoString(err) != "errno ENOENT" {
+		t.Errorf("a missing directory: %v, want ENOENT", err)
+	}
+}

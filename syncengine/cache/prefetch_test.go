@@ -1,0 +1,136 @@
+package cache_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/syncengine/cache"
+)
+
+// smallRemote reads small files in batches the way the agent does, from
+// the fake's files, and counts what the cache asked.
+type smallRemote struct {
+	cache.Remote
+	mu      sync.Mutex
+	batches [][]string
+	reads   []string
+}
+
+func (r *smallRemote) ReadSmall(ctx context.Context, dir string, names []string, max int) ([]providers.SmallFile, error) {
+	r.mu.Lock()
+	r.batches = append(r.batches, append([]string(nil), names...))
+	r.mu.Unlock()
+	var out []providers.SmallFile
+	for _, n := range names {
+		fi, err := r.Remote.Lstat(ctx, path.Join(dir, n))
+		if err != nil || !fi.IsRegular() || int(fi.Size) > max {
+			continue
+		}
+		rc, err := r.Remote.ReadFile(ctx, path.Join(dir, n))
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(rc)
+		rc.Close()
+		max -= len(b)
+		out = append(out, providers.SmallFile{Info: fi, Data: b})
+	}
+	return out, nil
+}
+
+func (r *smallRemote) ReadFile(ctx context.Context, name string) (io.ReadCloser, error) {
+	r.mu.Lock()
+	r.reads = append(r.reads, path.Base(name))
+	r.mu.Unlock()
+	return r.Remote.ReadFile(ctx, name)
+}
+
+// Reading a directory's files one after another (grep -r) fetches the
+// first alone and the rest in batches, each file's content exact; a file
+// the host has written is not overwritten, and a file the box changes
+// afterwards is fetched again.
+func TestScanPrefetches(t *testing.T) {
+	_, _, inner := fakeBox(t)
+	r := &smallRemote{Remote: inner}
+	c := open(t, r, t.TempDir())
+	ctx := t.Context()
+	if err := inner.Mkdir(ctx, root+"/src", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for i := range 30 {
+		name := fmt.Sprintf("src/f%02d", i)
+		want[name] = strings.Repeat(fmt.Sprintf("%d,", i), 100*i)
+		boxWrite(t, inner, name, want[name])
+	}
+	big := strings.Repeat("B", 65<<10)
+	boxWrite(t, inner, "src/f15", big) // too large for a batch
+	want["src/f15"] = big
+
+	// The host writes f20 before the scan: its bytes are the host's.
+	h := write(t, c, "src/f20", "host's")
+	want["src/f20"] = "host's"
+
+	list, err := c.ReadDir(ctx, "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fi := range list {
+		rel := "src/" + fi.Name
+		got := readWhole(t, c, rel)
+		if got != want[rel] {
+			t.Fatalf("%s: %d bytes, want %d", rel, len(got), len(want[rel]))
+		}
+	}
+	h.Release(ctx)
+	if len(r.batches) == 0 || len(r.batches) > 4 {
+		t.Errorf("%d batches for 29 files, want 1..4: %v", len(r.batches), r.batches)
+	}
+	// f00 alone (the first fetch of the directory), f15 alone (too large).
+	if strings.Join(r.reads, " ") != "f00 f15" {
+		t.Errorf("files fetched alone: %v, want [f00 f15]", r.reads)
+	}
+	for _, b := range r.batches {
+		for _, n := range b {
+			if n == "f20" || n == "f15" {
+				t.Errorf("batch %v asked for %s", b, n)
+			}
+		}
+	}
+	// The box changes f03: after the listing says so, it is fetched again.
+	boxWrite(t, inner, "src/f03", "changed in the box, longer")
+	c.Invalidate()
+	r.reads = nil
+	if got, _ := read(t, c, "src/f03"); got != "changed in the box, longer" {
+		t.Errorf("f03 after a box change: %q", got)
+	}
+}
+
+
+func readWhole(t *testing.T, c *cache.Cache, name string) string {
+	t.Helper()
+	h, _, err := c.OpenFile(t.Context(), name, 0)
+	if err != nil {
+		t.Fatalf("open %s: %v", name, err)
+	}
+	defer h.Release(t.Context())
+	var b strings.Builder
+	buf := make([]byte, 1<<16)
+	for off := int64(0); ; {
+		n, err := h.ReadAt(buf, off)
+		b.Write(buf[:n])
+		off += int64(n)
+		if err == io.EOF || n == 0 {
+			return b.String()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
