@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	boxfs "github.com/boxfs/boxfs/fs"
+	"github.com/boxfs/boxfs/providers"
 )
 
 // createTimeout bounds making a box (a cloud sandbox can take a while).
@@ -31,7 +33,20 @@ func withTarget(c *cli.Context, fn func(ctx context.Context, e *env, t *target) 
 		return err
 	}
 	defer t.close()
-	return fn(ctx, e, t)
+	return namedOp(c.Command.Name, fn(ctx, e, t))
+}
+
+// namedOp names the command in an error from the layers below, which call
+// their operation "fs" (direct) or "boxfs" (through the mount): the user
+// ran `boxfs exec`, so the line says "exec BOX: ...".
+func namedOp(cmd string, err error) error {
+	var pe *providers.Error
+	if cmd == "" || !errors.As(err, &pe) || err != error(pe) || (pe.Op != "fs" && pe.Op != "boxfs") {
+		return err
+	}
+	named := *pe
+	named.Op = cmd
+	return &named
 }
 
 func newCommand() *cli.Command {

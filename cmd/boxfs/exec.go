@@ -21,10 +21,23 @@ import (
 
 // Exit statuses exec gives for commands that did not exit by themselves.
 const (
-	exitKilled      = 137 // killed (128 + SIGKILL)
+	exitKilled      = 137 // killed (128 + SIGKILL), not by this boxfs
 	exitLost        = 255 // the command's end is not known
-	exitInterrupted = 130 // a second Ctrl-C: boxfs gave up waiting
+	exitInterrupted = 130 // Ctrl-C (128 + SIGINT), as a shell reports it
 )
+
+// killConfirm bounds how long exec waits, after the first Ctrl-C, for the
+// box to confirm the command is dead before it stops waiting.
+const killConfirm = 30 * time.Second
+
+// signalStatus is the exit status after sig: 128 + its number, as a shell
+// reports a command a signal ended (130 for Ctrl-C, 143 for SIGTERM).
+func signalStatus(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return exitInterrupted
+}
 
 func execCommand() *cli.Command {
 	return &cli.Command{
@@ -35,8 +48,10 @@ func execCommand() *cli.Command {
 as its working directory; CMD and ARGs are passed as they are (quoted for the
 shell). Through a mount, stdout and stderr come back as one stream on stdout
 (the exec file's); without one, stderr stays stderr. stdin is not passed.
-Ctrl-C kills the command in the box (status 137); a second Ctrl-C stops
-waiting (status 130). A command whose end is lost exits 255.`,
+Ctrl-C kills the command's process group in the box and exits 130 once the
+box confirms it (SIGTERM: 143); a second Ctrl-C, or 30s without that
+confirmation, stops waiting. A command killed otherwise exits 137; one whose
+end is lost, 255. A box that does not exist: one line, exit 1.`,
 		BashComplete: completeBoxNames,
 		Action: func(c *cli.Context) error {
 			args := c.Args().Slice()
@@ -105,31 +120,42 @@ func shellQuote(a string) string {
 	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 }
 
-// interrupts calls kill at the first SIGINT, SIGTERM or SIGHUP and exits
-// 130 at the second. The returned stop ends the watch.
-func interrupts(e *env, kill func()) (stop func()) {
+// interrupts calls kill at the first SIGINT, SIGTERM or SIGHUP; at the
+// second, or when the box has not confirmed the kill within killConfirm,
+// it exits 128 + the first signal. caught reports the first signal (nil
+// before one); stop ends the watch.
+func interrupts(e *env, kill func()) (caught func() os.Signal, stop func()) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	done := make(chan struct{})
+	var first atomic.Value
 	go func() {
-		n := 0
+		var bound <-chan time.Time
 		for {
 			select {
-			case <-sigs:
-				n++
-				if n == 1 {
+			case sig := <-sigs:
+				if first.Load() == nil {
+					first.Store(sig)
 					fmt.Fprintln(e.stderr, "boxfs: killing the command in the box (Ctrl-C again to stop waiting)")
 					go kill()
+					bound = time.After(killConfirm)
 					continue
 				}
 				fmt.Fprintln(e.stderr, "boxfs: stopped waiting; the command may still run in the box")
-				os.Exit(exitInterrupted)
+				os.Exit(signalStatus(first.Load().(os.Signal)))
+			case <-bound:
+				fmt.Fprintf(e.stderr, "boxfs: the box did not confirm the kill within %v; stopped waiting (the command may still run in the box)\n", killConfirm)
+				os.Exit(signalStatus(first.Load().(os.Signal)))
 			case <-done:
 				return
 			}
 		}
 	}()
-	return func() {
+	caught = func() os.Signal {
+		sig, _ := first.Load().(os.Signal)
+		return sig
+	}
+	return caught, func() {
 		signal.Stop(sigs)
 		close(done)
 	}
@@ -161,7 +187,7 @@ func execMounted(e *env, t *target, box, line string) (int, error) {
 		return 0, providers.Errorf(providers.Unknown, "exec", "the mount did not report the command's number").WithBox(box)
 	}
 	cmdDir := filepath.Join(dir, "cmds", strconv.FormatInt(n, 10))
-	stop := interrupts(e, func() {
+	caught, stop := interrupts(e, func() {
 		if err := t.writeCtl(filepath.Join(cmdDir, "ctl"), errFile, box, "kill"); err != nil {
 			e.log.Warn("kill failed", "box", box, "cmd", n, "err", err)
 		}
@@ -204,6 +230,9 @@ func execMounted(e *env, t *target, box, line string) (int, error) {
 		}
 		return code, nil
 	case status == "killed":
+		if sig := caught(); sig != nil {
+			return signalStatus(sig), nil
+		}
 		return exitKilled, nil
 	case status == "lost":
 		msg := ""
@@ -223,9 +252,7 @@ func execDirect(ctx context.Context, e *env, t *target, box, line string) (int, 
 	if err != nil {
 		return 0, err
 	}
-	var killed atomic.Bool
-	stop := interrupts(e, func() {
-		killed.Store(true)
+	caught, stop := interrupts(e, func() {
 		kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := proc.Kill(kctx); err != nil {
@@ -235,8 +262,8 @@ func execDirect(ctx context.Context, e *env, t *target, box, line string) (int, 
 	defer stop()
 	code, err := proc.Wait()
 	switch {
-	case killed.Load():
-		return exitKilled, nil
+	case caught() != nil:
+		return signalStatus(caught()), nil
 	case err == nil:
 		return code, nil
 	case providers.CodeOf(err) == providers.Aborted:
