@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -147,7 +148,7 @@ func loadConfig(file string, explicit bool) (*Config, error) {
 		dec := yaml.NewDecoder(bytes.NewReader(data))
 		dec.KnownFields(true)
 		if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-			return nil, bad(err)
+			return nil, bad(yamlError(err))
 		}
 	default:
 		md, err := toml.Decode(string(data), cfg)
@@ -162,6 +163,26 @@ func loadConfig(file string, explicit bool) (*Config, error) {
 		return nil, bad(err)
 	}
 	return cfg, nil
+}
+
+// yamlFieldRE is yaml's message for an unknown key, which names a Go type.
+var yamlFieldRE = regexp.MustCompile(`^line (\d+): field (.+) not found in type \S+$`)
+
+// yamlError says yaml's type errors as the TOML path does: `line 3:
+// unknown key "provder"`, not the Go type the key was not found in.
+func yamlError(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		if sm := yamlFieldRE.FindStringSubmatch(m); sm != nil {
+			m = fmt.Sprintf("line %s: unknown key %q", sm[1], sm[2])
+		}
+		msgs[i] = m
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 func unwrapPathError(err error) error {

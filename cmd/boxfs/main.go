@@ -46,7 +46,10 @@ func exitStatus(err error, stderr io.Writer) int {
 		return int(code)
 	}
 	var ue *usageError
-	if errors.As(err, &ue) {
+	// urfave's own exit errors are its help command's: "No help topic
+	// for 'frob'", a bad argument.
+	var ce cli.ExitCoder
+	if errors.As(err, &ue) || errors.As(err, &ce) {
 		reportError(stderr, err)
 		return exitUsage
 	}

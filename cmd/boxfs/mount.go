@@ -54,12 +54,14 @@ writes a killed daemon journaled are pushed.
   background, allow_other, debug, attr_timeout=DUR, provider=P, state=DIR,
   config=FILE, log_format=F, log_level=L; rw, defaults, nofail, _netdev,
   noauto, auto, user, users, nouser, dev, nodev, suid, nosuid, exec, noexec,
-  atime, noatime, relatime, x-* and comment=* are accepted and ignored.`,
+  atime, noatime, relatime, x-* and comment=* are accepted and ignored.
+fstab (mount.fuse runs "boxfs mount /boxes -o ..."; boxfs in /usr/local/bin):
+  mount  /boxes  fuse.boxfs  background,state=/var/lib/boxfs,nofail  0  0`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "background", Aliases: []string{"b"}, Usage: "detach once the mount answers; the daemon logs to STATE/mount.log"},
 			&cli.BoolFlag{Name: "allow-other", Usage: "let other users use the mount (needs user_allow_other in /etc/fuse.conf unless root)"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request and answer"},
-			&cli.DurationFlag{Name: "attr-timeout", Usage: "how long the kernel and the cache trust attributes and listings (default: the config's, else 1s)"},
+			&cli.DurationFlag{Name: "attr-timeout", Usage: "how long the kernel and the cache trust attributes and listings", DefaultText: "the config's attr_timeout, else 1s"},
 			&cli.StringSliceFlag{Name: "o", Usage: "mount(8)-style `OPTIONS`, comma-separated (see above)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -292,7 +294,26 @@ func prepareMountpoint(e *env, mnt string) error {
 		return providers.Errorf(providers.Invalid, op, "not a directory").WithPath(mnt)
 	}
 	if typ, ok := mountedAt(mnt); ok && typ == "fuse.boxfs" {
-		return providers.Errorf(providers.Exists, op, "a boxfs mount (of another state directory?) is already there").WithPath(mnt)
+		return providers.Errorf(providers.Exists, op, "a boxfs mount (of another state directory?) is already there (boxfs umount %s ends it)", mnt).WithPath(mnt)
+	}
+	return nil
+}
+
+// checkMountpoint refuses, without changing anything, a mount point that
+// prepareMountpoint would refuse: a file that is not a directory, or a live
+// boxfs mount. A missing directory or a stale mount is not an error.
+func checkMountpoint(mnt string) error {
+	const op = "mount"
+	fi, err := os.Stat(mnt)
+	switch {
+	case err == nil && !fi.IsDir():
+		return providers.Errorf(providers.Invalid, op, "not a directory").WithPath(mnt)
+	case err != nil && !isStale(err) && !errors.Is(err, os.ErrNotExist):
+		return providers.E(0, op, unwrapPathError(err)).WithPath(mnt)
+	case err == nil:
+		if typ, ok := mountedAt(mnt); ok && typ == "fuse.boxfs" {
+			return providers.Errorf(providers.Exists, op, "a boxfs mount of another state directory is already there (boxfs umount %s ends it)", mnt).WithPath(mnt)
+		}
 	}
 	return nil
 }
@@ -311,6 +332,11 @@ func startBackground(c *cli.Context, e *env, mnt string, mo mountOpts) error {
 	if rec, err := readMountRecord(e.state); err == nil && rec.Mountpoint == mnt && pidAlive(rec.PID) && answers(mnt, answerWait) {
 		fmt.Fprintf(e.stderr, "boxfs: already mounted at %s (pid %d, state %s)\n", mnt, rec.PID, e.state)
 		return nil
+	}
+	// What the daemon would refuse is refused here, in one line, rather
+	// than from the end of its log.
+	if err := checkMountpoint(mnt); err != nil {
+		return err
 	}
 	lock, err := lockState(e.state, true)
 	if errors.Is(err, errLocked) {
