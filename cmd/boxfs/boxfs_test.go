@@ -436,8 +436,8 @@ func TestExecInterrupt(t *testing.T) {
 			must(t, cmd.Process.Signal(syscall.SIGINT))
 			err = cmd.Wait()
 			ee, ok := err.(*exec.ExitError)
-			if !ok || ee.ExitCode() != exitKilled {
-				t.Fatalf("exec after SIGINT: %v, want exit %d", err, exitKilled)
+			if !ok || ee.ExitCode() != exitInterrupted {
+				t.Fatalf("exec after SIGINT: %v, want exit %d", err, exitInterrupted)
 			}
 			t.Logf("killed in %v", time.Since(start))
 			// A local box's processes are this machine's.
