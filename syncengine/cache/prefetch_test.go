@@ -112,7 +112,6 @@ func TestScanPrefetches(t *testing.T) {
 	}
 }
 
-
 func readWhole(t *testing.T, c *cache.Cache, name string) string {
 	t.Helper()
 	h, _, err := c.OpenFile(t.Context(), name, 0)
