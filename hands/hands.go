@@ -57,11 +57,12 @@ type Hands struct {
 }
 
 var (
-	_ providers.Files       = (*Hands)(nil)
-	_ providers.Walker      = (*Hands)(nil)
-	_ providers.Archiver    = (*Hands)(nil)
-	_ providers.StatWriter  = (*Hands)(nil)
-	_ providers.SmallReader = (*Hands)(nil)
+	_ providers.Files        = (*Hands)(nil)
+	_ providers.Walker       = (*Hands)(nil)
+	_ providers.Archiver     = (*Hands)(nil)
+	_ providers.StatWriter   = (*Hands)(nil)
+	_ providers.SmallReader  = (*Hands)(nil)
+	_ providers.CappedWalker = (*Hands)(nil)
 )
 
 // New reads box's facts once and picks the fastest path they allow (see the
@@ -228,6 +229,16 @@ func (h *Hands) ReadAt(ctx context.Context, name string, p []byte, off int64) (i
 // WriteFile replaces name atomically with r's bytes.
 func (h *Hands) WriteFile(ctx context.Context, name string, r io.Reader, perm providers.FileMode) error {
 	return h.files.WriteFile(ctx, name, r, perm)
+}
+
+// WalkMax lists the tree under root in one round trip when it has at most
+// max entries, where the path can (the agent channel); elsewhere it is
+// Unsupported.
+func (h *Hands) WalkMax(ctx context.Context, root string, max int) ([]providers.FileInfo, error) {
+	if cw, ok := h.walker.(providers.CappedWalker); ok {
+		return cw.WalkMax(ctx, root, max)
+	}
+	return nil, providers.Errorf(providers.Unsupported, "hands.WalkMax", "the %s path has no capped walk", h.via)
 }
 
 // ReadSmall reads many small files of dir in one round trip where the

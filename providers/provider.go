@@ -167,6 +167,15 @@ type LinkAttrSetter interface {
 	Lutimes(ctx context.Context, name string, atime, mtime time.Time) error
 }
 
+// CappedWalker is an optional Walker that lists a tree only when it is
+// small: one round trip that renews every listing of a workspace at once,
+// never by accident the listing of a huge one.
+type CappedWalker interface {
+	// WalkMax is Walk for a tree of at most max entries; a larger tree is
+	// TooLarge, and nothing of it is returned.
+	WalkMax(ctx context.Context, root string, max int) ([]FileInfo, error)
+}
+
 // SmallReader is an optional part of Files: many small files of one
 // directory read whole in one round trip, each with the attributes it had
 // while read, so a scan of a tree (grep -r, an indexer) need not spend a

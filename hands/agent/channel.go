@@ -627,6 +627,15 @@ func (ch *Channel) ReadAt(ctx context.Context, name string, p []byte, off int64)
 	return c.ReadAt(ctx, name, p, off)
 }
 
+// WalkMax lists the tree under root when it has at most max entries.
+func (ch *Channel) WalkMax(ctx context.Context, root string, max int) ([]providers.FileInfo, error) {
+	c, err := ch.client(ctx, "agent.Walk")
+	if err != nil {
+		return nil, err
+	}
+	return c.WalkMax(ctx, root, max)
+}
+
 // ReadSmall reads many small files of dir in one round trip.
 func (ch *Channel) ReadSmall(ctx context.Context, dir string, names []string, max int) ([]providers.SmallFile, error) {
 	c, err := ch.client(ctx, "agent.ReadSmall")

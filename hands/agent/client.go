@@ -542,6 +542,22 @@ func (c *Client) Walk(ctx context.Context, root string) ([]providers.FileInfo, e
 	})
 }
 
+// WalkMax is Walk for a tree of at most max entries: a larger one is
+// TooLarge (EFBIG), and is not listed whole.
+func (c *Client) WalkMax(ctx context.Context, root string, max int) ([]providers.FileInfo, error) {
+	const op = "agent.Walk"
+	p, err := clean(op, root)
+	if err != nil {
+		return nil, c.withBox(op, root, err)
+	}
+	if max <= 0 {
+		return nil, providers.Errorf(providers.Invalid, op, "a walk's cap must be positive, not %d", max)
+	}
+	return call(ctx, c, op, p, false, func() ([]providers.FileInfo, error) {
+		return c.listing(opWalk, url.Values{"root": {p}, "max": {strconv.Itoa(max)}})
+	})
+}
+
 func (c *Client) listing(op string, q url.Values) ([]providers.FileInfo, error) {
 	st, err := c.statExt(op, q)
 	if err != nil {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"github.com/boxfs/boxfs/providers"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,5 +65,29 @@ func TestReadSmall(t *testing.T) {
 	}
 	if _, err := c.ReadSmall(ctx, filepath.Join(dir, "nodir"), []string{"a"}, 100); errnoString(err) != "errno ENOENT" {
 		t.Errorf("a missing directory: %v, want ENOENT", err)
+	}
+}
+
+// WalkMax lists a tree up to its cap in one round trip, and refuses a
+// larger one as TooLarge without listing it.
+func TestWalkMax(t *testing.T) {
+	c := newPipeServer(t, 10*time.Second).client
+	ctx := bg(t)
+	dir := t.TempDir()
+	makeTree(t, dir, 50, 8)
+	all, err := c.Walk(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := c.RoundTrips()
+	got, err := c.WalkMax(ctx, dir, len(all))
+	if err != nil || len(got) != len(all) {
+		t.Fatalf("WalkMax at the tree's size: %d entries, %v; want %d", len(got), err, len(all))
+	}
+	if n := c.RoundTrips() - before; n != 1 {
+		t.Errorf("%d round trips, want 1", n)
+	}
+	if _, err := c.WalkMax(ctx, dir, len(all)-1); providers.CodeOf(err) != providers.TooLarge {
+		t.Errorf("WalkMax under the tree's size: %v, want too_large", err)
 	}
 }

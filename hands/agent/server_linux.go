@@ -166,9 +166,9 @@ func (h *handlers) Fileread(r *sftp.Request) (io.ReaderAt, error) {
 		var b []byte
 		switch op {
 		case opWalk:
-			b, err = listTree(q.Get("root"), true)
+			b, err = listTree(q.Get("root"), true, walkMax(q))
 		case opList:
-			b, err = listTree(q.Get("dir"), false)
+			b, err = listTree(q.Get("dir"), false, 0)
 		default:
 			return nil, fmt.Errorf("agent: no read operation %q", op)
 		}
@@ -695,7 +695,7 @@ func (h *handlers) StatVFS(r *sftp.Request) (*sftp.StatVFS, error) {
 func (h *handlers) Filelist(r *sftp.Request) (sftp.ListerAt, error) {
 	switch r.Method {
 	case "List":
-		b, err := listTree(r.Filepath, false)
+		b, err := listTree(r.Filepath, false, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -774,7 +774,11 @@ func syntheticStat(op string, q url.Values) (sftp.ListerAt, error) {
 		if op == opList {
 			root = q.Get("dir")
 		}
-		b, err := listTree(root, op == opWalk)
+		max := 0
+		if op == opWalk {
+			max = walkMax(q)
+		}
+		b, err := listTree(root, op == opWalk, max)
 		if err != nil {
 			return nil, err
 		}
@@ -969,7 +973,18 @@ func (l listing) ListAt(dst []os.FileInfo, off int64) (int, error) {
 // format: its entries, and with recursive their whole trees, never
 // following a symlink below dir. An entry that vanishes while it is listed
 // is left out; any other error ends the listing.
-func listTree(dir string, recursive bool) ([]byte, error) {
+// walkMax is a walk's optional entry cap ("max"); 0 is none.
+func walkMax(q url.Values) int {
+	n, err := strconv.Atoi(q.Get("max"))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// listTree lists dir (recursively: the whole tree). With max > 0, a tree
+// of more than max entries is EFBIG: the caller wanted it only if small.
+func listTree(dir string, recursive bool, max int) ([]byte, error) {
 	if !path.IsAbs(dir) {
 		return nil, errnoErr(syscall.EINVAL)
 	}
@@ -978,14 +993,19 @@ func listTree(dir string, recursive bool) ([]byte, error) {
 		return nil, toWire(err)
 	}
 	var b []byte
-	if err := listDir(fd, "", recursive, &b); err != nil {
+	left := -1
+	if max > 0 {
+		left = max
+	}
+	if err := listDir(fd, "", recursive, &b, &left); err != nil {
 		return nil, toWire(err)
 	}
 	return b, nil
 }
 
 // listDir lists the directory open at fd, and closes fd.
-func listDir(fd int, prefix string, recursive bool, b *[]byte) error {
+// left counts the entries still allowed (-1: no cap).
+func listDir(fd int, prefix string, recursive bool, b *[]byte, left *int) error {
 	f := os.NewFile(uintptr(fd), prefix)
 	defer f.Close()
 	names, err := f.Readdirnames(-1)
@@ -1017,6 +1037,12 @@ func listDir(fd int, prefix string, recursive bool, b *[]byte) error {
 			target = string(link[:n])
 		}
 		rel := prefix + name
+		if *left == 0 {
+			return syscall.EFBIG
+		}
+		if *left > 0 {
+			*left--
+		}
 		*b = appendWalkRecord(*b, statNSOf(&st), rel, target)
 		if !recursive || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			continue
@@ -1028,7 +1054,7 @@ func listDir(fd int, prefix string, recursive bool, b *[]byte) error {
 		if err != nil {
 			return err
 		}
-		if err := listDir(cfd, rel+"/", true, b); err != nil {
+		if err := listDir(cfd, rel+"/", true, b, left); err != nil {
 			return err
 		}
 	}

@@ -46,7 +46,11 @@ type Options struct {
 	// BigDir is the entry count above which a lookup in a stale directory
 	// stats the one name instead of re-listing the directory (default 2,000).
 	BigDir int
-	Logger *slog.Logger
+	// WalkMax is the largest workspace (in entries) whose listings are all
+	// renewed by one walk when one of them goes stale (default 20,000;
+	// negative: never).
+	WalkMax int
+	Logger  *slog.Logger
 	// Now is the clock (default time.Now); tests pin it.
 	Now func() time.Time
 }
@@ -54,12 +58,17 @@ type Options struct {
 // Cache is one box's workspace as the host sees it.
 type Cache struct {
 	remote Remote
-	sw     providers.StatWriter  // remote's, answering mutations with attributes
-	sr     providers.SmallReader // remote's, if it has one (c.mu); nil once it said Unsupported
-	cold   map[string]int        // directory -> files fetched from it (c.mu)
-	opts   Options
-	log    *slog.Logger
-	now    func() time.Time
+	sw     providers.StatWriter   // remote's, answering mutations with attributes
+	sr     providers.SmallReader  // remote's, if it has one (c.mu); nil once it said Unsupported
+	cold   map[string]int         // directory -> files fetched from it (c.mu)
+	cw     providers.CappedWalker // remote's, if it has one (c.mu); nil once it said Unsupported
+
+	walkMu   sync.Mutex // one revalidating walk at a time
+	lastWalk time.Time  // when the last walk's listing was installed (c.mu)
+	walkOff  time.Time  // no revalidating walk before this: the tree was too large (c.mu)
+	opts     Options
+	log      *slog.Logger
+	now      func() time.Time
 
 	dataDir, journalDir string
 
@@ -105,6 +114,9 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 	if opts.BigDir <= 0 {
 		opts.BigDir = 2000
 	}
+	if opts.WalkMax == 0 {
+		opts.WalkMax = 20000
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -134,6 +146,7 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 		}
 	}
 	c.sr, _ = remote.(providers.SmallReader)
+	c.cw, _ = remote.(providers.CappedWalker)
 	if err := c.loadJournal(); err != nil {
 		return nil, err
 	}
@@ -472,6 +485,15 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 		return out, nil
 	}
 	c.mu.Unlock()
+	if c.revalidate(ctx) {
+		c.mu.Lock()
+		if d := c.dirs[rel]; d != nil && c.fresh(d.fetched) {
+			out := c.entriesLocked(rel, d)
+			c.mu.Unlock()
+			return out, nil
+		}
+		c.mu.Unlock()
+	}
 	start := c.beginFetch()
 	list, err := c.remote.ReadDir(ctx, c.abs(rel))
 	if err != nil {

@@ -34,6 +34,13 @@ func (c *Cache) Refresh(ctx context.Context) (Changes, error) {
 		c.Invalidate()
 		return Changes{}, err
 	}
+	return c.installWalk(start, list), nil
+}
+
+// installWalk makes a walk of the workspace, asked at generation start, the
+// cache's listing, with the host's changes since laid over it, and returns
+// what differs from what the cache knew.
+func (c *Cache) installWalk(start uint64, list []providers.FileInfo) Changes {
 	now := c.now()
 	attrs := make(map[string]providers.FileInfo, len(list))
 	dirs := map[string]*dirList{"": {entries: map[string]providers.FileInfo{}, fetched: now}}
@@ -63,6 +70,7 @@ func (c *Cache) Refresh(ctx context.Context) (Changes, error) {
 	defer c.mu.Unlock()
 	c.overlayLocked(start, attrs, dirs, nil)
 	c.endFetchLocked()
+	c.lastWalk = now
 	for rel, a := range c.attrs {
 		if rel == "" {
 			continue
@@ -100,9 +108,54 @@ func (c *Cache) Refresh(ctx context.Context) (Changes, error) {
 	sortStrings(ch.Added)
 	sortStrings(ch.Changed)
 	sortStrings(ch.Removed)
-	return ch, nil
+	return ch
 }
 
 func differs(a, b providers.FileInfo) bool {
 	return a.Mode != b.Mode || a.Size != b.Size || !a.Mtime.Equal(b.Mtime) || a.Target != b.Target
+}
+
+// revalidateDirs is how many directories the cache must know before a
+// stale one is renewed with all the others in one walk.
+const revalidateDirs = 8
+
+// revalidate renews every listing with one capped walk of the workspace,
+// where the remote can walk in one round trip (providers.CappedWalker): a
+// walk of a tree outlasting the attribute timeout then costs one round trip
+// per timeout, not one per directory. It runs at most once per attribute
+// timeout, only when the cache knows several directories, and not for a
+// minute after the tree was found larger than Options.WalkMax entries. It
+// reports whether the listings are fresh now.
+func (c *Cache) revalidate(ctx context.Context) bool {
+	c.mu.Lock()
+	cw := c.cw
+	ok := cw != nil && c.opts.WalkMax > 0 && len(c.dirs) >= revalidateDirs && !c.fresh(c.lastWalk) && !c.now().Before(c.walkOff)
+	c.mu.Unlock()
+	if !ok {
+		return false
+	}
+	c.walkMu.Lock()
+	defer c.walkMu.Unlock()
+	c.mu.Lock()
+	done := c.fresh(c.lastWalk) // another caller's walk ran meanwhile
+	c.mu.Unlock()
+	if done {
+		return true
+	}
+	start := c.beginFetch()
+	list, err := cw.WalkMax(ctx, c.opts.Root, c.opts.WalkMax)
+	if err != nil {
+		c.mu.Lock()
+		c.endFetchLocked()
+		switch providers.CodeOf(err) {
+		case providers.TooLarge:
+			c.walkOff = c.now().Add(time.Minute)
+		case providers.Unsupported:
+			c.cw = nil
+		}
+		c.mu.Unlock()
+		return false
+	}
+	c.installWalk(start, list)
+	return true
 }

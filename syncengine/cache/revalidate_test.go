@@ -1,0 +1,113 @@
+package cache_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/syncengine/cache"
+)
+
+// walkRemote walks the fake's tree with a cap, as the agent does, and
+// counts the listings the cache asks for.
+type walkRemote struct {
+	cache.Remote
+	mu       sync.Mutex
+	walks    int
+	readdirs int
+}
+
+func (r *walkRemote) WalkMax(ctx context.Context, root string, max int) ([]providers.FileInfo, error) {
+	r.mu.Lock()
+	r.walks++
+	r.mu.Unlock()
+	list, err := r.Remote.Walk(ctx, root)
+	if err == nil && len(list) > max {
+		return nil, providers.Errorf(providers.TooLarge, "walk", "more than %d entries", max)
+	}
+	return list, err
+}
+
+func (r *walkRemote) ReadDir(ctx context.Context, name string) ([]providers.FileInfo, error) {
+	r.mu.Lock()
+	r.readdirs++
+	r.mu.Unlock()
+	return r.Remote.ReadDir(ctx, name)
+}
+
+func (r *walkRemote) counts() (int, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, d := r.walks, r.readdirs
+	r.walks, r.readdirs = 0, 0
+	return w, d
+}
+
+// Once the attribute timeout passed, the first stale listing renews them
+// all with one walk, and the others are answered from it; a box change is
+// seen; a tree larger than WalkMax is listed directory by directory.
+func TestStaleListingsRenewedByOneWalk(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		walkMax int
+	}{{"small tree", 0}, {"tree over the cap", 15}} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, inner := fakeBox(t)
+			r := &walkRemote{Remote: inner}
+			now := time.Unix(1000, 0)
+			c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", WalkMax: tc.walkMax,
+				Now: func() time.Time { return now }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx := t.Context()
+			const ndirs = 10
+			for i := range ndirs {
+				if err := inner.Mkdir(ctx, fmt.Sprintf("%s/d%d", root, i), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				boxWrite(t, inner, fmt.Sprintf("d%d/f", i), "x")
+			}
+			listAll := func() {
+				t.Helper()
+				for i := range ndirs {
+					if _, err := c.ReadDir(ctx, fmt.Sprintf("d%d", i)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			listAll() // cold: one listing per directory (too few known for a walk)
+			r.counts()
+			now = now.Add(2 * time.Second) // every listing is stale
+			boxWrite(t, inner, "d7/new", "made in the box")
+			listAll()
+			walks, readdirs := r.counts()
+			if tc.walkMax == 0 {
+				if walks != 1 || readdirs != 0 {
+					t.Errorf("renewing %d stale listings took %d walks and %d listings, want 1 walk", ndirs, walks, readdirs)
+				}
+			} else if readdirs != ndirs || walks != 0 {
+				// The walk was tried once, during the cold listings, and refused.
+				t.Errorf("over the cap: %d walks and %d listings, want no walk within a minute of the refused one and %d listings", walks, readdirs, ndirs)
+			}
+			if _, err := c.Lookup(ctx, "d7/new"); err != nil {
+				t.Errorf("a file the box made is not seen after renewal: %v", err)
+			}
+			// Within the timeout nothing is asked again; after it, over the cap,
+			// no walk is tried again for a while.
+			listAll()
+			if w, d := r.counts(); w+d != 0 {
+				t.Errorf("fresh listings asked the box again: %d walks, %d listings", w, d)
+			}
+			now = now.Add(2 * time.Second)
+			listAll()
+			if w, _ := r.counts(); tc.walkMax != 0 && w != 0 {
+				t.Errorf("a walk was tried again %d times within a minute of a too-large tree", w)
+			}
+		})
+	}
+}
