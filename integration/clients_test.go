@@ -23,10 +23,7 @@ import (
 // clientSuite is what real programs (editors, git, python, node, make, an
 // agent's edit tool) do in work/, each checked against what a local disk
 // would show and against what the box sees.
-var clientSuite = []struct {
-	name string
-	fn   func(t *testing.T, b *boxT)
-}{
+var clientSuite = []suiteCase{
 	{"vim-swap-backup", testClientVim},
 	{"sed-perl-in-place", testClientInPlace},
 	{"git-workflow", testClientGit},
@@ -44,25 +41,7 @@ var clientSuite = []struct {
 	{"hard-link-write", testClientHardLinkWrite},
 }
 
-func TestClients(t *testing.T) {
-	for _, prov := range providerRows {
-		t.Run("provider="+prov, func(t *testing.T) {
-			m := startMount(t, prov, 20*time.Second)
-			b := m.newBox(t, "box", "provider="+prov)
-			for _, tc := range clientSuite {
-				t.Run(tc.name, func(t *testing.T) {
-					dir := filepath.Join(b.work, tc.name)
-					if err := os.Mkdir(dir, 0o755); err != nil {
-						t.Fatal(err)
-					}
-					sub := *b
-					sub.work = dir
-					tc.fn(t, &sub)
-				})
-			}
-		})
-	}
-}
+func TestClients(t *testing.T) { runSuite(t, clientSuite) }
 
 func needTool(t *testing.T, name string) {
 	t.Helper()

@@ -21,30 +21,20 @@ import (
 // providerRows are the providers every tool runs against.
 var providerRows = []string{"local", "docker"}
 
-// toolSuite is what a user does with a box's work/ tree, one entry per tool.
-var toolSuite = []struct {
+// suiteCase is one entry of a suite run on every provider row: fn gets a
+// box whose work is a fresh directory of its own.
+type suiteCase struct {
 	name string
 	fn   func(t *testing.T, b *boxT)
-}{
-	{"cp-r", testCopyTree},
-	{"tar-x", testUntar},
-	{"mv-ln-chmod-run", testMoveLinkChmod},
-	{"git", testGit},
-	{"grep-r", testGrep},
-	{"editor-save", testEditorSave},
-	{"append-two-opens", testAppend},
-	{"truncate", testTruncate},
-	{"sqlite3", testSQLite},
-	{"shell-control-files", testShellControl},
-	{"freshness", testFreshness},
 }
 
-func TestTools(t *testing.T) {
+// runSuite runs suite on a box of each provider row, one mount per row.
+func runSuite(t *testing.T, suite []suiteCase) {
 	for _, prov := range providerRows {
 		t.Run("provider="+prov, func(t *testing.T) {
 			m := startMount(t, prov, 20*time.Second)
 			b := m.newBox(t, "box", "provider="+prov)
-			for _, tc := range toolSuite {
+			for _, tc := range suite {
 				t.Run(tc.name, func(t *testing.T) {
 					dir := filepath.Join(b.work, tc.name)
 					if err := os.Mkdir(dir, 0o755); err != nil {
@@ -58,6 +48,23 @@ func TestTools(t *testing.T) {
 		})
 	}
 }
+
+// toolSuite is what a user does with a box's work/ tree, one entry per tool.
+var toolSuite = []suiteCase{
+	{"cp-r", testCopyTree},
+	{"tar-x", testUntar},
+	{"mv-ln-chmod-run", testMoveLinkChmod},
+	{"git", testGit},
+	{"grep-r", testGrep},
+	{"editor-save", testEditorSave},
+	{"append-two-opens", testAppend},
+	{"truncate", testTruncate},
+	{"sqlite3", testSQLite},
+	{"shell-control-files", testShellControl},
+	{"freshness", testFreshness},
+}
+
+func TestTools(t *testing.T) { runSuite(t, toolSuite) }
 
 // relBox is the box-side path of a work/ path, relative to the workspace.
 func (b *boxT) relBox(p string) string {

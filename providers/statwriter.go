@@ -36,20 +36,27 @@ func (s stepWriter) WriteFileStat(ctx context.Context, name string, r io.Reader,
 	if err := s.f.WriteFile(ctx, name, r, o.Perm); err != nil {
 		return FileInfo{}, err
 	}
+	return SetAttrs(ctx, s.f, name, o)
+}
+
+// SetAttrs gives name the attributes o asks a write to set (owner, then
+// mode when ForceMode, then times), one call of f each, and returns Lstat
+// of it: what a write that cannot set them itself does after writing.
+func SetAttrs(ctx context.Context, f Files, name string, o WriteOptions) (FileInfo, error) {
 	if o.Chown {
-		if err := s.f.Chown(ctx, name, o.UID, o.GID); err != nil {
+		if err := f.Chown(ctx, name, o.UID, o.GID); err != nil {
 			return FileInfo{}, err
 		}
 	}
 	if o.ForceMode {
-		if err := s.f.Chmod(ctx, name, o.Perm); err != nil {
+		if err := f.Chmod(ctx, name, o.Perm); err != nil {
 			return FileInfo{}, err
 		}
 	}
 	if !o.Atime.IsZero() || !o.Mtime.IsZero() {
-		if err := s.f.Utimes(ctx, name, o.Atime, o.Mtime); err != nil {
+		if err := f.Utimes(ctx, name, o.Atime, o.Mtime); err != nil {
 			return FileInfo{}, err
 		}
 	}
-	return s.f.Lstat(ctx, name)
+	return f.Lstat(ctx, name)
 }

@@ -100,7 +100,9 @@ func (c *Cache) Create(ctx context.Context, rel string, flags int, perm fs.FileM
 	excl := flags&syscall.O_EXCL != 0
 	fi, err := c.sw.CreateStat(ctx, c.abs(rel), perm, excl)
 	if err != nil {
-		c.forget(rel)
+		if providers.CodeOf(err) != providers.Exists {
+			c.forget(rel) // what the box has there is not known now
+		}
 		return nil, providers.FileInfo{}, err
 	}
 	fi = c.made(rel, fi)
@@ -187,7 +189,7 @@ func (f *file) ensure(ctx context.Context, c *Cache) error {
 	f.content.Lock()
 	defer f.content.Unlock()
 	f.mu.Lock()
-	if f.dirty || (f.valid && f.boxSize == fi.Size && f.boxMtime.Equal(fi.Mtime)) {
+	if f.holdsLocked(fi) {
 		err := f.openDataLocked(c, false)
 		if !f.dirty {
 			f.mode, f.base = fi.Mode.Perm(), fi
@@ -608,22 +610,7 @@ func (c *Cache) writeInPlace(ctx context.Context, abs string, src *os.File, o pr
 	if err := c.remote.Truncate(ctx, abs, off); err != nil {
 		return providers.FileInfo{}, err
 	}
-	if o.Chown {
-		if err := c.remote.Chown(ctx, abs, o.UID, o.GID); err != nil {
-			return providers.FileInfo{}, err
-		}
-	}
-	if o.ForceMode {
-		if err := c.remote.Chmod(ctx, abs, o.Perm); err != nil {
-			return providers.FileInfo{}, err
-		}
-	}
-	if !o.Atime.IsZero() || !o.Mtime.IsZero() {
-		if err := c.remote.Utimes(ctx, abs, o.Atime, o.Mtime); err != nil {
-			return providers.FileInfo{}, err
-		}
-	}
-	return c.remote.Lstat(ctx, abs)
+	return providers.SetAttrs(ctx, c.remote, abs, o)
 }
 
 // unlinked drops a file whose name went away: no push, no journal.

@@ -106,6 +106,11 @@ func (c *Cache) holds(rel string, fi providers.FileInfo) bool {
 func (f *file) holds(fi providers.FileInfo) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.holdsLocked(fi)
+}
+
+// holdsLocked is holds with f.mu held.
+func (f *file) holdsLocked(fi providers.FileInfo) bool {
 	return f.dirty || (f.valid && f.boxSize == fi.Size && f.boxMtime.Equal(fi.Mtime))
 }
 
@@ -116,7 +121,7 @@ func (f *file) fill(c *Cache, sf providers.SmallFile) {
 	defer f.content.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.dirty || f.gone || (f.valid && f.boxSize == sf.Info.Size && f.boxMtime.Equal(sf.Info.Mtime)) {
+	if f.gone || f.holdsLocked(sf.Info) {
 		return
 	}
 	if err := f.openDataLocked(c, true); err != nil {
