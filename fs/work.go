@@ -791,21 +791,44 @@ func (wh *workHandle) size() int64 {
 // error says why not (the data stays dirty and journaled).
 func (wh *workHandle) Flush(ctx context.Context) syscall.Errno {
 	b := wh.n.b
+	_, dirty := wh.h.Attr()
 	err := b.do(ctx, true, transferTime(wh.size()), wh.h.Flush)
 	if err != nil {
 		b.setErr(providers.E(0, "close", err))
 		return toErrno(err)
+	}
+	if dirty {
+		wh.pushed()
 	}
 	return 0
 }
 
 func (wh *workHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	b := wh.n.b
+	_, dirty := wh.h.Attr()
 	if err := b.do(ctx, true, transferTime(wh.size()), wh.h.Fsync); err != nil {
 		b.setErr(providers.E(0, "fsync", err))
 		return toErrno(err)
 	}
+	if dirty {
+		wh.pushed()
+	}
 	return 0
+}
+
+// pushed tells the kernel that the directory of a file just pushed has
+// new times: the box got the file under a temporary name and a rename, so
+// the directory's mtime moved there, and the kernel holds the old one for
+// the attribute timeout. rsync --inplace re-stats each directory it wrote
+// in and resets its times only when they moved. Only the attributes are
+// dropped (offset -1), never a listing.
+func (wh *workHandle) pushed() {
+	if !wh.n.b.fs.mounted() {
+		return
+	}
+	if _, parent := wh.n.Parent(); parent != nil {
+		parent.NotifyContent(-1, 0)
+	}
 }
 
 func (wh *workHandle) Release(ctx context.Context) syscall.Errno {

@@ -101,7 +101,7 @@ type attrEntry struct {
 	fi    providers.FileInfo
 	at    time.Time
 	neg   bool // the path was found missing at `at`
-	stale bool // set by a setattr here: right in what it set, not in ctime; ask the box when asked
+	stale bool // set by a setattr here (right in what it set, not in ctime) or a change in the directory: ask the box when asked
 }
 
 // Open opens the cache for one box. It reads the journal of dirty files a
@@ -446,6 +446,36 @@ func (c *Cache) recordLocked(rel string, fi providers.FileInfo, at time.Time) {
 	}
 }
 
+// dirChangedLocked notes that the box changed the directory holding rel
+// (a name made, removed or renamed in it, or a push's temporary name
+// renamed over a file): its mtime, ctime and link count are the box's to
+// say now, so the next stat of it asks the box (rsync re-stats a directory
+// after filling it, and resets its times only when they moved). c.mu held.
+func (c *Cache) dirChangedLocked(rel string) {
+	if rel == "" {
+		return
+	}
+	dir, _ := split(rel)
+	a, ok := c.attrs[dir]
+	if !ok || a.neg {
+		if dir == "" {
+			return
+		}
+		gp, name := split(dir)
+		d := c.dirs[gp]
+		if d == nil {
+			return
+		}
+		fi, ok := d.entries[name]
+		if !ok {
+			return
+		}
+		a = attrEntry{fi: fi}
+	}
+	a.at, a.stale = c.now(), true
+	c.attrs[dir] = a
+}
+
 // forget drops what the cache knows of rel (and, for a directory, below it).
 func (c *Cache) forget(rel string) {
 	c.mu.Lock()
@@ -645,7 +675,11 @@ func (c *Cache) Mkdir(ctx context.Context, rel string, perm fs.FileMode) (provid
 // made records what a mutation that answered with attributes made of rel.
 func (c *Cache) made(rel string, fi providers.FileInfo) providers.FileInfo {
 	_, fi.Name = split(rel)
-	c.record(rel, fi, c.now())
+	c.mu.Lock()
+	c.touchLocked(rel)
+	c.recordLocked(rel, fi, c.now())
+	c.dirChangedLocked(rel)
+	c.mu.Unlock()
 	return fi
 }
 
@@ -659,6 +693,9 @@ func (c *Cache) Symlink(ctx context.Context, target, rel string) (providers.File
 		fi.Target = target
 		c.record(rel, fi, c.now())
 	}
+	c.mu.Lock()
+	c.dirChangedLocked(rel)
+	c.mu.Unlock()
 	return fi, err
 }
 
@@ -673,6 +710,9 @@ func (c *Cache) Link(ctx context.Context, oldrel, newrel string) (providers.File
 		return providers.FileInfo{}, err
 	}
 	fi, err := c.afterMutation(ctx, newrel)
+	c.mu.Lock()
+	c.dirChangedLocked(newrel)
+	c.mu.Unlock()
 	if err == nil {
 		// One inode under two names: oldrel's link count changed the same
 		// way, with no second round trip (git links every object it writes).
@@ -696,6 +736,7 @@ func (c *Cache) Remove(ctx context.Context, rel string) error {
 	delete(c.files, rel)
 	c.forgetLocked(rel)
 	c.attrs[rel] = attrEntry{at: c.now(), neg: true}
+	c.dirChangedLocked(rel)
 	c.mu.Unlock()
 	if f != nil {
 		f.unlinked(c)
@@ -711,6 +752,7 @@ func (c *Cache) Rmdir(ctx context.Context, rel string) error {
 	c.mu.Lock()
 	c.forgetLocked(rel)
 	c.attrs[rel] = attrEntry{at: c.now(), neg: true}
+	c.dirChangedLocked(rel)
 	c.mu.Unlock()
 	return nil
 }
@@ -765,6 +807,8 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 			d.entries[name] = kept
 		}
 	}
+	c.dirChangedLocked(oldrel)
+	c.dirChangedLocked(newrel)
 	c.mu.Unlock()
 	for _, f := range dropped {
 		f.unlinked(c)

@@ -583,7 +583,13 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 	f.removeJournalLocked(c)
 	f.mu.Unlock()
 	_, fi.Name = split(rel)
-	c.record(rel, fi, now)
+	c.mu.Lock()
+	c.touchLocked(rel)
+	c.recordLocked(rel, fi, now)
+	if !inBox || links <= 1 {
+		c.dirChangedLocked(rel) // the push renamed a temporary name over rel
+	}
+	c.mu.Unlock()
 	return nil
 }
 
