@@ -1,12 +1,17 @@
 package integration
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // clients3Suite is more real programs on work/ (rsync, git's heavier
@@ -14,6 +19,10 @@ import (
 // compared with the same steps on the host's disk where that makes sense.
 var clients3Suite = []suiteCase{
 	{"rsync", testRsync},
+	{"syscalls-vs-disk", testSyscallsVsDisk},
+	{"locks-host-local", testLocks},
+	{"git-clone-switch-gc", testGitHeavy},
+	{"host-and-box-write-one-file", testHostAndBoxWrite},
 }
 
 func TestClients3(t *testing.T) { runSuite(t, clients3Suite) }
@@ -145,4 +154,321 @@ func testRsync(t *testing.T, b *boxT) {
 		t.Errorf("rsync -a out of work/:\n%s\nwant\n%s", got, want)
 	}
 	sameSums(t, "rsync -a out of work/", sums(t, src), sums(t, out))
+}
+
+// syscallsScript does what programs do to files beyond open/read/write and
+// prints what it saw, one line per step; run on a host directory and on
+// work/, the two outputs must be the same.
+const syscallsScript = `
+import os, sys, errno, tempfile, shutil
+os.chdir(sys.argv[1])
+def step(name, fn):
+    try: r = fn()
+    except OSError as e: r = "error " + errno.errorcode.get(e.errno, str(e.errno))
+    print(name, r)
+def sparse():
+    fd = os.open("sparse", os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o644)
+    os.pwrite(fd, b"head", 0); os.pwrite(fd, b"tail", 3 << 20)
+    mid = os.pread(fd, 8, 1 << 20)
+    os.close(fd)
+    d = open("sparse", "rb").read()
+    return len(d), d[:4], d[-4:], mid, d.count(0)
+step("sparse write past EOF", sparse)
+def falloc():
+    fd = os.open("falloc", os.O_CREAT | os.O_RDWR, 0o644)
+    os.write(fd, b"abc"); os.posix_fallocate(fd, 0, 65536); size = os.fstat(fd).st_size; os.close(fd)
+    return size, os.stat("falloc").st_size, open("falloc", "rb").read(4)
+step("posix_fallocate", falloc)
+def cfr():
+    open("cfr-src", "wb").write(bytes(range(256)) * 4096)
+    s = os.open("cfr-src", os.O_RDONLY); d = os.open("cfr-dst", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    n = 0
+    while True:
+        k = os.copy_file_range(s, d, 1 << 20)
+        if not k: break
+        n += k
+    os.close(s); os.close(d)
+    return n, open("cfr-dst", "rb").read() == open("cfr-src", "rb").read()
+step("copy_file_range", cfr)
+def replace_open():
+    open("victim", "w").write("old\n")
+    f = open("victim")
+    fd, tmp = tempfile.mkstemp(dir=".", prefix=".victim.")
+    os.write(fd, b"new\n"); os.fchmod(fd, 0o640); os.close(fd)
+    os.replace(tmp, "victim")
+    return f.read(), open("victim").read(), oct(os.stat("victim").st_mode & 0o777)
+step("os.replace over an open file", replace_open)
+def two_rdwr():
+    open("shared", "wb").write(b"." * 16)
+    a = os.open("shared", os.O_RDWR); b = os.open("shared", os.O_RDWR)
+    os.pwrite(a, b"AAAA", 0); os.pwrite(b, b"BBBB", 8)
+    seen = os.pread(b, 16, 0)
+    os.close(a); os.pwrite(b, b"CC", 14); os.close(b)
+    return seen, open("shared", "rb").read()
+step("two O_RDWR opens", two_rdwr)
+def rename_open():
+    os.mkdir("d")
+    fd = os.open("d/f", os.O_CREAT | os.O_WRONLY, 0o644); os.write(fd, b"a\n")
+    os.rename("d/f", "d/g"); os.write(fd, b"b\n"); os.rename("d", "e"); os.write(fd, b"c\n"); os.close(fd)
+    return sorted(os.listdir(".")), os.listdir("e"), open("e/g").read()
+step("rename of an open file and its directory", rename_open)
+def scandir():
+    bad = []
+    for e in os.scandir("."):
+        a, b = e.stat(follow_symlinks=False), os.lstat(e.name)
+        if e.inode() != b.st_ino or (a.st_ino, a.st_mode, a.st_size, a.st_mtime_ns, a.st_nlink) != (b.st_ino, b.st_mode, b.st_size, b.st_mtime_ns, b.st_nlink):
+            bad.append(e.name)
+    return bad
+step("os.scandir stat fields", scandir)
+def copytree_rmtree():
+    shutil.copytree("e", "e2"); shutil.move("e2", "e3"); shutil.rmtree("e3")
+    return sorted(os.listdir("."))
+step("shutil copytree move rmtree", copytree_rmtree)
+def dirsync():
+    fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY); os.fsync(fd); os.close(fd); return "ok"
+step("fsync of a directory", dirsync)
+def readonly():
+    open("ro", "w").write("x"); os.chmod("ro", 0o444)
+    os.replace("victim", "ro")  # renamed over a read-only file, as git gc does
+    return open("ro").read(), oct(os.stat("ro").st_mode & 0o777)
+step("rename over a 0444 file", readonly)
+`
+
+// testSyscallsVsDisk: sparse writes past EOF, posix_fallocate,
+// copy_file_range, os.replace over an open file, two read-write opens,
+// renames of an open file, scandir's stat fields: the same answers as the
+// host's disk; what reaches the box is checked in the box. O_TMPFILE is
+// an honest EOPNOTSUPP (nothing made); extended attributes say ENOTSUP at once.
+func testSyscallsVsDisk(t *testing.T, b *boxT) {
+	ref := t.TempDir()
+	want := python(t, ref, syscallsScript)
+	if got := python(t, b.work, syscallsScript); got != want {
+		t.Errorf("through the mount:\n%s\non the host's disk:\n%s", got, want)
+	}
+	got := b.must(t, fmt.Sprintf("cd %q && stat -c '%%n %%s' sparse falloc cfr-dst && od -An -c -j $((3<<20)) sparse && cmp cfr-src cfr-dst && cat shared e/g ro && echo && echo $(ls -A)", b.relBox(b.work)))
+	if want := "sparse 3145732\nfalloc 65536\ncfr-dst 1048576\n   t   a   i   l\nAAAA....BBBB..CCa\nb\nc\nnew\n\ncfr-dst cfr-src e falloc ro shared sparse\n"; got != want {
+		t.Errorf("box sees:\n%q\nwant\n%q", got, want)
+	}
+
+	// O_TMPFILE: not supported here, said at once, nothing left behind.
+	fd, err := unix.Open(b.work, unix.O_TMPFILE|unix.O_RDWR, 0o600)
+	if err == nil {
+		unix.Close(fd)
+		t.Errorf("O_TMPFILE opened in work/")
+	} else if !errors.Is(err, syscall.EOPNOTSUPP) {
+		t.Errorf("O_TMPFILE: %v, want EOPNOTSUPP", err)
+	}
+	// Extended attributes: ENOTSUP for get, set and list, fast.
+	f := filepath.Join(b.work, "shared")
+	start := time.Now()
+	for i := 0; i < 50; i++ {
+		if _, err := unix.Lgetxattr(f, "user.x", make([]byte, 64)); !errors.Is(err, syscall.ENOTSUP) {
+			t.Fatalf("getxattr: %v", err)
+		}
+		if err := unix.Lsetxattr(f, "user.x", []byte("1"), 0); !errors.Is(err, syscall.ENOTSUP) {
+			t.Fatalf("setxattr: %v", err)
+		}
+		if _, err := unix.Llistxattr(f, make([]byte, 64)); !errors.Is(err, syscall.ENOTSUP) {
+			t.Fatalf("listxattr: %v", err)
+		}
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("150 xattr calls took %v", d)
+	}
+	if got := names(t, b.work); strings.Join(got, " ") != "cfr-dst cfr-src e falloc ro shared sparse" {
+		t.Errorf("work/ holds %q", got)
+	}
+}
+
+// testLocks: flock and fcntl locks are host-local (docs/namespace.md): two
+// host processes exclude each other through work/, a lock goes with its
+// holder's close, and a process in the box takes the same file's lock
+// regardless.
+func testLocks(t *testing.T, b *boxT) {
+	needTool(t, "flock")
+	f := filepath.Join(b.work, "lock")
+	if err := os.WriteFile(f, []byte("l\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := os.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := unix.Flock(int(h.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := hostErr(b.work, "flock", "-n", "lock", "true"); err == nil {
+		t.Errorf("a second host process took an flock held by another: %s", out)
+	}
+	// A POSIX lock (F_SETLK) on a read-write open, tried from another process.
+	rw, err := os.OpenFile(f, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 0}
+	if err := unix.FcntlFlock(rw.Fd(), unix.F_SETLK, &lk); err != nil {
+		t.Fatalf("fcntl F_SETLK: %v", err)
+	}
+	out := python(t, b.work, `
+import fcntl, os, sys, errno
+fd = os.open("lock", os.O_RDWR)
+try:
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB); print("took it")
+except OSError as e: print(errno.errorcode[e.errno])
+`)
+	if out != "EAGAIN\n" && out != "EACCES\n" {
+		t.Errorf("another process's fcntl lock: %q", out)
+	}
+	// The box does not see host locks.
+	if out, st := b.run(t, fmt.Sprintf("flock -n %q true && echo free", b.relBox(f))); st != "exit 0" || out != "free\n" {
+		t.Errorf("flock in the box: %q %s", out, st)
+	}
+	rw.Close()
+	h.Close()
+	host(t, b.work, "flock", "-n", "lock", "true")
+	if got := readString(t, f); got != "l\n" {
+		t.Errorf("the lock file holds %q", got)
+	}
+}
+
+// testGitHeavy: git clone of a local bare repository into work/, a branch
+// switch changing, adding and removing many files, stash, gc and repack
+// (packs made read-only, loose objects pruned), fsck, and the same steps
+// on the host's disk leave the same tree.
+func testGitHeavy(t *testing.T, b *boxT) {
+	needTool(t, "git")
+	up := t.TempDir()
+	host(t, up, "git", "init", "-q", "-b", "main")
+	for d := 0; d < 12; d++ {
+		os.MkdirAll(filepath.Join(up, fmt.Sprintf("d%d", d)), 0o755)
+		for f := 0; f < 12; f++ {
+			os.WriteFile(filepath.Join(up, fmt.Sprintf("d%d/f%d", d, f)), []byte(fmt.Sprintf("%d %d\n", d, f)), 0o644)
+		}
+	}
+	host(t, up, "git", "add", "-A")
+	host(t, up, "git", "commit", "-qm", "base")
+	host(t, up, "git", "checkout", "-q", "-b", "other")
+	for d := 0; d < 12; d++ {
+		for f := 0; f < 12; f += 2 {
+			os.WriteFile(filepath.Join(up, fmt.Sprintf("d%d/f%d", d, f)), []byte(fmt.Sprintf("other %d %d\n", d, f)), 0o644)
+		}
+		os.Remove(filepath.Join(up, fmt.Sprintf("d%d/f11", d)))
+		os.WriteFile(filepath.Join(up, fmt.Sprintf("d%d/new", d)), []byte("new\n"), 0o755)
+	}
+	os.MkdirAll(filepath.Join(up, "only", "other"), 0o755)
+	os.WriteFile(filepath.Join(up, "only", "other", "x"), []byte("x\n"), 0o644)
+	host(t, up, "git", "add", "-A")
+	host(t, up, "git", "commit", "-qm", "other")
+	host(t, up, "git", "checkout", "-q", "main")
+	bare := filepath.Join(t.TempDir(), "up.git")
+	host(t, up, "git", "clone", "-q", "--bare", up, bare)
+
+	steps := func(dir string) string {
+		host(t, dir, "git", "clone", "-q", bare, "c")
+		c := filepath.Join(dir, "c")
+		var log strings.Builder
+		note := func(what string, args ...string) {
+			fmt.Fprintf(&log, "%s: %s", what, host(t, c, "git", args...))
+		}
+		host(t, c, "git", "checkout", "-q", "other")
+		note("status on other", "status", "--porcelain")
+		os.WriteFile(filepath.Join(c, "d1", "f1"), []byte("dirty\n"), 0o644)
+		host(t, c, "git", "stash", "-q")
+		host(t, c, "git", "checkout", "-q", "main")
+		note("status on main", "status", "--porcelain")
+		host(t, c, "git", "stash", "pop", "-q")
+		note("after stash pop", "status", "--porcelain")
+		host(t, c, "git", "checkout", "-q", "--", ".")
+		host(t, c, "git", "gc", "-q", "--prune=now")
+		host(t, c, "git", "repack", "-adq")
+		host(t, c, "git", "fsck", "--strict", "--no-dangling")
+		note("loose objects after gc", "count-objects")
+		host(t, c, "git", "checkout", "-q", "other")
+		note("ls-files on other", "ls-files", "-s", "only")
+		return log.String()
+	}
+	ref := t.TempDir()
+	want := steps(ref)
+	if got := steps(b.work); got != want {
+		t.Errorf("git through the mount:\n%s\non the host's disk:\n%s", got, want)
+	}
+	if got, want := sortLines(host(t, filepath.Join(b.work, "c"), "find", ".", "-path", "./.git", "-prune", "-o", "-printf", `%y %m %s %p\n`)),
+		sortLines(host(t, filepath.Join(ref, "c"), "find", ".", "-path", "./.git", "-prune", "-o", "-printf", `%y %m %s %p\n`)); got != want {
+		t.Errorf("work tree after the switches:\n%s\non the host's disk:\n%s", got, want)
+	}
+	noGit := func(m map[string]string) map[string]string {
+		for k := range m {
+			if strings.HasPrefix(k, ".git/") {
+				delete(m, k)
+			}
+		}
+		return m
+	}
+	sameSums(t, "the checkout, in the box", noGit(sums(t, filepath.Join(ref, "c"))), noGit(boxSums(t, b, b.relBox(filepath.Join(b.work, "c")))))
+}
+
+// testHostAndBoxWrite: a host program and a command in the box write one
+// file. The rule (docs/namespace.md, Writes): the host's writes reach the box
+// as the whole file at close (or before a command starts), and the later
+// close wins: nothing the host wrote before its close is lost, and what the
+// box writes after that close is what both sides read.
+func testHostAndBoxWrite(t *testing.T, b *boxT) {
+	f := filepath.Join(b.work, "f")
+	rel := b.relBox(f)
+	h, err := os.OpenFile(f, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.WriteString("host 1\n")
+	// A command started while the host holds writes sees them (pushed
+	// first), and writes the file itself.
+	if got := b.must(t, fmt.Sprintf("cat %q && echo box > %q", rel, rel)); got != "host 1\n" {
+		t.Errorf("the box saw %q while the host held writes", got)
+	}
+	h.WriteString("host 2\n")
+	if err := h.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	want := "host 1\nhost 2\n"
+	if got := readString(t, f); got != want {
+		t.Errorf("host reads %q after its close, want %q", got, want)
+	}
+	if got := b.must(t, fmt.Sprintf("cat %q", rel)); got != want {
+		t.Errorf("box reads %q after the host's close, want %q", got, want)
+	}
+	// The box writes after the host's close: both sides read the box's.
+	b.must(t, fmt.Sprintf("echo box2 >> %q", rel))
+	want += "box2\n"
+	if got := readString(t, f); got != want {
+		t.Errorf("host reads %q after the box appended, want %q", got, want)
+	}
+	// A command still running while the host rewrites the file: the host's
+	// close lands first (the command waits for a gate file the host makes
+	// after it), the command's append after it; nothing waits on a clock.
+	ex, err := os.OpenFile(filepath.Join(b.dir, "exec"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.Close()
+	gate := b.relBox(filepath.Join(b.work, "gate"))
+	if _, err := ex.WriteString(fmt.Sprintf("i=0; while [ ! -e %q ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; echo late >> %q\n", gate, rel)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f, []byte("host 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(b.work, "gate"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(ex); err != nil {
+		t.Fatal(err)
+	}
+	want = "host 3\nlate\n"
+	if got := readString(t, f); got != want {
+		t.Errorf("host reads %q after the command ended, want %q", got, want)
+	}
+	if got := b.must(t, fmt.Sprintf("cat %q", rel)); got != want {
+		t.Errorf("box reads %q, want %q", got, want)
+	}
 }
