@@ -264,6 +264,9 @@ func (n *workNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetA
 	if !have {
 		return n.Getattr(ctx, f, out)
 	}
+	if fi.Nlink > 1 {
+		n.b.notifyLinked(ctx, rel) // a chmod, chown, utimes or truncate of one name is of them all
+	}
 	if wh != nil {
 		if lfi, ok := wh.h.Attr(); ok {
 			fi = lfi
@@ -798,7 +801,7 @@ func (wh *workHandle) Flush(ctx context.Context) syscall.Errno {
 		return toErrno(err)
 	}
 	if dirty {
-		wh.pushed()
+		wh.pushed(ctx)
 	}
 	return 0
 }
@@ -811,23 +814,53 @@ func (wh *workHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 		return toErrno(err)
 	}
 	if dirty {
-		wh.pushed()
+		wh.pushed(ctx)
 	}
 	return 0
 }
 
-// pushed tells the kernel that the directory of a file just pushed has
-// new times: the box got the file under a temporary name and a rename, so
-// the directory's mtime moved there, and the kernel holds the old one for
-// the attribute timeout. rsync --inplace re-stats each directory it wrote
-// in and resets its times only when they moved. Only the attributes are
-// dropped (offset -1), never a listing.
-func (wh *workHandle) pushed() {
-	if !wh.n.b.fs.mounted() {
+// pushed tells the kernel what a push changed besides the file: its
+// directory's times (the box got the file under a temporary name and a
+// rename, so the directory's mtime moved there; rsync --inplace re-stats
+// each directory it wrote in and resets its times only when they moved),
+// and, for a hard link, its other names (their own inodes here: the kernel
+// would keep their old size, and an O_APPEND write through one would land
+// at the old end). Only attributes are dropped (offset -1): no page lock
+// is taken inside the FLUSH, and an open without FOPEN_KEEP_CACHE drops
+// the pages.
+func (wh *workHandle) pushed(ctx context.Context) {
+	b := wh.n.b
+	if !b.fs.mounted() {
 		return
 	}
 	if _, parent := wh.n.Parent(); parent != nil {
 		parent.NotifyContent(-1, 0)
+	}
+	if rel, errno := wh.n.rel(); errno == 0 {
+		b.notifyLinked(ctx, rel)
+	}
+}
+
+// notifyLinked drops the kernel's attributes of the other names of rel's
+// box file, when it has hard links the cache knows.
+func (b *boxState) notifyLinked(ctx context.Context, rel string) {
+	_, c, err := b.parts(ctx)
+	if err != nil || !b.fs.mounted() {
+		return
+	}
+	for _, p := range c.Linked(rel) {
+		n := b.findNode(p)
+		if n == nil {
+			continue
+		}
+		n.NotifyContent(-1, 0)
+		// An O_APPEND write starts at the kernel's size of the file, which
+		// only a LOOKUP or GETATTR renews; dropping the name makes the next
+		// open of it look the name up again.
+		dir, name := splitRel(p)
+		if parent := b.findNode(dir); parent != nil {
+			parent.NotifyEntry(name)
+		}
 	}
 }
 

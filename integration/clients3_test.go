@@ -23,6 +23,7 @@ var clients3Suite = []suiteCase{
 	{"locks-host-local", testLocks},
 	{"git-clone-switch-gc", testGitHeavy},
 	{"host-and-box-write-one-file", testHostAndBoxWrite},
+	{"hard-link-names", testHardLinkNames},
 }
 
 func TestClients3(t *testing.T) { runSuite(t, clients3Suite) }
@@ -470,5 +471,33 @@ func testHostAndBoxWrite(t *testing.T, b *boxT) {
 	}
 	if got := b.must(t, fmt.Sprintf("cat %q", rel)); got != want {
 		t.Errorf("box reads %q, want %q", got, want)
+	}
+}
+
+// testHardLinkNames: writes, appends and attribute changes through each
+// name of a hard link, one after another, as on the host's disk: each name
+// reads what the last write through any name left, and no write undoes
+// another (shell appends start at the end the kernel knows of that name).
+func testHardLinkNames(t *testing.T, b *boxT) {
+	script := `set -e
+echo a > h1; ln h1 h2; ln h1 h3
+cat h2 h3 > /dev/null; stat -c %s h2 h3 > /dev/null
+echo b >> h1
+cat h2 h3
+echo c >> h2
+cat h1
+printf Z | dd of=h3 bs=1 conv=notrunc status=none
+cat h1 h2
+chmod 600 h2; stat -c %a h1 h3
+truncate -s 4 h3; cat h1; echo; stat -c '%s %h' h2
+rm h1; echo d >> h2; cat h3
+`
+	ref := t.TempDir()
+	want := host(t, ref, "bash", "-c", script)
+	if got := host(t, b.work, "bash", "-c", script); got != want {
+		t.Errorf("through the mount:\n%s\non the host's disk:\n%s", got, want)
+	}
+	if got := b.must(t, fmt.Sprintf("cd %q && cat h2 && stat -c '%%a %%h' h3", b.relBox(b.work))); got != "Z\nb\nd\n600 2\n" {
+		t.Errorf("box sees %q", got)
 	}
 }

@@ -476,6 +476,69 @@ func (c *Cache) dirChangedLocked(rel string) {
 	c.attrs[dir] = a
 }
 
+// linkedLocked returns the other names the cache knows of the box file fi
+// describes at rel: the same device and inode, with more than one link.
+// Each name of a hard link is a file of its own here (its own content copy,
+// its own attributes), so what changes the box file through one name is
+// passed on to the others by the caller. c.mu held.
+func (c *Cache) linkedLocked(rel string, fi providers.FileInfo) []string {
+	if fi.Ino == 0 || fi.Nlink < 2 || fi.IsDir() {
+		return nil
+	}
+	seen := map[string]bool{rel: true}
+	var out []string
+	add := func(p string, o providers.FileInfo) {
+		if !seen[p] && o.Ino == fi.Ino && o.Dev == fi.Dev && !o.IsDir() {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	for p, a := range c.attrs {
+		if !a.neg {
+			add(p, a.fi)
+		}
+	}
+	for dir, d := range c.dirs {
+		for name, o := range d.entries {
+			add(join(dir, name), o)
+		}
+	}
+	sortStrings(out)
+	return out
+}
+
+// Linked returns the other names the cache knows of rel's box file when
+// it has hard links (none otherwise): a write or setattr through rel
+// changed them too, and the filesystem tells the kernel so.
+func (c *Cache) Linked(rel string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.attrs[rel]
+	if !ok || a.neg {
+		return nil
+	}
+	return c.linkedLocked(rel, a.fi)
+}
+
+// linksChangedLocked records fi, what the box said of rel's file after a
+// change of its content or attributes, for the file's other names; with
+// exact false (a setattr recorded without a stat) they are asked of the box
+// at their next use. Their cached content then no longer matches (size and
+// mtime differ), so the next open fetches what the box holds. c.mu held.
+func (c *Cache) linksChangedLocked(rel string, fi providers.FileInfo, exact bool) {
+	now := c.now()
+	for _, p := range c.linkedLocked(rel, fi) {
+		o := fi
+		_, o.Name = split(p)
+		c.touchLocked(p)
+		c.attrs[p] = attrEntry{fi: o, at: now, stale: !exact}
+		dir, name := split(p)
+		if d := c.dirs[dir]; d != nil {
+			d.entries[name] = o
+		}
+	}
+}
+
 // forget drops what the cache knows of rel (and, for a directory, below it).
 func (c *Cache) forget(rel string) {
 	c.mu.Lock()
@@ -656,6 +719,7 @@ func (c *Cache) afterSetattr(ctx context.Context, rel string, set func(*provider
 			d.entries[name] = fi
 		}
 	}
+	c.linksChangedLocked(rel, fi, false)
 	c.mu.Unlock()
 	return fi, nil
 }
@@ -898,7 +962,13 @@ func (c *Cache) Truncate(ctx context.Context, rel string, size int64) (providers
 	if err := c.remote.Truncate(ctx, c.abs(rel), size); err != nil {
 		return providers.FileInfo{}, err
 	}
-	return c.afterMutation(ctx, rel)
+	fi, err := c.afterMutation(ctx, rel)
+	if err == nil {
+		c.mu.Lock()
+		c.linksChangedLocked(rel, fi, true)
+		c.mu.Unlock()
+	}
+	return fi, err
 }
 
 // localFile returns the content state of rel, if the cache has any.

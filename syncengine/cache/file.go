@@ -589,6 +589,7 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 	if !inBox || links <= 1 {
 		c.dirChangedLocked(rel) // the push renamed a temporary name over rel
 	}
+	c.linksChangedLocked(rel, fi, true)
 	c.mu.Unlock()
 	return nil
 }

@@ -1,0 +1,82 @@
+package cache_test
+
+import (
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/boxfs/boxfs/syncengine/cache"
+)
+
+// Each name of a hard link has its own content copy in the cache: a write
+// or setattr through one name must reach what the others show, or the next
+// write through another name (from its old copy) undoes the first.
+func TestHardLinkNamesSeeEachOthersWrites(t *testing.T) {
+	_, _, r := fakeBox(t)
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	h := write(t, c, "h1", "a\n")
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.Release(ctx)
+	if _, err := c.Link(ctx, "h1", "h2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Link(ctx, "h1", "h3"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"h2", "h3"} {
+		if got, _ := read(t, c, n); got != "a\n" {
+			t.Fatalf("%s: %q", n, got)
+		}
+	}
+	if got := c.Linked("h1"); !slices.Equal(got, []string{"h2", "h3"}) {
+		t.Errorf("Linked(h1) = %q", got)
+	}
+	appendVia := func(name, data string) {
+		t.Helper()
+		h, _, err := c.OpenFile(ctx, name, syscall.O_WRONLY|syscall.O_APPEND)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, _ := c.Getattr(ctx, name)
+		if _, err := h.WriteAt([]byte(data), fi.Size); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h.Release(ctx)
+	}
+	appendVia("h1", "b\n")
+	for _, n := range []string{"h2", "h3"} {
+		if got, _ := read(t, c, n); got != "a\nb\n" {
+			t.Errorf("%s after a write through h1: %q", n, got)
+		}
+	}
+	appendVia("h2", "c\n")
+	if got := boxRead(t, r, "h1"); got != "a\nb\nc\n" {
+		t.Errorf("box after writes through h1 and h2: %q", got)
+	}
+	if got, _ := read(t, c, "h3"); got != "a\nb\nc\n" {
+		t.Errorf("h3 after a write through h2: %q", got)
+	}
+	if _, err := c.Chmod(ctx, "h3", 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := c.Getattr(ctx, "h1"); err != nil || fi.Mode.Perm() != 0o600 {
+		t.Errorf("h1's mode after chmod of h3: %v %v", fi.Mode, err)
+	}
+	if _, err := c.Truncate(ctx, "h1", 2); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := read(t, c, "h2"); got != "a\n" {
+		t.Errorf("h2 after truncate of h1: %q", got)
+	}
+}
