@@ -924,8 +924,20 @@ func (b *boxState) notifyChanges(ch cache.Changes) {
 		return
 	}
 	for _, rel := range ch.Changed {
-		if n := b.findNode(rel); n != nil {
-			n.NotifyContent(0, 0)
+		n := b.findNode(rel)
+		if n == nil {
+			continue
+		}
+		n.NotifyContent(0, 0)
+		if n.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			// The kernel's size of the file changes only with a LOOKUP or
+			// GETATTR answer, and a shell's >> (an O_APPEND open, no stat)
+			// writes at that size: dropping the name makes the open look it
+			// up again, so the append lands after what the box wrote.
+			dir, name := splitRel(rel)
+			if parent := b.findNode(dir); parent != nil {
+				parent.NotifyEntry(name)
+			}
 		}
 	}
 	for _, rel := range ch.Removed {

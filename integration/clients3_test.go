@@ -444,6 +444,13 @@ func testHostAndBoxWrite(t *testing.T, b *boxT) {
 	if got := readString(t, f); got != want {
 		t.Errorf("host reads %q after the box appended, want %q", got, want)
 	}
+	// A shell's >> right after the box's: it lands after the box's line.
+	b.must(t, fmt.Sprintf("echo box3 >> %q", rel))
+	host(t, b.work, "bash", "-c", "echo host3 >> f")
+	want += "box3\nhost3\n"
+	if got := b.must(t, fmt.Sprintf("cat %q", rel)); got != want {
+		t.Errorf("box reads %q after appends by the box and the host, want %q", got, want)
+	}
 	// A command still running while the host rewrites the file: the host's
 	// close lands first (the command waits for a gate file the host makes
 	// after it), the command's append after it; nothing waits on a clock.

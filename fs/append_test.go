@@ -1,0 +1,74 @@
+package fs_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// appendTo is a shell's >>: an O_APPEND open and one write, no stat.
+func appendTo(t *testing.T, name, data string) {
+	t.Helper()
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An append through the mount right after a command in the box appended
+// to the same file lands after the box's line: the kernel starts an
+// O_APPEND write at the size it holds of the file, which the command made
+// old.
+func TestAppendAfterBoxAppend(t *testing.T) {
+	mnt, _ := mount(t)
+	w := filepath.Join(newBox(t, mnt, "a"), "work")
+	f := filepath.Join(w, "log")
+	if err := os.WriteFile(f, []byte("host 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(f); err != nil { // the kernel holds the size: 7
+		t.Fatal(err)
+	}
+	run(t, mnt, "a", "echo box >> log")
+	appendTo(t, f, "host 2\n")
+	want := "host 1\nbox\nhost 2\n"
+	if got := readFile(t, f); got != want {
+		t.Errorf("through the mount: %q, want %q", got, want)
+	}
+	if got := run(t, mnt, "a", "cat log"); got != want {
+		t.Errorf("in the box: %q, want %q", got, want)
+	}
+}
+
+// An append through one name of a hard link right after one through
+// another: both stay.
+func TestAppendThroughOtherLinkName(t *testing.T) {
+	mnt, _ := mount(t)
+	w := filepath.Join(newBox(t, mnt, "a"), "work")
+	h1, h2 := filepath.Join(w, "h1"), filepath.Join(w, "h2")
+	if err := os.WriteFile(h1, []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(h1, h2); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, h2); got != "a\n" {
+		t.Fatalf("h2: %q", got)
+	}
+	appendTo(t, h1, "b\n")
+	appendTo(t, h2, "c\n")
+	for _, n := range []string{h1, h2} {
+		if got := readFile(t, n); got != "a\nb\nc\n" {
+			t.Errorf("%s: %q", filepath.Base(n), got)
+		}
+	}
+	if got := run(t, mnt, "a", "cat h1"); got != "a\nb\nc\n" {
+		t.Errorf("in the box: %q", got)
+	}
+}
