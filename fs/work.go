@@ -265,7 +265,7 @@ func (n *workNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetA
 		return n.Getattr(ctx, f, out)
 	}
 	if fi.Nlink > 1 {
-		n.b.notifyLinked(ctx, rel) // a chmod, chown, utimes or truncate of one name is of them all
+		n.b.notifyLinked(ctx, rel, true) // a chmod, chown, utimes or truncate of one name is of them all
 	}
 	if wh != nil {
 		if lfi, ok := wh.h.Attr(); ok {
@@ -564,10 +564,12 @@ func (n *workNode) Unlink(ctx context.Context, name string) syscall.Errno {
 		return errno
 	}
 	rel := joinRel(dir, name)
+	others := n.b.linked(ctx, rel)
 	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) error { return c.Remove(ctx, rel) }); errno != 0 {
 		return errno
 	}
 	n.b.inos.remove(rel)
+	n.b.notifyNames(others, false) // one link fewer
 	return 0
 }
 
@@ -672,8 +674,9 @@ func (n *workNode) Link(ctx context.Context, target gofs.InodeEmbedder, name str
 		return nil, errno
 	}
 	// The new name is another inode here (as sshfs shows hard links): the
-	// box holds one file, and its link count says so.
+	// box holds one file, and its link count says so, on every name.
 	n.b.inos.remove(rel)
+	n.b.notifyLinked(ctx, rel, false)
 	return n.child(ctx, rel, fi, out), 0
 }
 
@@ -837,23 +840,43 @@ func (wh *workHandle) pushed(ctx context.Context) {
 		parent.NotifyContent(-1, 0)
 	}
 	if rel, errno := wh.n.rel(); errno == 0 {
-		b.notifyLinked(ctx, rel)
+		b.notifyLinked(ctx, rel, true)
 	}
 }
 
 // notifyLinked drops the kernel's attributes of the other names of rel's
-// box file, when it has hard links the cache knows.
-func (b *boxState) notifyLinked(ctx context.Context, rel string) {
+// box file, when it has hard links the cache knows, and with entries their
+// names too.
+func (b *boxState) notifyLinked(ctx context.Context, rel string, entries bool) {
+	b.notifyNames(b.linked(ctx, rel), entries)
+}
+
+// linked returns the other names of rel's box file the cache knows.
+func (b *boxState) linked(ctx context.Context, rel string) []string {
 	_, c, err := b.parts(ctx)
-	if err != nil || !b.fs.mounted() {
+	if err != nil {
+		return nil
+	}
+	return c.Linked(rel)
+}
+
+// notifyNames drops the kernel's attributes of the files at rels, and with
+// entries their names too. Never entries from a request whose caller holds
+// a directory lock (link(2) and unlink(2) hold the name's directory): the
+// kernel would wait for that lock inside the notification.
+func (b *boxState) notifyNames(rels []string, entries bool) {
+	if len(rels) == 0 || !b.fs.mounted() {
 		return
 	}
-	for _, p := range c.Linked(rel) {
+	for _, p := range rels {
 		n := b.findNode(p)
 		if n == nil {
 			continue
 		}
 		n.NotifyContent(-1, 0)
+		if !entries {
+			continue
+		}
 		// An O_APPEND write starts at the kernel's size of the file, which
 		// only a LOOKUP or GETATTR renews; dropping the name makes the next
 		// open of it look the name up again.

@@ -483,11 +483,12 @@ func testHostAndBoxWrite(t *testing.T, b *boxT) {
 
 // testHardLinkNames: writes, appends and attribute changes through each
 // name of a hard link, one after another, as on the host's disk: each name
-// reads what the last write through any name left, and no write undoes
-// another (shell appends start at the end the kernel knows of that name).
+// reads what the last write through any name left, no write undoes
+// another (shell appends start at the end the kernel knows of that name),
+// and every name's link count follows ln and rm at once.
 func testHardLinkNames(t *testing.T, b *boxT) {
 	script := `set -e
-echo a > h1; ln h1 h2; ln h1 h3
+echo a > h1; stat -c %h h1; ln h1 h2; stat -c %h h1 h2; ln h1 h3; stat -c %h h1 h2 h3
 cat h2 h3 > /dev/null; stat -c %s h2 h3 > /dev/null
 echo b >> h1
 cat h2 h3
@@ -497,7 +498,7 @@ printf Z | dd of=h3 bs=1 conv=notrunc status=none
 cat h1 h2
 chmod 600 h2; stat -c %a h1 h3
 truncate -s 4 h3; cat h1; echo; stat -c '%s %h' h2
-rm h1; echo d >> h2; cat h3
+rm h1; stat -c %h h2 h3; echo d >> h2; cat h3
 `
 	ref := t.TempDir()
 	want := host(t, ref, "bash", "-c", script)

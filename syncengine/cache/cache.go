@@ -244,6 +244,10 @@ func (c *Cache) Lookup(ctx context.Context, rel string) (providers.FileInfo, err
 func (c *Cache) knownAttr(rel string) (providers.FileInfo, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.knownAttrLocked(rel)
+}
+
+func (c *Cache) knownAttrLocked(rel string) (providers.FileInfo, bool) {
 	if a, ok := c.attrs[rel]; ok && !a.neg {
 		return a.fi, true
 	}
@@ -513,11 +517,11 @@ func (c *Cache) linkedLocked(rel string, fi providers.FileInfo) []string {
 func (c *Cache) Linked(rel string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	a, ok := c.attrs[rel]
-	if !ok || a.neg {
+	fi, ok := c.knownAttrLocked(rel)
+	if !ok {
 		return nil
 	}
-	return c.linkedLocked(rel, a.fi)
+	return c.linkedLocked(rel, fi)
 }
 
 // linksChangedLocked records fi, what the box said of rel's file after a
@@ -776,6 +780,9 @@ func (c *Cache) Link(ctx context.Context, oldrel, newrel string) (providers.File
 	fi, err := c.afterMutation(ctx, newrel)
 	c.mu.Lock()
 	c.dirChangedLocked(newrel)
+	if err == nil {
+		c.linksChangedLocked(newrel, fi, true) // one link more, on every name
+	}
 	c.mu.Unlock()
 	if err == nil {
 		// One inode under two names: oldrel's link count changed the same
@@ -796,6 +803,9 @@ func (c *Cache) Remove(ctx context.Context, rel string) error {
 		return err
 	}
 	c.mu.Lock()
+	if fi, ok := c.knownAttrLocked(rel); ok {
+		c.linksChangedLocked(rel, fi, false) // one link fewer: asked of the box
+	}
 	f := c.files[rel]
 	delete(c.files, rel)
 	c.forgetLocked(rel)

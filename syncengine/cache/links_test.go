@@ -39,6 +39,11 @@ func TestHardLinkNamesSeeEachOthersWrites(t *testing.T) {
 	if got := c.Linked("h1"); !slices.Equal(got, []string{"h2", "h3"}) {
 		t.Errorf("Linked(h1) = %q", got)
 	}
+	for _, n := range []string{"h1", "h2", "h3"} {
+		if fi, err := c.Getattr(ctx, n); err != nil || fi.Nlink != 3 {
+			t.Errorf("%s has %d links (%v), want 3", n, fi.Nlink, err)
+		}
+	}
 	appendVia := func(name, data string) {
 		t.Helper()
 		h, _, err := c.OpenFile(ctx, name, syscall.O_WRONLY|syscall.O_APPEND)
@@ -78,5 +83,13 @@ func TestHardLinkNamesSeeEachOthersWrites(t *testing.T) {
 	}
 	if got, _ := read(t, c, "h2"); got != "a\n" {
 		t.Errorf("h2 after truncate of h1: %q", got)
+	}
+	if err := c.Remove(ctx, "h3"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"h1", "h2"} {
+		if fi, err := c.Getattr(ctx, n); err != nil || fi.Nlink != 2 {
+			t.Errorf("%s has %d links (%v) after rm h3, want 2", n, fi.Nlink, err)
+		}
 	}
 }
