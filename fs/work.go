@@ -770,6 +770,24 @@ func (wh *workHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 	if err != nil {
 		return nil, toErrno(err)
 	}
+	if n < len(dest) {
+		// The end of the copy this open holds: the box's file may have grown
+		// or changed since (tail -f of a file a command in the box writes).
+		var renewed bool
+		b := wh.n.b
+		wh.mu.Lock()
+		known := wh.last.Size // the size this open's last fstat saw
+		wh.mu.Unlock()
+		rerr := b.do(ctx, false, transferTime(max(known, off+int64(len(dest)))), func(ctx context.Context) (err error) {
+			renewed, err = wh.h.Renew(ctx)
+			return err
+		})
+		if rerr == nil && renewed {
+			if n, err = wh.h.ReadAt(dest, off); err != nil {
+				return nil, toErrno(err)
+			}
+		}
+	}
 	return fuse.ReadResultData(dest[:n]), 0
 }
 

@@ -24,6 +24,7 @@ var clients3Suite = []suiteCase{
 	{"git-clone-switch-gc", testGitHeavy},
 	{"host-and-box-write-one-file", testHostAndBoxWrite},
 	{"hard-link-names", testHardLinkNames},
+	{"follow-a-file-the-box-appends", testFollowBoxAppends},
 }
 
 func TestClients3(t *testing.T) { runSuite(t, clients3Suite) }
@@ -507,5 +508,45 @@ rm h1; stat -c %h h2 h3; echo d >> h2; cat h3
 	}
 	if got := b.must(t, fmt.Sprintf("cd %q && cat h2 && stat -c '%%a %%h' h3", b.relBox(b.work))); got != "Z\nb\nd\n600 2\n" {
 		t.Errorf("box sees %q", got)
+	}
+}
+
+// testFollowBoxAppends: a host program holding a file open (tail -f, a log
+// viewer) reads what commands in the box append to it, at the old end, on
+// the same descriptor, as it would on a disk; and a new open too.
+func testFollowBoxAppends(t *testing.T, b *boxT) {
+	name := filepath.Join(b.work, "log")
+	if err := os.WriteFile(name, []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, err := io.ReadAll(f)
+	if err != nil || string(got) != "0\n" {
+		t.Fatalf("first read: %q %v", got, err)
+	}
+	for i := 1; i <= 3; i++ {
+		b.must(t, fmt.Sprintf("echo %d >> %q", i, b.relBox(name)))
+		fi, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		more, err := io.ReadAll(f) // from where the last read ended
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, more...)
+		if want := int64(2 * (i + 1)); fi.Size() != want || int64(len(got)) != want {
+			t.Errorf("after the box's append %d: fstat says %d bytes, the open read %q", i, fi.Size(), got)
+		}
+	}
+	if string(got) != "0\n1\n2\n3\n" {
+		t.Errorf("the open read %q", got)
+	}
+	if again := readString(t, name); again != "0\n1\n2\n3\n" {
+		t.Errorf("a new open reads %q", again)
 	}
 }

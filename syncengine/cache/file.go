@@ -274,6 +274,30 @@ func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
+// Renew makes an open file's content the box's again if the box's file
+// changed since it was fetched (a command in the box appended to it), and
+// reports whether it fetched it. A read that comes up short of what it
+// asked calls it: tail -f keeps the file open, sees its size grow and reads
+// at the old end, which the cached copy does not have. The attributes decide
+// (fresh ones are trusted, else one stat); a file holding the host's writes,
+// or unlinked, is the host's and is left alone.
+func (h *Handle) Renew(ctx context.Context) (bool, error) {
+	f := h.f
+	f.mu.Lock()
+	skip := f.dirty || f.gone || f.data == nil
+	v := f.version
+	f.mu.Unlock()
+	if skip {
+		return false, nil
+	}
+	if err := f.ensure(ctx, h.c); err != nil {
+		return false, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.version != v, nil
+}
+
 // WriteAt writes into the cached content and marks the file dirty; the box
 // gets it at the next flush.
 func (h *Handle) WriteAt(p []byte, off int64) (int, error) {
