@@ -25,6 +25,7 @@ var clients3Suite = []suiteCase{
 	{"host-and-box-write-one-file", testHostAndBoxWrite},
 	{"hard-link-names", testHardLinkNames},
 	{"follow-a-file-the-box-appends", testFollowBoxAppends},
+	{"box-disk-full-at-close", testDiskFullAtClose},
 }
 
 func TestClients3(t *testing.T) { runSuite(t, clients3Suite) }
@@ -548,5 +549,62 @@ func testFollowBoxAppends(t *testing.T, b *boxT) {
 	}
 	if again := readString(t, name); again != "0\n1\n2\n3\n" {
 		t.Errorf("a new open reads %q", again)
+	}
+}
+
+// testDiskFullAtClose: a box whose file system fills up during the push of
+// a file: close(2) says ENOSPC, nothing is lost (the file stays dirty on
+// the host, readable through the mount, and the box's err file names it),
+// no temporary name is left in the box, and removing the file ends it. A
+// Docker box's /dev/shm (64 MB) is the small file system; a local box has
+// none of its own.
+func testDiskFullAtClose(t *testing.T, b *boxT) {
+	var prov string
+	for _, f := range strings.Fields(readString(t, filepath.Join(b.dir, "ctl"))) {
+		if v, ok := strings.CutPrefix(f, "provider="); ok {
+			prov = v
+		}
+	}
+	if prov != "docker" {
+		t.Skipf("a %s box has no small file system of its own to fill", prov)
+	}
+	name := "full"
+	small := b.m.newBox(t, name, "provider=docker", "workspace=/dev/shm/w")
+	defer ctlWrite(filepath.Join(b.m.mnt, "ctl"), "forget "+name+"\n")
+	defer ctlWrite(filepath.Join(small.dir, "ctl"), "destroy\n")
+	big := filepath.Join(small.work, "big")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []byte(strings.Repeat("x", 1<<20))
+	for i := 0; i < 80; i++ {
+		if _, err := f.Write(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("close of 80 MB into a 64 MB box: %v, want ENOSPC", err)
+	}
+	if fi, err := os.Stat(big); err != nil || fi.Size() != 80<<20 {
+		t.Errorf("the file through the mount after the failed push: %v %v", fi, err)
+	}
+	if st := readString(t, filepath.Join(small.dir, "ctl")); !strings.Contains(st, " dirty=1 ") {
+		t.Errorf("box status after the failed push: %q", st)
+	}
+	if e := readString(t, filepath.Join(small.dir, "err")); !strings.Contains(e, "big") {
+		t.Errorf("err file: %q", e)
+	}
+	if got := small.must(t, "ls -A"); got != "big\n" {
+		t.Errorf("the box holds %q", got)
+	}
+	if err := os.Remove(big); err != nil {
+		t.Fatal(err)
+	}
+	if st := readString(t, filepath.Join(small.dir, "ctl")); !strings.Contains(st, " dirty=0 ") {
+		t.Errorf("box status after rm: %q", st)
+	}
+	if got := small.must(t, "ls -A"); got != "" {
+		t.Errorf("the box holds %q after rm", got)
 	}
 }
