@@ -235,6 +235,12 @@ def readonly():
     os.replace("victim", "ro")  # renamed over a read-only file, as git gc does
     return open("ro").read(), oct(os.stat("ro").st_mode & 0o777)
 step("rename over a 0444 file", readonly)
+def rename_same_file():
+    open("n1", "w").write("n\n"); os.link("n1", "n2"); os.rename("n1", "n2")
+    r = sorted(n for n in os.listdir(".") if n.startswith("n")), os.stat("n2").st_nlink
+    os.unlink("n1"); os.unlink("n2")
+    return r
+step("rename onto another name of the same file", rename_same_file)
 `
 
 // testSyscallsVsDisk: sparse writes past EOF, posix_fallocate,

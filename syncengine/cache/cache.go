@@ -834,9 +834,20 @@ func (c *Cache) Rmdir(ctx context.Context, rel string) error {
 // Rename moves oldrel to newrel in the box, replacing newrel, as rename(2).
 // Dirty content moves with the name: it is pushed to the new path.
 func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
+	c.mu.Lock()
+	ofi, ook := c.knownAttrLocked(oldrel)
+	nfi, nok := c.knownAttrLocked(newrel)
+	c.mu.Unlock()
 	// A replaced file's dirty data must not be pushed over the moved one.
 	if err := c.remote.Rename(ctx, c.abs(oldrel), c.abs(newrel)); err != nil {
 		return err
+	}
+	if ook && nok && ofi.Ino != 0 && ofi.Ino == nfi.Ino && ofi.Dev == nfi.Dev && !ofi.IsDir() {
+		// Two names of one file: rename(2) does nothing and both stay.
+		// Asked of the box, as what the cache knew may be old.
+		if _, err := c.remote.Lstat(ctx, c.abs(oldrel)); err == nil {
+			return nil
+		}
 	}
 	c.mu.Lock()
 	var dropped []*file

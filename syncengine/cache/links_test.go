@@ -93,3 +93,37 @@ func TestHardLinkNamesSeeEachOthersWrites(t *testing.T) {
 		}
 	}
 }
+
+// rename(2) of one name of a file onto another name of it does nothing:
+// both names stay, in the box and in the cache.
+func TestRenameOntoOtherNameOfSameFile(t *testing.T) {
+	_, _, r := fakeBox(t)
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	h := write(t, c, "a", "x\n")
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.Release(ctx)
+	if _, err := c.Link(ctx, "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Rename(ctx, "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"a", "b"} {
+		if _, err := r.Lstat(ctx, root+"/"+n); err != nil {
+			t.Fatalf("the fake box lost %s: %v (the test needs rename(2)'s no-op)", n, err)
+		}
+		if fi, err := c.Lookup(ctx, n); err != nil || fi.Nlink != 2 {
+			t.Errorf("cache: %s %v %v", n, fi.Nlink, err)
+		}
+	}
+	if got, _ := read(t, c, "a"); got != "x\n" {
+		t.Errorf("a reads %q", got)
+	}
+}
