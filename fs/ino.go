@@ -12,6 +12,10 @@ import (
 // numbers in its index, and a changed number makes it re-read the file.
 // A number is never given to two paths in one mount: one whose file went
 // away (unlink, rename over) is retired, since the kernel may still hold it.
+// The exception is a hard link made through the mount: the new name shares
+// the old one's number, one inode under two names, as link(2) promises
+// (git clone of a local repository checks that the link it made has its
+// source's inode number).
 type inoTable struct {
 	seed string
 
@@ -85,4 +89,13 @@ func (t *inoTable) rename(oldrel, newrel string) {
 	for k, ino := range moved {
 		t.byPath[k] = ino
 	}
+}
+
+// share gives newrel oldrel's number: a hard link made here.
+func (t *inoTable) share(oldrel, newrel string) {
+	ino := t.get(oldrel)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.removeLocked(newrel)
+	t.byPath[newrel] = ino
 }

@@ -38,3 +38,22 @@ func TestInoTable(t *testing.T) {
 		t.Error("a removed number came back")
 	}
 }
+
+// A hard link made through the mount shares its source's number; unlinking
+// one name leaves the other's.
+func TestInoTableShare(t *testing.T) {
+	a := newInoTable("local/x")
+	f := a.get("f")
+	a.get("g")
+	a.share("f", "g")
+	if a.get("g") != f {
+		t.Fatal("the new name of a hard link has a number of its own")
+	}
+	a.remove("f")
+	if a.get("g") != f {
+		t.Error("unlinking one name changed the other's number")
+	}
+	if n := a.get("f"); n == f {
+		t.Error("a recreated name got the linked file's number")
+	}
+}

@@ -673,9 +673,12 @@ func (n *workNode) Link(ctx context.Context, target gofs.InodeEmbedder, name str
 	}); errno != 0 {
 		return nil, errno
 	}
-	// The new name is another inode here (as sshfs shows hard links): the
-	// box holds one file, and its link count says so, on every name.
-	n.b.inos.remove(rel)
+	// The new name is the old one's inode (link(2): git clone of a local
+	// repository checks the numbers), so the kernel holds one file under
+	// both names. Names the box links by itself, and names looked up after
+	// a remount, get numbers of their own (as sshfs shows them); their link
+	// count says what they are.
+	n.b.inos.share(oldrel, rel)
 	n.b.notifyLinked(ctx, rel, false)
 	return n.child(ctx, rel, fi, out), 0
 }

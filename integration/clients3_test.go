@@ -241,6 +241,14 @@ def rename_same_file():
     os.unlink("n1"); os.unlink("n2")
     return r
 step("rename onto another name of the same file", rename_same_file)
+def two_names_open():
+    open("k1", "w").write("k\n"); os.link("k1", "k2")
+    a = os.open("k1", os.O_WRONLY | os.O_APPEND); b = os.open("k2", os.O_WRONLY | os.O_APPEND)
+    os.write(a, b"via k1\n"); os.write(b, b"via k2\n"); os.close(a); os.close(b)
+    r = open("k1").read(), open("k2").read(), os.stat("k1").st_ino == os.stat("k2").st_ino
+    os.unlink("k1"); os.unlink("k2")
+    return r
+step("two names of a hard link open at once", two_names_open)
 `
 
 // testSyscallsVsDisk: sparse writes past EOF, posix_fallocate,
@@ -343,8 +351,9 @@ except OSError as e: print(errno.errorcode[e.errno])
 
 // testGitHeavy: git clone of a local bare repository into work/, a branch
 // switch changing, adding and removing many files, stash, gc and repack
-// (packs made read-only, loose objects pruned), fsck, and the same steps
-// on the host's disk leave the same tree.
+// (packs made read-only, loose objects pruned), fsck, a clone of the clone
+// inside work/ (hard-linked objects), and the same steps on the host's
+// disk leave the same tree.
 func testGitHeavy(t *testing.T, b *boxT) {
 	needTool(t, "git")
 	up := t.TempDir()
@@ -395,6 +404,12 @@ func testGitHeavy(t *testing.T, b *boxT) {
 		note("loose objects after gc", "count-objects")
 		host(t, c, "git", "checkout", "-q", "other")
 		note("ls-files on other", "ls-files", "-s", "only")
+		// A local clone hard-links the objects and checks that each link
+		// has its source's inode number.
+		host(t, dir, "git", "clone", "-q", "c", "c-local")
+		fmt.Fprintf(&log, "local clone: %s", host(t, filepath.Join(dir, "c-local"), "git", "log", "--format=%s", "-1", "origin/other"))
+		host(t, filepath.Join(dir, "c-local"), "git", "fsck", "--strict", "--no-dangling")
+		os.RemoveAll(filepath.Join(dir, "c-local"))
 		return log.String()
 	}
 	ref := t.TempDir()
