@@ -72,3 +72,35 @@ func TestAppendThroughOtherLinkName(t *testing.T) {
 		t.Errorf("in the box: %q", got)
 	}
 }
+
+// A name taken (O_EXCL create, mkdir, rmdir of a full directory) is an
+// answer, like a missing name: the box's err file keeps the last real error.
+func TestErrFileKeepsRealErrors(t *testing.T) {
+	mnt, _ := mount(t)
+	box := newBox(t, mnt, "a")
+	w := filepath.Join(box, "work")
+	if err := writeFile(t, filepath.Join(box, "ctl"), "frob\n"); err == nil {
+		t.Fatal("ctl took frob")
+	}
+	want := readFile(t, filepath.Join(box, "err"))
+	if want == "" {
+		t.Fatal("err is empty after a refused ctl write")
+	}
+	os.MkdirAll(filepath.Join(w, "d"), 0o755)
+	os.WriteFile(filepath.Join(w, "d", "f"), nil, 0o644)
+	if err := os.Remove(filepath.Join(w, "d")); err == nil {
+		t.Fatal("rmdir of a full directory worked")
+	}
+	if err := os.Mkdir(filepath.Join(w, "d"), 0o755); err == nil {
+		t.Fatal("mkdir of an existing directory worked")
+	}
+	if _, err := os.OpenFile(filepath.Join(w, "d", "f"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); err == nil {
+		t.Fatal("O_EXCL create of an existing file worked")
+	}
+	if _, err := os.Stat(filepath.Join(w, "missing")); err == nil {
+		t.Fatal("stat of a missing name worked")
+	}
+	if got := readFile(t, filepath.Join(box, "err")); got != want {
+		t.Errorf("err after routine answers: %q, want %q", got, want)
+	}
+}

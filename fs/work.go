@@ -79,14 +79,17 @@ func joinRel(dir, name string) string {
 }
 
 // run performs one cache operation within the box's bounds, recording a
-// failure in the box's err file (a missing name is an answer, not a failure).
+// failure in the box's err file. A missing name, or a name taken (EEXIST,
+// ENOTEMPTY), is an answer, not a failure: git's lock files and its rmdir
+// of every directory a checkout left would otherwise bury the last real
+// error (a push that failed at close) under routine ones.
 func (n *workNode) run(ctx context.Context, mutation bool, extra time.Duration, fn func(ctx context.Context, c *cache.Cache) error) syscall.Errno {
 	_, c, err := n.b.parts(ctx)
 	if err == nil {
 		err = n.b.do(ctx, mutation, extra, func(ctx context.Context) error { return fn(ctx, c) })
 	}
 	if err != nil {
-		if providers.CodeOf(err) != providers.NotFound {
+		if code := providers.CodeOf(err); code != providers.NotFound && code != providers.Exists {
 			n.b.setErr(err)
 		}
 		return toErrno(err)
