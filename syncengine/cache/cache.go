@@ -803,16 +803,34 @@ func (c *Cache) Remove(ctx context.Context, rel string) error {
 		return err
 	}
 	c.mu.Lock()
+	var others []string
 	if fi, ok := c.knownAttrLocked(rel); ok {
+		others = c.linkedLocked(rel, fi)
 		c.linksChangedLocked(rel, fi, false) // one link fewer: asked of the box
 	}
 	f := c.files[rel]
 	delete(c.files, rel)
+	// The file lives on under another name of a hard link: an open of the
+	// removed name writes into it there, as on a disk.
+	heir := ""
+	if f != nil {
+		for _, o := range others {
+			if c.files[o] == nil {
+				heir = o
+				c.files[o] = f
+				break
+			}
+		}
+	}
 	c.forgetLocked(rel)
 	c.attrs[rel] = attrEntry{at: c.now(), neg: true}
 	c.dirChangedLocked(rel)
 	c.mu.Unlock()
-	if f != nil {
+	switch {
+	case f != nil && heir != "":
+		f.setRel(heir)
+		f.rewriteJournal(c)
+	case f != nil:
 		f.unlinked(c)
 	}
 	return nil

@@ -127,3 +127,49 @@ func TestRenameOntoOtherNameOfSameFile(t *testing.T) {
 		t.Errorf("a reads %q", got)
 	}
 }
+
+// A name of a hard link removed while open for writing: the writes land in
+// the file's other name, as on a disk.
+func TestWriteThroughRemovedLinkName(t *testing.T) {
+	_, _, r := fakeBox(t)
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	h := write(t, c, "a", "1\n")
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.Release(ctx)
+	if _, err := c.Link(ctx, "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	w, _, err := c.OpenFile(ctx, "a", syscall.O_WRONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteAt([]byte("2\n"), 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Remove(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteAt([]byte("3\n"), 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.Release(ctx)
+	if got := boxRead(t, r, "b"); got != "1\n2\n3\n" {
+		t.Errorf("box's b: %q", got)
+	}
+	if _, err := r.Lstat(ctx, root+"/a"); err == nil {
+		t.Error("the push brought the removed name back")
+	}
+	if got, _ := read(t, c, "b"); got != "1\n2\n3\n" {
+		t.Errorf("b reads %q", got)
+	}
+}
