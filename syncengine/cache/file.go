@@ -565,6 +565,7 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 	o := providers.WriteOptions{Perm: f.mode, ForceMode: f.force, Chown: f.chown, UID: f.uid, GID: f.gid, Atime: f.atime, Mtime: f.mtime}
 	links := f.base.Nlink
 	inBox := f.inBox
+	basedOn := providers.FileInfo{Size: f.boxSize, Mtime: f.boxMtime} // the box's file this copy started from
 	src, err := os.Open(c.dataPath(f.id))
 	f.mu.Unlock()
 	if err != nil {
@@ -574,8 +575,15 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 	if o.Perm == 0 && !o.ForceMode {
 		o.Perm = 0o644
 	}
-	if fi, ok := c.knownAttr(rel); ok && fi.Nlink > links {
-		links = fi.Nlink
+	if fi, ok := c.knownAttr(rel); ok {
+		if fi.Nlink > links {
+			links = fi.Nlink
+		}
+		if inBox && !basedOn.Mtime.IsZero() && fi.IsRegular() && (fi.Size != basedOn.Size || !fi.Mtime.Equal(basedOn.Mtime)) {
+			// The later close wins (docs/namespace.md): said, not silent.
+			c.log.Warn("push replaces a change the box made to the file after the host read it", "path", rel,
+				"box_size", fi.Size, "box_mtime", fi.Mtime, "read_size", basedOn.Size, "read_mtime", basedOn.Mtime)
+		}
 	}
 	var fi providers.FileInfo
 	if inBox && links > 1 {
