@@ -104,3 +104,36 @@ func TestErrFileKeepsRealErrors(t *testing.T) {
 		t.Errorf("err after routine answers: %q, want %q", got, want)
 	}
 }
+
+// A command that gives a name another kind of file (a directory becomes a
+// file, a file a link): right after it, the mount shows the new kind.
+func TestBoxChangesAKind(t *testing.T) {
+	mnt, _ := mount(t)
+	w := filepath.Join(newBox(t, mnt, "a"), "work")
+	x := filepath.Join(w, "x")
+	if err := os.WriteFile(x, []byte("data\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		cmd  string
+		kind os.FileMode
+	}{
+		{"rm x && mkdir x && echo in > x/y", os.ModeDir},
+		{"rm -r x && echo file > x", 0},
+		{"rm x && ln -s target x", os.ModeSymlink},
+		{"rm x && echo again > x", 0},
+	}
+	for _, s := range steps {
+		if _, err := os.Lstat(x); err != nil { // the kernel holds the old kind
+			t.Fatal(err)
+		}
+		run(t, mnt, "a", s.cmd)
+		fi, err := os.Lstat(x)
+		if err != nil || fi.Mode().Type() != s.kind {
+			t.Errorf("after %q: %v %v, want kind %v", s.cmd, fi.Mode(), err, s.kind)
+		}
+	}
+	if got := readFile(t, x); got != "again\n" {
+		t.Errorf("x reads %q", got)
+	}
+}

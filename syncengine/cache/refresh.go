@@ -9,9 +9,9 @@ import (
 
 // Changes are the paths a refresh found different from what the cache knew.
 type Changes struct {
-	Added   []string // now present where the cache knew the directory (or knew the name missing)
-	Changed []string // kind, size, mode or mtime differ
-	Removed []string // known, now gone
+	Added   []string // now present where the cache knew the directory (or knew the name missing, or another kind under it)
+	Changed []string // size, mode or mtime differ
+	Removed []string // known, now gone (or of another kind now: then in Added too)
 }
 
 // Empty reports whether nothing changed.
@@ -82,6 +82,12 @@ func (c *Cache) installWalk(start uint64, list []providers.FileInfo) Changes {
 		case a.neg:
 		case !ok:
 			ch.Removed = append(ch.Removed, rel)
+		case a.fi.Mode.Type() != nf.Mode.Type():
+			// Another kind of file under the name (rm -r d && echo > d): the
+			// old one went and a new one came, so the filesystem drops the
+			// old node instead of showing a directory's inode for a file.
+			ch.Removed = append(ch.Removed, rel)
+			ch.Added = append(ch.Added, rel)
 		case differs(a.fi, nf):
 			ch.Changed = append(ch.Changed, rel)
 		}
