@@ -26,6 +26,7 @@ var clients3Suite = []suiteCase{
 	{"hard-link-names", testHardLinkNames},
 	{"follow-a-file-the-box-appends", testFollowBoxAppends},
 	{"box-disk-full-at-close", testDiskFullAtClose},
+	{"box-changes-a-names-kind", testBoxChangesKind},
 }
 
 func TestClients3(t *testing.T) { runSuite(t, clients3Suite) }
@@ -629,5 +630,28 @@ func testDiskFullAtClose(t *testing.T, b *boxT) {
 	}
 	if got := small.must(t, "ls -A"); got != "" {
 		t.Errorf("the box holds %q after rm", got)
+	}
+}
+
+// testBoxChangesKind: a command replaces a directory with a file, a file
+// with a link, a link with a directory; right after each, host tools see
+// the new kind and its content.
+func testBoxChangesKind(t *testing.T, b *boxT) {
+	x := filepath.Join(b.work, "x")
+	rel := b.relBox(x)
+	os.MkdirAll(filepath.Join(x, "sub"), 0o755)
+	os.WriteFile(filepath.Join(x, "sub", "f"), []byte("f\n"), 0o644)
+	host(t, b.work, "find", "x") // the kernel knows the tree
+	b.must(t, fmt.Sprintf("rm -r %q && echo file > %q", rel, rel))
+	if got := host(t, b.work, "cat", "x"); got != "file\n" {
+		t.Errorf("cat x after the box made it a file: %q", got)
+	}
+	b.must(t, fmt.Sprintf("rm %q && ln -s elsewhere %q", rel, rel))
+	if got := host(t, b.work, "readlink", "x"); got != "elsewhere\n" {
+		t.Errorf("readlink x after the box made it a link: %q", got)
+	}
+	b.must(t, fmt.Sprintf("rm %q && mkdir -p %q/d && echo in > %q/d/g", rel, rel, rel))
+	if got := host(t, b.work, "find", "x", "-type", "f"); got != "x/d/g\n" {
+		t.Errorf("find x after the box made it a directory: %q", got)
 	}
 }
