@@ -81,6 +81,12 @@ type Channel struct {
 	dest     string // where the binary is in the box
 	rtEnded  int64  // round trips of ended sessions
 	stats    Stats
+
+	cmdMu sync.Mutex // held while the command stream opens
+	cmd   *cmdConn   // the command stream, or nil
+	// After a failed open, the stream is not tried again before cmdRetry.
+	cmdRetry time.Time
+	cmdFail  error
 }
 
 var (
@@ -149,6 +155,18 @@ func (ch *Channel) Close() error {
 	s := ch.cur
 	ch.cur = nil
 	ch.mu.Unlock()
+	ch.cmdMu.Lock()
+	c := ch.cmd
+	ch.cmd = nil
+	ch.cmdMu.Unlock()
+	if c != nil {
+		// The agent ends the commands still running, then exits.
+		c.close()
+		select {
+		case <-c.done:
+		case <-time.After(closeGrace + killTimeout):
+		}
+	}
 	if s != nil {
 		s.cl.Close()
 		<-s.finished

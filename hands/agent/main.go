@@ -19,10 +19,13 @@ const maxPacket = 128 << 10
 //	-sha256 HEX   refuse to serve unless this binary's SHA-256 is HEX (the
 //	              host names the binary it uploaded, so a stale or partly
 //	              written file never serves)
+//	-commands     run commands for the host (ServeCommands) instead of
+//	              serving files
 func Main(args []string) error {
 	fs := flag.NewFlagSet("boxfs agent", flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
 	sum := fs.String("sha256", "", "refuse to serve unless this binary's SHA-256 is `hex`")
+	commands := fs.Bool("commands", false, "run commands for the host instead of serving files")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -37,6 +40,9 @@ func Main(args []string) error {
 	in, out, err := protocolStreams()
 	if err != nil {
 		return err
+	}
+	if *commands {
+		return ServeCommands(in, out)
 	}
 	return Serve(in, out)
 }

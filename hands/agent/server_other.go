@@ -15,3 +15,6 @@ func Serve(in io.Reader, out io.WriteCloser) error { return errNotLinux }
 func protocolStreams() (io.Reader, io.WriteCloser, error) { return nil, nil, errNotLinux }
 
 func verifySelf(want string) error { return errNotLinux }
+
+// ServeCommands runs commands for the host; the agent runs on Linux only.
+func ServeCommands(in io.Reader, out io.Writer) error { return errNotLinux }
