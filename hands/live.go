@@ -76,10 +76,13 @@ func ctxCode(ctx context.Context) providers.Code {
 	return providers.Aborted
 }
 
-// startLive calls box.Exec, but returns within the liveness bound (or soon
+// execFunc starts a command: a box's Exec, or the agent's.
+type execFunc func(context.Context, providers.ExecRequest) (providers.Process, error)
+
+// startLive calls exec, but returns within the liveness bound (or soon
 // after ctx is done) even when the provider never answers. A process that
 // arrives after hands gave up is killed.
-func startLive(ctx context.Context, box providers.Box, req providers.ExecRequest, bound time.Duration) (providers.Process, error) {
+func startLive(ctx context.Context, exec execFunc, req providers.ExecRequest, bound time.Duration) (providers.Process, error) {
 	type started struct {
 		p   providers.Process
 		err error
@@ -87,7 +90,7 @@ func startLive(ctx context.Context, box providers.Box, req providers.ExecRequest
 	ch := make(chan started, 1)
 	var gaveUp atomic.Bool
 	go func() {
-		p, err := box.Exec(ctx, req)
+		p, err := exec(ctx, req)
 		if gaveUp.Load() && p != nil {
 			kctx, cancel := context.WithTimeout(context.Background(), bound)
 			p.Kill(kctx)

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 
+	"github.com/boxfs/boxfs/hands/agent"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -121,13 +123,13 @@ func (h *Hands) Run(ctx context.Context, cmd Command) (providers.Process, error)
 		argv = []string{shell, "-c", cmd.Line}
 	}
 	var id string
+	wrapped := argv
 	if dir := h.cmdDir(); dir != "" {
 		id = newID()
-		wrapped := []string{"sh", "-c", recordScript, "boxfs-cmd", escapeArg(dir), id, escapeArg(h.owner)}
+		wrapped = []string{"sh", "-c", recordScript, "boxfs-cmd", escapeArg(dir), id, escapeArg(h.owner)}
 		for _, a := range argv {
 			wrapped = append(wrapped, escapeArg(a))
 		}
-		argv = wrapped
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	act := newActivity()
@@ -139,7 +141,7 @@ func (h *Hands) Run(ctx context.Context, cmd Command) (providers.Process, error)
 		stderr = io.Discard
 	}
 	req := providers.ExecRequest{
-		Argv:   argv,
+		Argv:   wrapped,
 		Env:    cmd.Env,
 		Dir:    cmd.Dir,
 		Stdout: actWriter{stdout, act},
@@ -148,12 +150,13 @@ func (h *Hands) Run(ctx context.Context, cmd Command) (providers.Process, error)
 	if cmd.Stdin != nil {
 		req.Stdin = actReader{cmd.Stdin, act}
 	}
-	p, err := startLive(rctx, h.box, req, h.liveness)
+	var viaAgent atomic.Bool
+	p, err := startLive(rctx, h.execFor(argv, id, &viaAgent), req, h.liveness)
 	if err != nil {
 		cancel()
 		return nil, providers.E(0, op, err).WithBox(h.box.ID())
 	}
-	rp := &process{h: h, p: p, id: id, done: make(chan struct{})}
+	rp := &process{h: h, p: p, id: id, viaAgent: viaAgent.Load(), done: make(chan struct{})}
 	go func() {
 		defer cancel()
 		rp.code, rp.err = waitLive(rctx, cancel, p, act, h.liveness, h.probe)
@@ -161,7 +164,10 @@ func (h *Hands) Run(ctx context.Context, cmd Command) (providers.Process, error)
 			rp.err = providers.E(0, op, rp.err).WithBox(h.box.ID())
 		}
 		close(rp.done)
-		if rp.err != nil && id != "" {
+		// The agent confirms a killed group gone itself, unless its
+		// stream died or stopped answering.
+		confirmed := rp.viaAgent && !providers.IsCode(rp.err, providers.TransportLost) && !providers.IsCode(rp.err, providers.Liveness)
+		if rp.err != nil && id != "" && !confirmed {
 			// Ended by ctx or the liveness bound: the wrapper died with its
 			// group and left its record; confirm the group gone and clear it.
 			ectx, ecancel := context.WithTimeout(context.WithoutCancel(ctx), h.liveness)
@@ -170,6 +176,36 @@ func (h *Hands) Run(ctx context.Context, cmd Command) (providers.Process, error)
 		}
 	}()
 	return rp, nil
+}
+
+// execFor returns how Run starts a command: through the agent's command
+// stream when the box has the agent (argv as is; the agent writes the
+// command's record itself), else, or when that stream is not up, the
+// provider's exec of req.Argv (argv wrapped in recordScript).
+func (h *Hands) execFor(argv []string, id string, viaAgent *atomic.Bool) execFunc {
+	if h.channel == nil {
+		return h.box.Exec
+	}
+	return func(ctx context.Context, req providers.ExecRequest) (providers.Process, error) {
+		areq := req
+		areq.Argv = argv
+		if areq.Dir == "" {
+			areq.Dir = h.facts.Workspace
+		}
+		var rec *agent.Record
+		if id != "" {
+			rec = &agent.Record{Dir: h.cmdDir(), ID: id, Owner: h.owner}
+		}
+		if areq.Dir != "" {
+			p, err := h.channel.Exec(ctx, areq, rec)
+			if !providers.IsCode(err, providers.Unavailable) {
+				viaAgent.Store(err == nil)
+				return p, err
+			}
+			h.log.Debug("hands: the agent's command stream is not up; the provider runs the command", "err", err)
+		}
+		return h.box.Exec(ctx, req)
+	}
 }
 
 // probe vouches for a silent command's box: nil while the provider says it
@@ -193,12 +229,14 @@ func newID() string {
 
 // process is a command started by Run.
 type process struct {
-	h    *Hands
-	p    providers.Process
-	id   string // its record in the box; "" without one
-	done chan struct{}
-	code int
-	err  error
+	h  *Hands
+	p  providers.Process
+	id string // its record in the box; "" without one
+	// viaAgent: the agent's command stream runs it (and confirms kills).
+	viaAgent bool
+	done     chan struct{}
+	code     int
+	err      error
 }
 
 // Wait waits for the command's end; see Run.
@@ -214,7 +252,7 @@ func (rp *process) Kill(ctx context.Context) error {
 	if err := rp.p.Kill(ctx); err != nil {
 		return providers.E(0, op, err).WithBox(rp.h.box.ID())
 	}
-	if rp.id == "" {
+	if rp.id == "" || rp.viaAgent {
 		return nil
 	}
 	select {

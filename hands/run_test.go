@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/boxfs/boxfs/hands"
+	"github.com/boxfs/boxfs/internal/boxfsbin"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/docker"
 )
@@ -23,6 +24,10 @@ import (
 // helperEnv makes the test binary a host process that starts a command in a
 // box and then waits to be killed (TestEndLeftCommands).
 const helperEnv = "BOXFS_HANDS_TEST_HELPER"
+
+// helperAgentEnv, when set, is the agent binary the helper runs its command
+// through (the agent's command stream).
+const helperAgentEnv = "BOXFS_HANDS_TEST_HELPER_AGENT"
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(helperEnv); dir != "" {
@@ -58,7 +63,11 @@ func helperMain(spec string) int {
 			return 1
 		}
 	}
-	h, err := hands.New(ctx, box, hands.Options{})
+	opts := hands.Options{}
+	if bin := os.Getenv(helperAgentEnv); bin != "" {
+		opts = hands.Options{Force: hands.ViaAgent, AgentBinary: bin}
+	}
+	h, err := hands.New(ctx, box, opts)
 	if err != nil {
 		fmt.Println(err)
 		return 1
@@ -87,9 +96,35 @@ func newScriptHands(t *testing.T, box providers.Box, liveness time.Duration) *ha
 	return h
 }
 
+// runRoutes are the two ways Run starts a command: a provider exec of a
+// wrapper script, and the agent's command stream.
+var runRoutes = []struct {
+	name  string
+	hands func(t *testing.T, box providers.Box, liveness time.Duration) *hands.Hands
+}{
+	{"route=script", func(t *testing.T, box providers.Box, liveness time.Duration) *hands.Hands {
+		return newScriptHands(t, box, liveness)
+	}},
+	{"route=agent", func(t *testing.T, box providers.Box, liveness time.Duration) *hands.Hands {
+		h, err := hands.New(context.Background(), box, hands.Options{Force: hands.ViaAgent, AgentBinary: boxfsbin.Path(t), Liveness: liveness})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		return h
+	}},
+}
+
 func TestRunLineAndArgv(t *testing.T) {
-	box := newHostBox(t)
-	h := newScriptHands(t, box, 0)
+	for _, r := range runRoutes {
+		t.Run(r.name, func(t *testing.T) {
+			box := newHostBox(t)
+			testRunLineAndArgv(t, box, r.hands(t, box, 0))
+		})
+	}
+}
+
+func testRunLineAndArgv(t *testing.T, box *hostBox, h *hands.Hands) {
 	ctx := context.Background()
 
 	var out, errb bytes.Buffer
@@ -162,8 +197,15 @@ func readPid(t *testing.T, file string) int {
 }
 
 func TestRunCancelAndTimeout(t *testing.T) {
-	box := newHostBox(t)
-	h := newScriptHands(t, box, 0)
+	for _, r := range runRoutes {
+		t.Run(r.name, func(t *testing.T) {
+			box := newHostBox(t)
+			testRunCancelAndTimeout(t, box, r.hands(t, box, 0))
+		})
+	}
+}
+
+func testRunCancelAndTimeout(t *testing.T, box *hostBox, h *hands.Hands) {
 	pidfile := filepath.Join(box.dir, "bg.pid")
 
 	ctx, cancel := context.WithCancel(context.Background())
