@@ -1,14 +1,12 @@
 package hands_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -212,16 +210,8 @@ func TestAgentRunStreamLost(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Kill the command stream's agent from inside the box (by its
-			// argv; the file channel's agent has no -commands).
-			code, out, errs := runScript(t, h, `for d in /proc/[0-9]*; do
-	if tr '\0' ' ' < "$d/cmdline" 2>/dev/null | grep -q -- ' agent .*-commands'; then echo "${d#/proc/}"; fi
-done`)
-			pids := strings.Fields(out)
-			if code != 0 || len(pids) == 0 {
-				t.Fatalf("no command agent found: %d %q %q", code, out, errs)
-			}
-			// The finder itself ran through that agent: kill them all.
+			// Kill the command stream's agent from inside the box.
+			pids := commandAgents(t, h)
 			// (kill is only a shell builtin in a minimal image.)
 			kp, err := h.Run(ctx, hands.Command{Argv: append([]string{"sh", "-c", `kill -9 "$@"`, "sh"}, pids...)})
 			if err != nil {
@@ -240,6 +230,23 @@ done`)
 			}
 		})
 	}
+}
+
+// commandAgents returns the pid of the box's command agent (by argv; the
+// file channel's agent has no -commands), and fails unless there is one.
+func commandAgents(t *testing.T, h *hands.Hands) []string {
+	t.Helper()
+	// Only this box's agent, in its TmpDir: a host box sees the host's
+	// processes, other tests' agents among them.
+	code, out, errs := runOut(t, h, hands.Command{Argv: []string{"sh", "-c", `for d in /proc/[0-9]*; do
+	c=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null)
+	case $c in "$1"/.boxfs-agent*" agent "*-commands*) echo "${d#/proc/}" ;; esac
+done`, "sh", h.Facts().TmpDir}})
+	pids := strings.Fields(out)
+	if code != 0 || len(pids) != 1 {
+		t.Fatalf("want one command agent, found %q (exit %d, %q)", out, code, errs)
+	}
+	return pids
 }
 
 func runScript(t *testing.T, h *hands.Hands, script string) (int, string, string) {
@@ -264,21 +271,7 @@ func TestAgentRunHostDies(t *testing.T) {
 			if hb, ok := box.(*hostBox); ok {
 				spec = "hostbox:" + strings.TrimSuffix(hb.dir, "/work")
 			}
-			helper := exec.Command(exe, "-test.run=^$")
-			helper.Env = append(os.Environ(), helperEnv+"="+spec, helperAgentEnv+"="+bin)
-			out, err := helper.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := helper.Start(); err != nil {
-				t.Fatal(err)
-			}
-			line, _ := bufio.NewReader(out).ReadString('\n')
-			if line != "ready\n" {
-				helper.Process.Kill()
-				helper.Wait()
-				t.Fatalf("helper said %q", line)
-			}
+			helper := startHelper(t, exe, helperEnv+"="+spec, helperAgentEnv+"="+bin)
 			h := newScriptHands(t, box, 0)
 			leftPid := boxPid(t, h, "left.pid")
 			if !boxRuns(t, h, leftPid) {
@@ -313,13 +306,7 @@ func TestAgentRunStreamHangs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, out, _ := runScript(t, h, `for d in /proc/[0-9]*; do
-	if tr '\0' ' ' < "$d/cmdline" 2>/dev/null | grep -q -- '^[^ ]*boxfs-agent[^ ]* agent .*-commands'; then echo "${d#/proc/}"; fi
-done`)
-			pids := strings.Fields(out)
-			if len(pids) != 1 {
-				t.Fatalf("want one command agent, found %q", out)
-			}
+			pids := commandAgents(t, h)
 			// The kill may stop the agent before it says the kill started:
 			// its own outcome does not matter.
 			if kp, err := h.Run(ctx, hands.Command{Argv: []string{"sh", "-c", `kill -STOP "$1"`, "sh", pids[0]}}); err == nil {

@@ -387,21 +387,7 @@ func TestEndLeftCommands(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			box, spec := tc.box(t)
-			helper := exec.Command(exe, "-test.run=^$")
-			helper.Env = append(os.Environ(), helperEnv+"="+spec)
-			out, err := helper.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := helper.Start(); err != nil {
-				t.Fatal(err)
-			}
-			line, _ := bufio.NewReader(out).ReadString('\n')
-			if line != "ready\n" {
-				helper.Process.Kill()
-				helper.Wait()
-				t.Fatalf("helper said %q", line)
-			}
+			helper := startHelper(t, exe, helperEnv+"="+spec)
 			helper.Process.Kill()
 			helper.Wait()
 
@@ -440,4 +426,26 @@ func TestEndLeftCommands(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startHelper re-executes the test binary as a host process with env added
+// (helperMain) and waits for it to say its command runs.
+func startHelper(t *testing.T, exe string, env ...string) *exec.Cmd {
+	t.Helper()
+	helper := exec.Command(exe, "-test.run=^$")
+	helper.Env = append(os.Environ(), env...)
+	out, err := helper.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if line != "ready\n" {
+		helper.Process.Kill()
+		helper.Wait()
+		t.Fatalf("helper said %q", line)
+	}
+	return helper
 }

@@ -164,14 +164,12 @@ func (s *cmdServer) reap(sigs <-chan os.Signal, stop <-chan struct{}) {
 func (s *cmdServer) failStart(id uint32, st cmdStart, code int, msg string) {
 	b, _ := json.Marshal(cmdStarted{})
 	s.fw.write(frameStarted, id, b)
-	switch {
-	case st.Merge || st.Stderr:
+	if st.Merge || st.Stderr {
 		typ := byte(frameStderr)
 		if st.Merge {
 			typ = frameStdout
 		}
-		line := []byte("boxfs: " + msg + "\n")
-		s.fw.write(typ, id, line)
+		s.fw.write(typ, id, []byte("boxfs: "+msg+"\n"))
 	}
 	b, _ = json.Marshal(cmdExit{Code: code})
 	s.fw.write(frameExit, id, b)
