@@ -163,16 +163,30 @@ func (h *Hands) Run(ctx context.Context, cmd Command) (providers.Process, error)
 		if rp.err != nil {
 			rp.err = providers.E(0, op, rp.err).WithBox(h.box.ID())
 		}
-		close(rp.done)
 		// The agent confirms a killed group gone itself, unless its
 		// stream died or stopped answering.
 		confirmed := rp.viaAgent && !providers.IsCode(rp.err, providers.TransportLost) && !providers.IsCode(rp.err, providers.Liveness)
-		if rp.err != nil && id != "" && !confirmed {
-			// Ended by ctx or the liveness bound: the wrapper died with its
-			// group and left its record; confirm the group gone and clear it.
-			ectx, ecancel := context.WithTimeout(context.WithoutCancel(ctx), h.liveness)
-			h.endRecords(ectx, []string{id})
-			ecancel()
+		if rp.err == nil || id == "" || confirmed {
+			close(rp.done)
+			return
+		}
+		// Ended by ctx or the liveness bound: the wrapper died with its
+		// group and left its record; confirm the group gone and clear it.
+		// After a cancel or a deadline the box still answers, so Wait
+		// returns once that is done: a caller that goes on to look finds
+		// no trace of the command. A box that stopped answering would
+		// hold Wait for another bound, so Wait returns first there.
+		ctxEnded := providers.IsCode(rp.err, providers.Aborted) || providers.IsCode(rp.err, providers.Timeout)
+		if !ctxEnded {
+			close(rp.done)
+		}
+		ectx, ecancel := context.WithTimeout(context.WithoutCancel(ctx), h.liveness)
+		if _, err := h.endRecords(ectx, []string{id}); err != nil {
+			h.log.Warn("hands: could not confirm an ended command's group gone", "err", err)
+		}
+		ecancel()
+		if ctxEnded {
+			close(rp.done)
 		}
 	}()
 	return rp, nil
