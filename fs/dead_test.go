@@ -131,12 +131,14 @@ func TestHungBoxAnswersWithinBound(t *testing.T) {
 		t.Errorf("g reads %q", got)
 	}
 
-	// Mid-readdir.
-	fp.On(fake.Match{Op: "ReadDir"}).Hang().Once()
+	// Mid-readdir. The hang is scripted for the new directory's own
+	// listing, after the sync, so no background listing of the parent can
+	// take it first.
 	os.WriteFile(filepath.Join(box, "ctl"), []byte("sync\n"), 0)
 	time.Sleep(1100 * time.Millisecond)
 	mk := filepath.Join(w, "sub")
 	fp.Boxes()[0].Files().Mkdir(context.Background(), "/work/sub", 0o755)
+	fp.On(fake.Match{Op: "ReadDir", Path: "/work/sub"}).Hang().Once()
 	err = within(t, "readdir", func() error {
 		_, err := os.ReadDir(mk)
 		return err
