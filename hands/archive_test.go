@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/boxfs/boxfs/hands"
+	"github.com/boxfs/boxfs/internal/boxfsbin"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -90,5 +91,60 @@ func TestArchives(t *testing.T) {
 				t.Errorf("GetFiles of ../etc/passwd: %v, want unsafe", err)
 			}
 		})
+	}
+}
+
+// TestGetFilesWithoutGNUTar: a box whose tar is busybox's (no -T, no
+// --null) still gives one tar of a set of paths when it has the agent: the
+// agent makes the archive. Through scripts alone the same box cannot, and
+// says so.
+func TestGetFilesWithoutGNUTar(t *testing.T) {
+	box := newBusyboxBox(t)
+	h, root := openOn(t, box, hands.ViaAgent, hands.Options{AgentBinary: boxfsbin.Path(t)})
+	ctx := context.Background()
+	for name, body := range map[string]string{"a": "A", "-dash": "D", "n\nl": "N"} {
+		if err := h.WriteFile(ctx, root+"/"+name, strings.NewReader(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.Mkdir(ctx, root+"/sub", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.WriteFile(ctx, root+"/sub/inner", strings.NewReader("I"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Symlink(ctx, "a", root+"/ln"); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := h.GetFiles(ctx, root, []string{"-dash", "n\nl", "sub", "ln", "gone"})
+	if err != nil {
+		t.Fatalf("GetFiles through the agent: %v", err)
+	}
+	got := members(t, io.NopCloser(rc))
+	want := []string{"-dash|0|D", "n\nl|0|N", "sub/|5|", "ln|2|"}
+	if !slices.Equal(got, want) {
+		t.Errorf("GetFiles members %q, want %q", got, want)
+	}
+	if err := rc.Close(); err == nil || !strings.Contains(err.Error(), "gone") {
+		t.Errorf("Close after a path that was gone: %v, want an error naming it", err)
+	}
+	if _, err := h.GetFiles(ctx, root+"/missing", []string{"a"}); !providers.IsCode(err, providers.NotFound) {
+		t.Errorf("GetFiles under a missing root: %v, want not_found", err)
+	}
+	if _, err := h.GetFiles(ctx, root, []string{"../etc/passwd"}); !providers.IsCode(err, providers.Unsafe) {
+		t.Errorf("GetFiles of ../etc/passwd: %v, want unsafe", err)
+	}
+
+	hs, err := hands.New(ctx, box, hands.Options{Force: hands.ViaScript})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hs.Close()
+	if rc, err := hs.GetFiles(ctx, root, []string{"a"}); err == nil {
+		_, err = io.ReadAll(rc)
+		rc.Close()
+		if err == nil {
+			t.Errorf("GetFiles through busybox's tar succeeded; this test no longer shows what the agent adds")
+		}
 	}
 }

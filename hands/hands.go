@@ -356,8 +356,20 @@ func (h *Hands) GetArchive(ctx context.Context, path string) (io.ReadCloser, err
 
 // GetFiles returns one tar of paths under root (each relative to root,
 // slash-separated; a directory comes as itself, without its contents), the
-// member names being those paths: one exec of tar in the box. It is
-// syncengine's MultiArchiver. It needs GNU tar in the box.
+// member names being those paths. It is syncengine's MultiArchiver. A box
+// with the agent has the agent make the tar (one command on its stream, no
+// tar needed in the box); any other box, or one whose command stream is not
+// up, runs GNU tar in one exec.
 func (h *Hands) GetFiles(ctx context.Context, root string, paths []string) (io.ReadCloser, error) {
+	if h.channel != nil {
+		if _, err := checkPath("hands.GetFiles", h.box.ID(), root); err != nil {
+			return nil, err
+		}
+		rc, err := h.channel.GetFiles(ctx, root, paths)
+		if !providers.IsCode(err, providers.Unavailable) {
+			return rc, err
+		}
+		h.log.Debug("hands: the agent's command stream is not up; tar in the box makes the archive", "err", err)
+	}
 	return h.sh.GetFiles(ctx, root, paths)
 }

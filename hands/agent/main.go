@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"syscall"
 )
 
 // maxPacket is the largest READ or WRITE payload the client asks for and
@@ -21,16 +23,24 @@ const maxPacket = 128 << 10
 //	              written file never serves)
 //	-commands     run commands for the host (ServeCommands) instead of
 //	              serving files
+//	-tar ROOT     write one tar of the NUL-separated names on stdin,
+//	              relative to ROOT, to stdout (WriteTar) and exit: 0, 2
+//	              when some names were left out, 64+errno when ROOT
+//	              cannot be archived
 func Main(args []string) error {
 	fs := flag.NewFlagSet("boxfs agent", flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
 	sum := fs.String("sha256", "", "refuse to serve unless this binary's SHA-256 is `hex`")
 	commands := fs.Bool("commands", false, "run commands for the host instead of serving files")
+	tarRoot := fs.String("tar", "", "write a tar of the names on stdin, relative to `root`, and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("agent: unexpected arguments %q", fs.Args())
+	}
+	if *tarRoot != "" {
+		tarMain(*tarRoot)
 	}
 	if *sum != "" {
 		if err := verifySelf(*sum); err != nil {
@@ -45,4 +55,18 @@ func Main(args []string) error {
 		return ServeCommands(in, out)
 	}
 	return Serve(in, out)
+}
+
+// tarMain runs "boxfs agent -tar ROOT" and exits with its status.
+func tarMain(root string) {
+	err := WriteTar(os.Stdin, os.Stdout, root, os.Stderr)
+	if err == nil {
+		os.Exit(0)
+	}
+	fmt.Fprintf(os.Stderr, "boxfs agent: tar: %v\n", err)
+	var errno syscall.Errno
+	if !errors.Is(err, errPartial) && errors.As(err, &errno) && errno > 0 && errno < 128 {
+		os.Exit(tarErrnoBase + int(errno))
+	}
+	os.Exit(tarPartial)
 }
