@@ -137,6 +137,12 @@ func (b *boxState) connect(ctx context.Context) error {
 		Box:         b.name,
 		AttrTimeout: b.fs.opts.AttrTimeout,
 		Logger:      b.fs.log,
+		Overwrote: func(rel string) {
+			// Logged by the cache; err tells a reader of the box.
+			b.mu.Lock()
+			b.errText = fmt.Sprintf("work/%s: the push at close replaced a change the box made to the file after this host read it (the later close wins)", rel)
+			b.mu.Unlock()
+		},
 	})
 	if err != nil {
 		return err

@@ -459,6 +459,10 @@ func testHostAndBoxWrite(t *testing.T, b *boxT) {
 	if got := readString(t, f); got != want {
 		t.Errorf("host reads %q after its close, want %q", got, want)
 	}
+	// The box's write was replaced: said in the box's err, not only the log.
+	if got := readString(t, filepath.Join(b.dir, "err")); !strings.Contains(got, "/f: the push at close replaced a change the box made") {
+		t.Errorf("err after the host's close replaced the box's write: %q", got)
+	}
 	if got := b.must(t, fmt.Sprintf("cat %q", rel)); got != want {
 		t.Errorf("box reads %q after the host's close, want %q", got, want)
 	}

@@ -51,6 +51,10 @@ type Options struct {
 	// negative: never).
 	WalkMax int
 	Logger  *slog.Logger
+	// Overwrote, when set, is told of each push that replaced a change the
+	// box made to the file after the host read it (the later close wins;
+	// the push has been logged already).
+	Overwrote func(rel string)
 	// Now is the clock (default time.Now); tests pin it.
 	Now func() time.Time
 }

@@ -583,6 +583,9 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 			// The later close wins (docs/namespace.md): said, not silent.
 			c.log.Warn("push replaces a change the box made to the file after the host read it", "path", rel,
 				"box_size", fi.Size, "box_mtime", fi.Mtime, "read_size", basedOn.Size, "read_mtime", basedOn.Mtime)
+			if c.opts.Overwrote != nil {
+				c.opts.Overwrote(rel)
+			}
 		}
 	}
 	var fi providers.FileInfo

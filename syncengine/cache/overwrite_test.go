@@ -17,8 +17,9 @@ import (
 func TestPushOverBoxChangeIsLogged(t *testing.T) {
 	_, _, r := fakeBox(t)
 	var log bytes.Buffer
+	var told []string
 	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour,
-		Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		Logger: slog.New(slog.NewTextHandler(&log, nil)), Overwrote: func(rel string) { told = append(told, rel) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,8 +48,8 @@ func TestPushOverBoxChangeIsLogged(t *testing.T) {
 		h.Release(ctx)
 	}
 	edit("host 1")
-	if strings.Contains(log.String(), "push replaces") {
-		t.Errorf("a push over the box's own version was logged:\n%s", log.String())
+	if strings.Contains(log.String(), "push replaces") || len(told) > 0 {
+		t.Errorf("a push over the box's own version was logged (%q):\n%s", told, log.String())
 	}
 	edit("host 2")
 	if got := boxRead(t, r, "f"); got != "host 2" {
@@ -56,5 +57,8 @@ func TestPushOverBoxChangeIsLogged(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "push replaces a change the box made") || !strings.Contains(log.String(), "path=f") {
 		t.Errorf("the replaced box change was not logged:\n%s", log.String())
+	}
+	if len(told) != 1 || told[0] != "f" {
+		t.Errorf("Overwrote told %q, want [f]", told)
 	}
 }
