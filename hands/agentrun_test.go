@@ -249,6 +249,28 @@ done`, "sh", h.Facts().TmpDir}})
 	return pids
 }
 
+// cmdRecords lists the command records in the box (hands' record
+// directory under TmpDir), through a file call: listing them with a command
+// would add that command's own record.
+func cmdRecords(t *testing.T, h *hands.Hands) []string {
+	t.Helper()
+	dir := strings.TrimSuffix(h.Facts().TmpDir, "/") + "/.boxfs/cmds"
+	ents, err := h.ReadDir(context.Background(), dir)
+	if providers.IsCode(err, providers.NotFound) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("listing %s: %v", dir, err)
+	}
+	var recs []string
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name, ".tmp") {
+			recs = append(recs, e.Name)
+		}
+	}
+	return recs
+}
+
 func runScript(t *testing.T, h *hands.Hands, script string) (int, string, string) {
 	t.Helper()
 	return runOut(t, h, hands.Command{Argv: []string{"sh", "-c", script}})
@@ -285,6 +307,13 @@ func TestAgentRunHostDies(t *testing.T) {
 			}
 			if boxRuns(t, h, leftPid) {
 				t.Errorf("the command %s outlived its host by 20 s", leftPid)
+			}
+			t.Logf("records right after the process went: %v", cmdRecords(t, h))
+			// The agent removes the command's record only after it has
+			// confirmed the whole group gone, a moment after the process
+			// above is reaped: wait for the record too, not just the process.
+			for len(cmdRecords(t, h)) > 0 && time.Now().Before(deadline) {
+				time.Sleep(200 * time.Millisecond)
 			}
 			if n, err := h.EndLeftCommands(context.Background()); err != nil || n != 0 {
 				t.Errorf("EndLeftCommands = %d, %v; want no record left", n, err)

@@ -375,11 +375,14 @@ has "$p" || e 2
 printf K
 exec tar -C "$d" -cf - -- "$b"
 `
-	// ROOT; stdin is the NUL-separated paths; prints K, then the tar
+	// ROOT; stdin is the NUL-separated paths; prints K, then the tar.
+	// Only GNU tar reads NUL-separated names (-T, --null): without it the
+	// box lacks a tool (126).
 	scriptGetFiles = `p=$1
 par "$p"
 [ -e "$p" ] || unres "$p"
 [ -d "$p" ] || e 20
+case $(tar --version 2>/dev/null) in *"GNU tar"*) ;; *) echo "GNU tar needed" >&2; exit 126 ;; esac
 printf K
 exec tar -C "$p" --no-recursion --null -T - -cf -
 `
