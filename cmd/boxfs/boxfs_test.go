@@ -441,7 +441,7 @@ func TestExecInterrupt(t *testing.T) {
 			}
 			t.Logf("killed in %v", time.Since(start))
 			// A local box's processes are this machine's.
-			if pids := processesWithArgs("sleep", "6007"); len(pids) > 0 {
+			if pids := processesLeft(10*time.Second, "sleep", "6007"); len(pids) > 0 {
 				t.Errorf("sleep still runs in the box: pids %v", pids)
 			}
 			if mode == "mounted" {
@@ -573,6 +573,22 @@ func TestUsageErrors(t *testing.T) {
 	}
 	if _, err := os.Stat("/tmp/never-mounted"); err == nil {
 		t.Errorf("a refused mount made its mount point")
+	}
+}
+
+// processesLeft waits up to within for no process's command line to be
+// exactly args, and returns the pids still found then. exec exits once the
+// command's leader has ended; the rest of its group was sent SIGKILL by
+// then but may still be exiting on a loaded machine, so one look right
+// after would race it.
+func processesLeft(within time.Duration, args ...string) []int {
+	deadline := time.Now().Add(within)
+	for {
+		pids := processesWithArgs(args...)
+		if len(pids) == 0 || time.Now().After(deadline) {
+			return pids
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

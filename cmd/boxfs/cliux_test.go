@@ -239,7 +239,7 @@ func TestExecUX(t *testing.T) {
 			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 128+int(syscall.SIGTERM) {
 				t.Errorf("exec after SIGTERM: %v, want exit 143", err)
 			}
-			if pids := processesWithArgs("sleep", "6011"); len(pids) > 0 {
+			if pids := processesLeft(10*time.Second, "sleep", "6011"); len(pids) > 0 {
 				t.Errorf("sleep still runs in the box: pids %v", pids)
 			}
 		})
