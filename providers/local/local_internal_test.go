@@ -113,7 +113,11 @@ func atoi(t *testing.T, s string) int {
 // TestWatchdogOutlivesHost kills the process that made a box and shows the
 // box's watchdog still ends it at its lifetime, leaving no process behind.
 func TestWatchdogOutlivesHost(t *testing.T) {
-	const lifetime = 4 * time.Second
+	// The host helper (a re-executed test binary) must make the box, start
+	// five processes and report them within lifetime/2, and be killed
+	// before 3/4 of it: 10 s leaves a loaded 2-core machine room for that
+	// (at 4 s it had 2 s, for a process start, a box and five more).
+	const lifetime = 10 * time.Second
 	root := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), hostHelperEnv+"=1", hostRootEnv+"="+root, hostLifeEnv+"="+lifetime.String())
