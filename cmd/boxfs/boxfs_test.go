@@ -510,6 +510,9 @@ func TestHeldByDeadMount(t *testing.T) {
 func TestUsageErrors(t *testing.T) {
 	h := newHarness(t)
 	good := writeConfig(t, "[environments.x]\nprovider = \"local\"\n")
+	// This test's own: a fixed path in /tmp would be shared with every
+	// other run on the machine, and one left behind would fail them all.
+	neverMounted := filepath.Join(t.TempDir(), "never-mounted")
 	cases := []struct {
 		name   string
 		config string
@@ -541,7 +544,7 @@ func TestUsageErrors(t *testing.T) {
 		{"config box without env", "[boxes.b]\nenvironment = \"none\"\n", []string{"ls"}, "none"},
 		{"config bad price", "[prices.local]\nusd_per_second = 1\n", []string{"ls"}, "source"},
 		{"config bad box name", "[boxes.\".x\"]\n", []string{"ls"}, ".x"},
-		{"config checked before detaching", "provder = 1\n", []string{"mount", "/tmp/never-mounted", "--background"}, "provder"},
+		{"config checked before detaching", "provder = 1\n", []string{"mount", neverMounted, "--background"}, "provder"},
 		{"config missing", "MISSING", []string{"ls"}, "no such file"},
 	}
 	for _, c := range cases {
@@ -571,7 +574,7 @@ func TestUsageErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := os.Stat("/tmp/never-mounted"); err == nil {
+	if _, err := os.Stat(neverMounted); err == nil {
 		t.Errorf("a refused mount made its mount point")
 	}
 }
