@@ -1,9 +1,12 @@
 // Package docker runs boxes as Docker containers, through the Docker Engine
 // API.
 //
-// A box is a container whose command is `sleep <lifetime>` (the image's
-// entrypoint is replaced), with docker-init as PID 1: Docker itself ends the
-// box when its lifetime passes, whatever happens to the host. Every container
+// A box is a container whose command sleeps out its lifetime (the image's
+// entrypoint is replaced): Docker itself ends the box when its lifetime
+// passes, whatever happens to the host. The sleeper is PID 1 (keeperScript),
+// the one process a program in the box cannot signal, so `kill -9 -1` or
+// `pkill sleep` in the box ends what it ran, never the box; it reaps the
+// orphans handed to it, as docker-init would. Every container
 // carries the label boxfs=1 and the provider's own labels under "boxfs.".
 // Commands run through the exec API, each as its own process group; bulk
 // files move through the archive API.
@@ -213,17 +216,17 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.B
 
 	cfg := &container.Config{
 		Image:      image,
-		Entrypoint: []string{"sleep"},
+		Entrypoint: []string{"sh", "-c", keeperScript, "boxfs-keeper"},
 		Cmd:        []string{strconv.FormatInt(secs, 10)},
 		Env:        boxEnv(spec.Env, spec.User, ws),
 		Labels:     labels,
 		WorkingDir: ws, // Docker creates it, owned by root
 		User:       spec.User,
 	}
-	useInit := true
+	noInit := false
 	hc := &container.HostConfig{
 		NetworkMode:   container.NetworkMode(netMode),
-		Init:          &useInit, // docker-init as PID 1: signals work, orphans are reaped
+		Init:          &noInit, // the keeper is PID 1 (keeperScript)
 		Mounts:        mounts,
 		CapDrop:       spec.Capabilities.Drop,
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
@@ -403,3 +406,22 @@ func randomHex(n int) string {
 	_, _ = io.ReadFull(rand.Reader, b)
 	return hex.EncodeToString(b)
 }
+
+// keeperScript is a box's PID 1: it sleeps until SECONDS ($1) have passed
+// since it started, then exits 0 (Status reads that as "lifetime passed").
+// PID 1 of a PID namespace gets no signal from inside it that it has no
+// handler for, SIGKILL included, so nothing a box runs can end the box
+// early; a sleep killed from inside (kill -9 -1, pkill sleep) is started
+// again for what is left. Its wait reaps every child, the orphans that
+// commands leave included. Without date(1) it sleeps once, as `sleep
+// SECONDS` would.
+const keeperScript = `trap '' HUP INT QUIT TERM USR1 USR2 PIPE
+command -v date >/dev/null 2>&1 || { sleep "$1" & wait $!; exit 0; }
+end=$(( $(date +%s) + $1 ))
+while :; do
+	left=$(( end - $(date +%s) ))
+	[ "$left" -gt 0 ] || exit 0
+	sleep "$left" &
+	wait $!
+done
+`
