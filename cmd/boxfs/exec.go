@@ -252,7 +252,9 @@ func execDirect(ctx context.Context, e *env, t *target, box, line string) (int, 
 	if err != nil {
 		return 0, err
 	}
+	killed := make(chan struct{})
 	caught, stop := interrupts(e, func() {
+		defer close(killed)
 		kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := proc.Kill(kctx); err != nil {
@@ -263,6 +265,9 @@ func execDirect(ctx context.Context, e *env, t *target, box, line string) (int, 
 	code, err := proc.Wait()
 	switch {
 	case caught() != nil:
+		// The leader's end is not the group's: exit once the kill is
+		// confirmed (interrupts exits anyway after killConfirm).
+		<-killed
 		return signalStatus(caught()), nil
 	case err == nil:
 		return code, nil
