@@ -81,8 +81,9 @@ type execFunc func(context.Context, providers.ExecRequest) (providers.Process, e
 
 // startLive calls exec, but returns within the liveness bound (or soon
 // after ctx is done) even when the provider never answers. A process that
-// arrives after hands gave up is killed.
-func startLive(ctx context.Context, exec execFunc, req providers.ExecRequest, bound time.Duration) (providers.Process, error) {
+// arrives after hands gave up is killed, then abandoned (when set) is
+// called.
+func startLive(ctx context.Context, exec execFunc, req providers.ExecRequest, bound time.Duration, abandoned func()) (providers.Process, error) {
 	type started struct {
 		p   providers.Process
 		err error
@@ -95,6 +96,9 @@ func startLive(ctx context.Context, exec execFunc, req providers.ExecRequest, bo
 			kctx, cancel := context.WithTimeout(context.Background(), bound)
 			p.Kill(kctx)
 			cancel()
+			if abandoned != nil {
+				abandoned()
+			}
 		}
 		ch <- started{p, err}
 	}()

@@ -151,7 +151,20 @@ func (h *Hands) Run(ctx context.Context, cmd Command) (providers.Process, error)
 		req.Stdin = actReader{cmd.Stdin, act}
 	}
 	var viaAgent atomic.Bool
-	p, err := startLive(rctx, h.execFor(argv, id, &viaAgent), req, h.liveness)
+	var abandoned func()
+	if id != "" {
+		// A wrapper that started after Run gave up was killed with its
+		// group and may have left its record.
+		abandoned = func() {
+			if viaAgent.Load() {
+				return // the agent confirms its kills and clears the record
+			}
+			ectx, ecancel := context.WithTimeout(context.WithoutCancel(ctx), h.liveness)
+			h.endRecords(ectx, []string{id})
+			ecancel()
+		}
+	}
+	p, err := startLive(rctx, h.execFor(argv, id, &viaAgent), req, h.liveness, abandoned)
 	if err != nil {
 		cancel()
 		return nil, providers.E(0, op, err).WithBox(h.box.ID())

@@ -476,7 +476,7 @@ func (s *scripts) run(ctx context.Context, op, name, script string, stdin io.Rea
 	if stdin != nil {
 		req.Stdin = actReader{stdin, act}
 	}
-	p, err := startLive(ectx, s.box.Exec, req, s.liveness)
+	p, err := startLive(ectx, s.box.Exec, req, s.liveness, nil)
 	if err != nil {
 		return nil, s.wrap(op, name, err)
 	}
