@@ -23,6 +23,8 @@ const maxPacket = 128 << 10
 //	              written file never serves)
 //	-commands     run commands for the host (ServeCommands) instead of
 //	              serving files
+//	-watch ROOT   report the changes under ROOT on stdout as they happen
+//	              (WatchTree) until ROOT goes away
 //	-tar ROOT     write one tar of the NUL-separated names on stdin,
 //	              relative to ROOT, to stdout (WriteTar) and exit: 0, 2
 //	              when some names were left out, 64+errno when ROOT
@@ -33,6 +35,7 @@ func Main(args []string) error {
 	sum := fs.String("sha256", "", "refuse to serve unless this binary's SHA-256 is `hex`")
 	commands := fs.Bool("commands", false, "run commands for the host instead of serving files")
 	tarRoot := fs.String("tar", "", "write a tar of the names on stdin, relative to `root`, and exit")
+	watchRoot := fs.String("watch", "", "report the changes under `root` on stdout")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -41,6 +44,9 @@ func Main(args []string) error {
 	}
 	if *tarRoot != "" {
 		tarMain(*tarRoot)
+	}
+	if *watchRoot != "" {
+		return WatchTree(*watchRoot, os.Stdout)
 	}
 	if *sum != "" {
 		if err := verifySelf(*sum); err != nil {

@@ -18,3 +18,6 @@ func verifySelf(want string) error { return errNotLinux }
 
 // ServeCommands runs commands for the host; the agent runs on Linux only.
 func ServeCommands(in io.Reader, out io.Writer) error { return errNotLinux }
+
+// WatchTree reports changes under root; the agent runs on Linux only.
+func WatchTree(root string, out io.Writer) error { return errNotLinux }

@@ -197,17 +197,9 @@ func (ch *Channel) GetFiles(ctx context.Context, root string, paths []string) (i
 		names.WriteString(p)
 		names.WriteByte(0)
 	}
-	ch.mu.Lock()
-	dest := ch.dest
-	ch.mu.Unlock()
-	if dest == "" {
-		// The file channel brings the binary into the box (and says where).
-		if _, err := ch.client(ctx, op); err != nil {
-			return nil, &providers.Error{Code: providers.Unavailable, Op: op, Box: ch.box.ID(), Err: err}
-		}
-		ch.mu.Lock()
-		dest = ch.dest
-		ch.mu.Unlock()
+	dest, err := ch.binaryPath(ctx, op)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	pr, pw := io.Pipe()
