@@ -46,6 +46,8 @@ type boxState struct {
 
 	dir      *boxDir   // its node, once the kernel looked it up
 	workRoot *workNode // its work/ node
+
+	stopWatch context.CancelFunc // ends the watch of the workspace; nil without one
 }
 
 // health is whether the box answers. After a failure that says the box (not
@@ -149,6 +151,11 @@ func (b *boxState) connect(ctx context.Context) error {
 	}
 	b.mu.Lock()
 	b.cache = c
+	if h.Via() == hands.ViaAgent {
+		wctx, stop := context.WithCancel(context.Background())
+		b.stopWatch = stop
+		go b.watch(wctx, h, c, root)
+	}
 	b.mu.Unlock()
 	if len(c.Dirty()) > 0 {
 		if err := c.Recover(ctx); err != nil {
@@ -352,6 +359,10 @@ func (b *boxState) close() {
 	b.mu.Lock()
 	h, c := b.hands, b.cache
 	b.hands, b.cache = nil, nil
+	if b.stopWatch != nil {
+		b.stopWatch()
+		b.stopWatch = nil
+	}
 	b.mu.Unlock()
 	if c != nil {
 		c.Close()
@@ -477,4 +488,80 @@ func (b *boxState) factsJSON(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	return append(buf, '\n'), nil
+}
+
+// watch has the agent report what changes in the box's workspace, and
+// drops what the host knows of each changed path at once (the cache's and
+// the kernel's), so a change not made through exec (a background job, a
+// docker exec, another mount) shows at the next look instead of after the
+// attribute timeout. A watch that stops is started again, after a pause
+// that grows while it keeps failing; meanwhile the attribute timeout keeps
+// the host's view as fresh as without a watch.
+func (b *boxState) watch(ctx context.Context, h *hands.Hands, c *cache.Cache, root string) {
+	go func() {
+		// Reports held as echoes of the host's own changes fall due.
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				b.notifyBoxChanges(c.DueEchoes())
+			}
+		}
+	}()
+	pause := time.Second
+	for ctx.Err() == nil {
+		started := time.Now()
+		watched := false
+		err := h.Watch(ctx, root, func() { watched = true }, func(paths []string, all bool) {
+			if all {
+				c.BoxChanged(nil, true)
+				b.notifyAll()
+				return
+			}
+			b.notifyBoxChanges(c.BoxChanged(paths, false))
+		})
+		if ctx.Err() != nil || providers.IsCode(err, providers.Unsupported) {
+			return
+		}
+		if watched {
+			// What changes while no watch runs is not reported.
+			c.BoxChanged(nil, true)
+			b.notifyAll()
+		}
+		b.fs.log.Debug("workspace watch ended; starting it again", "box", b.name, "err", err, "after", pause)
+		if time.Since(started) > time.Minute {
+			pause = time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Minute)
+	}
+}
+
+// notifyBoxChanges tells the kernel to ask again about each changed path:
+// its name in its directory (a name made, removed or replaced), its
+// attributes and pages, and its directory's attributes. No lock is held.
+func (b *boxState) notifyBoxChanges(rels []string) {
+	if len(rels) == 0 || !b.fs.mounted() {
+		return
+	}
+	for _, rel := range rels {
+		if n := b.findNode(rel); n != nil {
+			n.NotifyContent(0, 0)
+		}
+		if rel == "" {
+			continue
+		}
+		dir, name := splitRel(rel)
+		if parent := b.findNode(dir); parent != nil {
+			parent.NotifyEntry(name)
+			parent.NotifyContent(-1, 0)
+		}
+	}
 }

@@ -354,6 +354,21 @@ func (h *Hands) GetArchive(ctx context.Context, path string) (io.ReadCloser, err
 	return h.archiver.GetArchive(ctx, path)
 }
 
+// Watch reports the changes made under root in the box as they happen
+// (see agent.Channel.Watch): changed gets each batch of paths relative to
+// root, or all when changes were lost. It needs the agent: Unsupported
+// without it, Unavailable while its command stream is not up. It returns
+// nil when ctx ends.
+func (h *Hands) Watch(ctx context.Context, root string, ready func(), changed func(paths []string, all bool)) error {
+	if h.channel == nil {
+		return providers.Errorf(providers.Unsupported, "hands.Watch", "watching needs the agent; this box is reached %s", h.via).WithBox(h.box.ID())
+	}
+	if _, err := checkPath("hands.Watch", h.box.ID(), root); err != nil {
+		return err
+	}
+	return h.channel.Watch(ctx, root, ready, changed)
+}
+
 // GetFiles returns one tar of paths under root (each relative to root,
 // slash-separated; a directory comes as itself, without its contents), the
 // member names being those paths. It is syncengine's MultiArchiver. GNU tar

@@ -69,6 +69,12 @@ func requireProvider(t *testing.T, name string) {
 // startMount serves a fresh namespace whose default provider is provider.
 func startMount(t *testing.T, provider string, opTimeout time.Duration) *mountT {
 	t.Helper()
+	return startMountAttr(t, provider, opTimeout, time.Second)
+}
+
+// startMountAttr is startMount with the attribute timeout attr.
+func startMountAttr(t *testing.T, provider string, opTimeout, attr time.Duration) *mountT {
+	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skip("no /dev/fuse")
 	}
@@ -77,7 +83,7 @@ func startMount(t *testing.T, provider string, opTimeout time.Duration) *mountT 
 	m.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	m.cmd.Env = append(os.Environ(),
 		envServe+"="+m.mnt, envState+"="+m.state, envProvider+"="+provider,
-		envAgent+"="+boxfsbin.Path(t), envOpTime+"="+opTimeout.String())
+		envAgent+"="+boxfsbin.Path(t), envOpTime+"="+opTimeout.String(), envAttrTime+"="+attr.String())
 	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -30,6 +30,7 @@ const (
 	envProvider = "BOXFS_IT_PROVIDER" // default provider
 	envAgent    = "BOXFS_IT_AGENT"    // agent binary
 	envOpTime   = "BOXFS_IT_OPTIMEOUT"
+	envAttrTime = "BOXFS_IT_ATTRTIMEOUT"
 )
 
 func TestMain(m *testing.M) {
@@ -51,6 +52,10 @@ func serve(mnt string) error {
 	if d, err := time.ParseDuration(os.Getenv(envOpTime)); err == nil {
 		opTimeout = d
 	}
+	attrTimeout := time.Second
+	if d, err := time.ParseDuration(os.Getenv(envAttrTime)); err == nil {
+		attrTimeout = d
+	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	f, err := boxfs.New(boxfs.Options{
 		StateDir:        state,
@@ -58,7 +63,7 @@ func serve(mnt string) error {
 		OpenProvider: func(name string) (providers.Provider, error) {
 			return providers.Open(name, providers.Config{StateDir: filepath.Join(state, "providers", name), Logger: logger})
 		},
-		AttrTimeout: time.Second,
+		AttrTimeout: attrTimeout,
 		OpTimeout:   opTimeout,
 		AgentBinary: os.Getenv(envAgent),
 		Logger:      logger,

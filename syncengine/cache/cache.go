@@ -94,6 +94,15 @@ type Cache struct {
 	gen      uint64
 	fetching int
 	touched  map[string]map[string]uint64 // directory -> name -> gen
+
+	// mine is when the host last changed each path (c.mu): a watch's
+	// report of that change coming back from the box is not news.
+	mine map[string]time.Time
+	// echoes are reports of paths the host changed just before, held
+	// until DueEchoes (c.mu).
+	echoes map[string]bool
+	// allGen is the gen at which the box said anything may have changed.
+	allGen uint64
 }
 
 type dirList struct {
@@ -143,6 +152,8 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 		attrs:      map[string]attrEntry{},
 		files:      map[string]*file{},
 		touched:    map[string]map[string]uint64{},
+		mine:       map[string]time.Time{},
+		echoes:     map[string]bool{},
 	}
 	for _, d := range []string{c.dataDir, c.journalDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -345,6 +356,21 @@ func (c *Cache) endFetchLocked() {
 // touchLocked notes a change the host made to what the cache knows of rel.
 // c.mu held.
 func (c *Cache) touchLocked(rel string) {
+	now := c.now()
+	if len(c.mine) >= 4096 {
+		for p, at := range c.mine {
+			if now.Sub(at) >= mineWindow && !c.echoes[p] {
+				delete(c.mine, p)
+			}
+		}
+	}
+	c.mine[rel] = now
+	c.bumpLocked(rel)
+}
+
+// bumpLocked counts a change of rel, by the host or the box, that a fetch
+// in flight does not know of. c.mu held.
+func (c *Cache) bumpLocked(rel string) {
 	c.gen++
 	if c.fetching == 0 || rel == "" {
 		return
@@ -361,6 +387,9 @@ func (c *Cache) touchLocked(rel string) {
 // touchedSinceLocked reports whether the host changed rel, or a directory
 // above it, after generation start. c.mu held.
 func (c *Cache) touchedSinceLocked(rel string, start uint64) bool {
+	if c.allGen > start {
+		return true
+	}
 	for p := rel; p != ""; {
 		dir, name := split(p)
 		if g, ok := c.touched[dir][name]; ok && g > start {
@@ -675,11 +704,124 @@ func (c *Cache) Statfs(ctx context.Context) (providers.StatFS, error) {
 	return v, nil
 }
 
+// intend notes that the host is about to change rels in the box: the
+// watch's report of the change may come back before the change's answer.
+func (c *Cache) intend(rels ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	for _, rel := range rels {
+		c.mine[rel] = now
+	}
+}
+
+// mineWindow is how long after the host changed a path a watch's report
+// of it is taken for the echo of that change.
+const mineWindow = 2 * time.Second
+
+// BoxChanged takes a watch's report of what changed in the box: each path
+// (relative to the root) is asked of the box at its next use, with its
+// directory's listing and, for a directory, everything below it; all
+// makes everything stale. A report of a path the host itself changed
+// within mineWindow is most likely the echo of that change: it is held
+// until the host has left the path alone for mineWindow (DueEchoes), so a
+// burst of the host's own writes is not listed and stat'ed again file by
+// file, while a change the box made meanwhile still shows, that much
+// later. It returns the paths it made stale.
+func (c *Cache) BoxChanged(rels []string, all bool) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if all {
+		c.invalidateLocked()
+		c.gen++
+		c.allGen = c.gen // no fetch in flight is installed
+		clear(c.echoes)
+		return nil
+	}
+	now := c.now()
+	var changed []string
+	for _, rel := range rels {
+		c.bumpLocked(rel)
+		if at, ok := c.mine[rel]; ok && now.Sub(at) < mineWindow {
+			c.echoes[rel] = true
+			continue
+		}
+		c.boxChangedLocked(rel, now)
+		changed = append(changed, rel)
+	}
+	return changed
+}
+
+// DueEchoes makes stale, as BoxChanged does, the held reports whose paths
+// the host has left alone for mineWindow, and returns them.
+func (c *Cache) DueEchoes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	var due []string
+	for rel := range c.echoes {
+		if now.Sub(c.mine[rel]) >= mineWindow {
+			delete(c.echoes, rel)
+			c.boxChangedLocked(rel, now)
+			due = append(due, rel)
+		}
+	}
+	return due
+}
+
+// boxChangedLocked makes what the cache holds of rel, its directory's
+// listing and (for a directory) all below it stale. c.mu held.
+func (c *Cache) boxChangedLocked(rel string, now time.Time) {
+	// rel's own attributes are asked of the box at their next use, whether
+	// they came from a stat or a listing.
+	if a, ok := c.attrs[rel]; ok {
+		a.at, a.stale = now, true
+		c.attrs[rel] = a
+	} else if dir, name := split(rel); rel != "" && c.dirs[dir] != nil {
+		if fi, ok := c.dirs[dir].entries[name]; ok {
+			c.attrs[rel] = attrEntry{fi: fi, at: now, stale: true}
+		}
+	}
+	if rel != "" {
+		dir, _ := split(rel)
+		c.bumpLocked(dir)
+		if d := c.dirs[dir]; d != nil {
+			d.fetched = time.Time{}
+		}
+	}
+	d, isDir := c.dirs[rel]
+	if !isDir && !c.attrs[rel].fi.IsDir() {
+		return
+	}
+	if d != nil {
+		d.fetched = time.Time{}
+	}
+	prefix := rel + "/"
+	if rel == "" {
+		prefix = ""
+	}
+	for p, d := range c.dirs {
+		if strings.HasPrefix(p, prefix) {
+			d.fetched = time.Time{}
+		}
+	}
+	for p, a := range c.attrs {
+		if p != rel && strings.HasPrefix(p, prefix) {
+			a.at = time.Time{}
+			c.attrs[p] = a
+		}
+	}
+}
+
 // Invalidate makes every listing and attribute stale, so the next use asks
 // the box again. Cached content stays and is checked against the next stat.
 func (c *Cache) Invalidate() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.invalidateLocked()
+}
+
+func (c *Cache) invalidateLocked() {
 	for _, d := range c.dirs {
 		d.fetched = time.Time{}
 	}
@@ -734,6 +876,7 @@ func (c *Cache) afterSetattr(ctx context.Context, rel string, set func(*provider
 
 // Mkdir makes a directory in the box.
 func (c *Cache) Mkdir(ctx context.Context, rel string, perm fs.FileMode) (providers.FileInfo, error) {
+	c.intend(rel)
 	fi, err := c.sw.MkdirStat(ctx, c.abs(rel), perm)
 	if err != nil {
 		return providers.FileInfo{}, err
@@ -757,6 +900,7 @@ func (c *Cache) made(rel string, fi providers.FileInfo) providers.FileInfo {
 
 // Symlink makes a symbolic link rel pointing at target.
 func (c *Cache) Symlink(ctx context.Context, target, rel string) (providers.FileInfo, error) {
+	c.intend(rel)
 	if err := c.remote.Symlink(ctx, target, c.abs(rel)); err != nil {
 		return providers.FileInfo{}, err
 	}
@@ -778,6 +922,7 @@ func (c *Cache) Link(ctx context.Context, oldrel, newrel string) (providers.File
 			return providers.FileInfo{}, err
 		}
 	}
+	c.intend(oldrel, newrel)
 	if err := c.remote.Link(ctx, c.abs(oldrel), c.abs(newrel)); err != nil {
 		return providers.FileInfo{}, err
 	}
@@ -803,6 +948,7 @@ func (c *Cache) Link(ctx context.Context, oldrel, newrel string) (providers.File
 // Remove unlinks a file. Its cached content goes too (an open handle keeps
 // reading it until it is released).
 func (c *Cache) Remove(ctx context.Context, rel string) error {
+	c.intend(rel)
 	if err := c.remote.Remove(ctx, c.abs(rel)); err != nil {
 		return err
 	}
@@ -842,6 +988,7 @@ func (c *Cache) Remove(ctx context.Context, rel string) error {
 
 // Rmdir removes an empty directory.
 func (c *Cache) Rmdir(ctx context.Context, rel string) error {
+	c.intend(rel)
 	if err := c.remote.Rmdir(ctx, c.abs(rel)); err != nil {
 		return err
 	}
@@ -861,6 +1008,7 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 	nfi, nok := c.knownAttrLocked(newrel)
 	c.mu.Unlock()
 	// A replaced file's dirty data must not be pushed over the moved one.
+	c.intend(oldrel, newrel)
 	if err := c.remote.Rename(ctx, c.abs(oldrel), c.abs(newrel)); err != nil {
 		return err
 	}
@@ -941,6 +1089,7 @@ func (c *Cache) Chmod(ctx context.Context, rel string, mode fs.FileMode) (provid
 			return fi, nil
 		}
 	}
+	c.intend(rel)
 	if err := c.remote.Chmod(ctx, c.abs(rel), mode); err != nil {
 		return providers.FileInfo{}, err
 	}
@@ -955,6 +1104,7 @@ func (c *Cache) Chown(ctx context.Context, rel string, uid, gid int) (providers.
 		fi, _ := f.localAttr()
 		return fi, nil
 	}
+	c.intend(rel)
 	if err := c.remote.Chown(ctx, c.abs(rel), uid, gid); err != nil {
 		return providers.FileInfo{}, err
 	}
@@ -975,6 +1125,7 @@ func (c *Cache) Utimes(ctx context.Context, rel string, atime, mtime time.Time) 
 		fi, _ := f.localAttr()
 		return fi, nil
 	}
+	c.intend(rel)
 	if err := c.remote.Utimes(ctx, c.abs(rel), atime, mtime); err != nil {
 		return providers.FileInfo{}, err
 	}
@@ -1002,6 +1153,7 @@ func (c *Cache) Truncate(ctx context.Context, rel string, size int64) (providers
 		fi, _ := f.localAttr()
 		return fi, nil
 	}
+	c.intend(rel)
 	if err := c.remote.Truncate(ctx, c.abs(rel), size); err != nil {
 		return providers.FileInfo{}, err
 	}

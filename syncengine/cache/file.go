@@ -98,6 +98,7 @@ func (c *Cache) OpenFile(ctx context.Context, rel string, flags int) (h *Handle,
 // O_CREAT|O_EXCL or O_CREAT|O_TRUNC) and opens it.
 func (c *Cache) Create(ctx context.Context, rel string, flags int, perm fs.FileMode) (*Handle, providers.FileInfo, error) {
 	excl := flags&syscall.O_EXCL != 0
+	c.intend(rel)
 	fi, err := c.sw.CreateStat(ctx, c.abs(rel), perm, excl)
 	if err != nil {
 		if providers.CodeOf(err) != providers.Exists {
@@ -589,6 +590,7 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 		}
 	}
 	var fi providers.FileInfo
+	c.intend(rel)
 	if inBox && links > 1 {
 		// A name of a hard link: replacing it would split it from its
 		// other names. Written in place instead (not atomic, as on a disk).

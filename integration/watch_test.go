@@ -1,0 +1,122 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/boxfs/boxfs/providers"
+	_ "github.com/boxfs/boxfs/providers/all"
+)
+
+// TestBoxChangesShowWithoutWaiting: a change made in a box with the agent
+// behind boxfs's back (not through its exec: a background job, docker
+// exec) shows through the mount at once, though the mount trusts what it
+// has seen for an hour (the attribute timeout): the agent watches the
+// workspace and boxfs drops what it knows of each changed path. (A local
+// box's files are the host's own, reached without the agent: no watch.)
+func TestBoxChangesShowWithoutWaiting(t *testing.T) {
+	for _, prov := range []string{"docker"} {
+		t.Run("provider="+prov, func(t *testing.T) {
+			m := startMountAttr(t, prov, 8*time.Second, time.Hour)
+			b := m.newBox(t, "w")
+			for name, body := range map[string]string{"f": "one\n", "gone": "x\n"} {
+				if err := os.WriteFile(filepath.Join(b.work, name), []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The host has seen it all: f's content, the listing, g's absence.
+			if got := readString(t, filepath.Join(b.work, "f")); got != "one\n" {
+				t.Fatalf("f reads %q", got)
+			}
+			if _, err := os.Stat(filepath.Join(b.work, "g")); !os.IsNotExist(err) {
+				t.Fatalf("stat g before: %v", err)
+			}
+			os.ReadDir(b.work)
+			time.Sleep(2500 * time.Millisecond) // past the window for the host's own writes' echo
+
+			behindTheBack(t, b, `echo two, longer > f; echo new > g; mkdir -p d/e; echo deep > d/e/x; rm gone`)
+
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				f, _ := os.ReadFile(filepath.Join(b.work, "f"))
+				g, _ := os.ReadFile(filepath.Join(b.work, "g"))
+				x, _ := os.ReadFile(filepath.Join(b.work, "d", "e", "x"))
+				_, gerr := os.Stat(filepath.Join(b.work, "gone"))
+				if string(f) == "two, longer\n" && string(g) == "new\n" && string(x) == "deep\n" && os.IsNotExist(gerr) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("10 s after the box changed, the host reads f=%q g=%q d/e/x=%q, gone: %v", f, g, x, gerr)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			// The box writes a file the host wrote a moment before (its
+			// report may be taken for the echo of the host's write): the
+			// host still reads the box's.
+			if err := os.WriteFile(filepath.Join(b.work, "h"), []byte("host\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			behindTheBack(t, b, `echo box, later > h`)
+			deadline = time.Now().Add(10 * time.Second)
+			for {
+				h, _ := os.ReadFile(filepath.Join(b.work, "h"))
+				if string(h) == "box, later\n" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("10 s after the box rewrote h, the host reads %q", h)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+
+			names := map[string]bool{}
+			ents, err := os.ReadDir(b.work)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range ents {
+				names[e.Name()] = true
+			}
+			if !names["g"] || !names["d"] || names["gone"] {
+				t.Errorf("the listing after the change: %v", names)
+			}
+		})
+	}
+}
+
+// behindTheBack runs script in the box's workspace through the provider
+// directly, as a program boxfs did not start would.
+func behindTheBack(t *testing.T, b *boxT, script string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(b.dir, "facts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var facts struct{ Provider, ID, Workspace string }
+	if err := json.Unmarshal(raw, &facts); err != nil {
+		t.Fatal(err)
+	}
+	p, err := providers.Open(facts.Provider, providers.Config{StateDir: filepath.Join(b.m.state, "providers", facts.Provider)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	box, err := p.Attach(ctx, facts.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	proc, err := box.Exec(ctx, providers.ExecRequest{Argv: []string{"sh", "-c", script}, Dir: facts.Workspace, Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := proc.Wait(); err != nil || code != 0 {
+		t.Fatalf("%s: exit %d, %v: %s", script, code, err, out.String())
+	}
+}

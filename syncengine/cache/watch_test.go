@@ -1,0 +1,101 @@
+package cache_test
+
+import (
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/boxfs/boxfs/syncengine/cache"
+)
+
+// A watch's report makes the cache ask the box again about a path it
+// trusts (here for an hour); a report of a path the host just changed is
+// held as the likely echo of that change until the host has left the path
+// alone for a while, then taken like any other.
+func TestBoxChangedReports(t *testing.T) {
+	_, _, r := fakeBox(t)
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	size := func(rel string) int64 {
+		t.Helper()
+		fi, err := c.Getattr(ctx, rel)
+		if err != nil {
+			return -1
+		}
+		return fi.Size
+	}
+	names := func() map[string]bool {
+		t.Helper()
+		list, err := c.ReadDir(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]bool{}
+		for _, fi := range list {
+			m[fi.Name] = true
+		}
+		return m
+	}
+
+	boxWrite(t, r, "f", "1")
+	names()
+	if size("f") != 1 {
+		t.Fatal("f not seen")
+	}
+	boxWrite(t, r, "f", "22")
+	boxWrite(t, r, "g", "g")
+	if size("f") != 1 || names()["g"] {
+		t.Fatal("the cache asked the box within the attribute timeout; the test shows nothing")
+	}
+	if got := c.BoxChanged([]string{"f", "g"}, false); len(got) != 2 {
+		t.Errorf("BoxChanged = %q, want both", got)
+	}
+	if size("f") != 2 || !names()["g"] {
+		t.Errorf("after the report: f is %d bytes, names %v", size("f"), names())
+	}
+
+	// The host writes h; the box writes it right after.
+	h, _, err := c.Create(ctx, "h", syscall.O_CREAT|syscall.O_WRONLY|syscall.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.WriteAt([]byte("host"), 0)
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.Release(ctx)
+	boxWrite(t, r, "h", "the box's")
+	if got := c.BoxChanged([]string{"h"}, false); len(got) != 0 {
+		t.Errorf("a report of what the host just wrote was taken at once: %q", got)
+	}
+	if size("h") != 4 {
+		t.Errorf("h is %d bytes while the report is held", size("h"))
+	}
+	advance(time.Second)
+	if due := c.DueEchoes(); len(due) != 0 {
+		t.Errorf("DueEchoes a second later = %q", due)
+	}
+	advance(2 * time.Second)
+	if due := c.DueEchoes(); len(due) != 1 || due[0] != "h" {
+		t.Errorf("DueEchoes 3 s later = %q, want [h]", due)
+	}
+	if size("h") != int64(len("the box's")) {
+		t.Errorf("h is %d bytes after its held report fell due", size("h"))
+	}
+
+	// all: everything is asked again.
+	boxWrite(t, r, "f", "333")
+	c.BoxChanged(nil, true)
+	if size("f") != 3 {
+		t.Errorf("after a report of lost changes f is %d bytes", size("f"))
+	}
+}
