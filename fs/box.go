@@ -151,7 +151,7 @@ func (b *boxState) connect(ctx context.Context) error {
 	}
 	b.mu.Lock()
 	b.cache = c
-	if h.Via() == hands.ViaAgent {
+	if b.fs.opts.Watch && h.Via() == hands.ViaAgent {
 		wctx, stop := context.WithCancel(context.Background())
 		b.stopWatch = stop
 		go b.watch(wctx, h, c, root)

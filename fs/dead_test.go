@@ -108,7 +108,8 @@ func TestHungBoxAnswersWithinBound(t *testing.T) {
 	// the bound, which is the read's alone; the hang is scripted for this
 	// file's fetch, last, so no background call can take it first.
 	os.WriteFile(filepath.Join(box, "ctl"), []byte("sync\n"), 0) // drop the host's copy's validity
-	fp.Boxes()[0].Files().WriteFile(context.Background(), "/work/f", strings.NewReader("changed, and longer"), 0o644) // a new size: no mtime granularity can make it look unchanged
+	// A new size: no mtime granularity can make it look unchanged.
+	fp.Boxes()[0].Files().WriteFile(context.Background(), "/work/f", strings.NewReader("changed, and longer"), 0o644)
 	time.Sleep(1100 * time.Millisecond) // past the attribute timeout
 	fp.On(fake.Match{Op: "ReadFile", Path: "/work/f"}).Hang().Once()
 	mark := len(fp.Calls())

@@ -32,6 +32,12 @@ type Options struct {
 	// AttrTimeout is how long the kernel and the cache trust attributes and
 	// listings (default 1 s).
 	AttrTimeout time.Duration
+	// Watch has the agent watch each box's workspace (inotify), so changes
+	// made behind boxfs's back show at once instead of after AttrTimeout.
+	// Experimental and off by default: with it on, one run of the
+	// integration suite saw git gc fail through the mount (not reproduced
+	// alone).
+	Watch bool
 	// OpTimeout bounds one metadata operation on a box (default 15 s);
 	// moving file content gets this plus time for its size.
 	OpTimeout time.Duration

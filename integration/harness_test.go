@@ -69,11 +69,12 @@ func requireProvider(t *testing.T, name string) {
 // startMount serves a fresh namespace whose default provider is provider.
 func startMount(t *testing.T, provider string, opTimeout time.Duration) *mountT {
 	t.Helper()
-	return startMountAttr(t, provider, opTimeout, time.Second)
+	return startMountAttr(t, provider, opTimeout, time.Second, false)
 }
 
-// startMountAttr is startMount with the attribute timeout attr.
-func startMountAttr(t *testing.T, provider string, opTimeout, attr time.Duration) *mountT {
+// startMountAttr is startMount with the attribute timeout attr, and the
+// workspace watch when watch is set.
+func startMountAttr(t *testing.T, provider string, opTimeout, attr time.Duration, watch bool) *mountT {
 	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skip("no /dev/fuse")
@@ -84,6 +85,9 @@ func startMountAttr(t *testing.T, provider string, opTimeout, attr time.Duration
 	m.cmd.Env = append(os.Environ(),
 		envServe+"="+m.mnt, envState+"="+m.state, envProvider+"="+provider,
 		envAgent+"="+boxfsbin.Path(t), envOpTime+"="+opTimeout.String(), envAttrTime+"="+attr.String())
+	if watch {
+		m.cmd.Env = append(m.cmd.Env, envWatch+"=1")
+	}
 	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -31,6 +31,7 @@ const (
 	envAgent    = "BOXFS_IT_AGENT"    // agent binary
 	envOpTime   = "BOXFS_IT_OPTIMEOUT"
 	envAttrTime = "BOXFS_IT_ATTRTIMEOUT"
+	envWatch    = "BOXFS_IT_WATCH"
 )
 
 func TestMain(m *testing.M) {
@@ -64,6 +65,7 @@ func serve(mnt string) error {
 			return providers.Open(name, providers.Config{StateDir: filepath.Join(state, "providers", name), Logger: logger})
 		},
 		AttrTimeout: attrTimeout,
+		Watch:       os.Getenv(envWatch) == "1",
 		OpTimeout:   opTimeout,
 		AgentBinary: os.Getenv(envAgent),
 		Logger:      logger,

@@ -22,7 +22,7 @@ import (
 func TestBoxChangesShowWithoutWaiting(t *testing.T) {
 	for _, prov := range []string{"docker"} {
 		t.Run("provider="+prov, func(t *testing.T) {
-			m := startMountAttr(t, prov, 8*time.Second, time.Hour)
+			m := startMountAttr(t, prov, 8*time.Second, time.Hour, true)
 			b := m.newBox(t, "w")
 			for name, body := range map[string]string{"f": "one\n", "gone": "x\n"} {
 				if err := os.WriteFile(filepath.Join(b.work, name), []byte(body), 0o644); err != nil {

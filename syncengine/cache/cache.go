@@ -741,7 +741,6 @@ func (c *Cache) BoxChanged(rels []string, all bool) []string {
 	now := c.now()
 	var changed []string
 	for _, rel := range rels {
-		c.bumpLocked(rel)
 		if at, ok := c.mine[rel]; ok && now.Sub(at) < mineWindow {
 			c.echoes[rel] = true
 			continue
@@ -770,7 +769,11 @@ func (c *Cache) DueEchoes() []string {
 }
 
 // boxChangedLocked makes what the cache holds of rel, its directory's
-// listing and (for a directory) all below it stale. c.mu held.
+// listing and (for a directory) all below it stale. A fetch in flight is
+// still installed: the refresh after a command, which already has the
+// box's newer state, must not be dropped for a report of the same change
+// (a fetch older than the change may then be trusted for the attribute
+// timeout, as without a watch). c.mu held.
 func (c *Cache) boxChangedLocked(rel string, now time.Time) {
 	// rel's own attributes are asked of the box at their next use, whether
 	// they came from a stat or a listing.
@@ -784,7 +787,6 @@ func (c *Cache) boxChangedLocked(rel string, now time.Time) {
 	}
 	if rel != "" {
 		dir, _ := split(rel)
-		c.bumpLocked(dir)
 		if d := c.dirs[dir]; d != nil {
 			d.fetched = time.Time{}
 		}
