@@ -152,6 +152,7 @@ func (b *boxState) connect(ctx context.Context) error {
 	b.mu.Lock()
 	b.cache = c
 	if b.fs.opts.Watch && h.Via() == hands.ViaAgent {
+		c.Watched()
 		wctx, stop := context.WithCancel(context.Background())
 		b.stopWatch = stop
 		go b.watch(wctx, h, c, root)

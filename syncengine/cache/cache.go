@@ -95,6 +95,11 @@ type Cache struct {
 	fetching int
 	touched  map[string]map[string]uint64 // directory -> name -> gen
 
+	// watched: a watch reports the box's changes (Watched); mine is kept
+	// only then (c.mu).
+	watched bool
+	// minePruned is when mine was last cleared of old entries (c.mu).
+	minePruned time.Time
 	// mine is when the host last changed each path (c.mu): a watch's
 	// report of that change coming back from the box is not news.
 	mine map[string]time.Time
@@ -356,8 +361,20 @@ func (c *Cache) endFetchLocked() {
 // touchLocked notes a change the host made to what the cache knows of rel.
 // c.mu held.
 func (c *Cache) touchLocked(rel string) {
+	c.mineLocked(rel)
+	c.bumpLocked(rel)
+}
+
+// mineLocked notes that the host changes rel now, when a watch runs. Old
+// notes are dropped at most once per mineWindow, so a burst of writes
+// does not scan them at every write. c.mu held.
+func (c *Cache) mineLocked(rel string) {
+	if !c.watched {
+		return
+	}
 	now := c.now()
-	if len(c.mine) >= 4096 {
+	if now.Sub(c.minePruned) >= mineWindow {
+		c.minePruned = now
 		for p, at := range c.mine {
 			if now.Sub(at) >= mineWindow && !c.echoes[p] {
 				delete(c.mine, p)
@@ -365,7 +382,6 @@ func (c *Cache) touchLocked(rel string) {
 		}
 	}
 	c.mine[rel] = now
-	c.bumpLocked(rel)
 }
 
 // bumpLocked counts a change of rel, by the host or the box, that a fetch
@@ -709,10 +725,18 @@ func (c *Cache) Statfs(ctx context.Context) (providers.StatFS, error) {
 func (c *Cache) intend(rels ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.now()
 	for _, rel := range rels {
-		c.mine[rel] = now
+		c.mineLocked(rel)
 	}
+}
+
+// Watched says that a watch of the box will report its changes
+// (BoxChanged): from now on the host's own changes are noted, so that
+// their echoes are known for what they are.
+func (c *Cache) Watched() {
+	c.mu.Lock()
+	c.watched = true
+	c.mu.Unlock()
 }
 
 // mineWindow is how long after the host changed a path a watch's report

@@ -24,6 +24,7 @@ func TestBoxChangedReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	c.Watched()
 	ctx := t.Context()
 	size := func(rel string) int64 {
 		t.Helper()
