@@ -111,14 +111,16 @@ func TestHungBoxAnswersWithinBound(t *testing.T) {
 	// A new size: no mtime granularity can make it look unchanged.
 	fp.Boxes()[0].Files().WriteFile(context.Background(), "/work/f", strings.NewReader("changed, and longer"), 0o644)
 	time.Sleep(1100 * time.Millisecond) // past the attribute timeout
-	fp.On(fake.Match{Op: "ReadFile", Path: "/work/f"}).Hang().Once()
+	// Every fetch of f hangs until the read is done (a retry, too).
+	hang := fp.On(fake.Match{Op: "ReadFile", Path: "/work/f"}).Hang()
 	mark := len(fp.Calls())
 	err := within(t, "read", func() error {
 		_, err := os.ReadFile(filepath.Join(w, "f"))
 		return err
 	})
+	fp.ClearRules()
 	if !errors.Is(err, syscall.ETIMEDOUT) {
-		t.Errorf("read from a hung box: %v, want ETIMEDOUT", err)
+		t.Errorf("read from a hung box: %v, want ETIMEDOUT (the hang was hit %d times; calls since: %v)", err, hang.Hits(), fp.Calls()[mark:])
 	}
 	// While unhealthy, calls fail fast; facts.json says so, until the
 	// background probe (its first a second after the timeout) gets an
