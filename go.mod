@@ -9,6 +9,7 @@ require (
 	github.com/docker/docker v28.5.2+incompatible
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/pkg/sftp v1.13.12
+	github.com/stretchr/testify v1.12.1
 	github.com/urfave/cli/v2 v2.27.7
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/crypto v0.54.0

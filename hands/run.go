@@ -2,8 +2,6 @@ package hands
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"strings"
@@ -125,7 +123,7 @@ func (h *Hands) Run(ctx context.Context, cmd Command) (providers.Process, error)
 	var id string
 	wrapped := argv
 	if dir := h.cmdDir(); dir != "" {
-		id = newID()
+		id = providers.NewID(12)
 		wrapped = []string{"sh", "-c", recordScript, "boxfs-cmd", escapeArg(dir), id, escapeArg(h.owner)}
 		for _, a := range argv {
 			wrapped = append(wrapped, escapeArg(a))
@@ -246,12 +244,6 @@ func (h *Hands) probe(ctx context.Context) error {
 		return providers.Errorf(providers.Gone, "hands.Run", "the box has ended: %s", st.Reason)
 	}
 	return nil
-}
-
-func newID() string {
-	var b [12]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // process is a command started by Run.

@@ -170,7 +170,7 @@ func (s Spec) Validate() error {
 		return err
 	}
 	for k, v := range s.Env {
-		if !validEnvName(k) {
+		if !ValidEnvName(k) {
 			return Errorf(Invalid, op, "env name %q is not a valid variable name", k)
 		}
 		if strings.IndexByte(v, 0) >= 0 {
@@ -232,7 +232,10 @@ func MatchLabels(have, want map[string]string) bool {
 	return true
 }
 
-func validEnvName(k string) bool {
+// ValidEnvName reports whether k can name an environment variable: a letter or
+// underscore, then letters, digits and underscores. Every provider checks env
+// keys with it before a key reaches a box.
+func ValidEnvName(k string) bool {
 	if k == "" {
 		return false
 	}

@@ -438,7 +438,7 @@ func (ch *Channel) upload(ctx context.Context, bin binaryInfo, facts providers.F
 		shell = "/bin/sh"
 	}
 	var stderr bytes.Buffer
-	tmp := dest + ".tmp-" + newID()
+	tmp := dest + ".tmp-" + providers.NewID(8)
 	proc, err := ch.box.Exec(ctx, providers.ExecRequest{
 		Argv:   []string{shell, "-c", uploadScript, "boxfs-upload", tmp, dest},
 		Dir:    "/",

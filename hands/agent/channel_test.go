@@ -313,7 +313,7 @@ func testKilledInFlight(t *testing.T, box providers.Box) {
 	signalAgents(t, box, path, "STOP")
 	errs := make(chan error, 2)
 	go func() { _, err := ch.Stat(ctx, "/"); errs <- err }()
-	go func() { errs <- ch.Mkdir(ctx, "/tmp/never-made-"+newID(), 0o755) }()
+	go func() { errs <- ch.Mkdir(ctx, "/tmp/never-made-"+providers.NewID(8), 0o755) }()
 	time.Sleep(200 * time.Millisecond) // let both be sent
 	start := time.Now()
 	signalAgents(t, box, path, "KILL")

@@ -3,9 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -475,12 +473,6 @@ func octal(m providers.FileMode) string {
 	return strconv.FormatUint(uint64(providers.UnixMode(m)&0o7777), 8)
 }
 
-func newID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // Stat returns name's attributes, following symlinks.
 func (c *Client) Stat(ctx context.Context, name string) (providers.FileInfo, error) {
 	const op = "agent.Stat"
@@ -877,7 +869,7 @@ func (c *Client) writeFile(ctx context.Context, op, p string, r io.Reader, q url
 	buf := *bp
 	n, rerr := io.ReadFull(r, buf)
 	q.Set("path", p)
-	q.Set("id", newID())
+	q.Set("id", providers.NewID(8))
 	switch rerr {
 	case io.EOF, io.ErrUnexpectedEOF:
 		data := string(buf[:n])

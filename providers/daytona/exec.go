@@ -162,7 +162,7 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 	var env []string
 	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
 		v := req.Env[k]
-		if !validEnvName(k) || strings.IndexByte(v, 0) >= 0 {
+		if !providers.ValidEnvName(k) || strings.IndexByte(v, 0) >= 0 {
 			return nil, providers.Errorf(providers.Invalid, op, "env %q: the name must be a shell variable name and the value hold no NUL", k).WithBox(b.id)
 		}
 		env = append(env, k+"="+v)
@@ -249,19 +249,6 @@ func sameWriter(a, b io.Writer) (same bool) {
 		}
 	}()
 	return a == b
-}
-
-func validEnvName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
 }
 
 // stage uploads stdin to the box file name. It is spooled to a host file

@@ -130,7 +130,7 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 	env := make([]string, 0, len(req.Env))
 	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
 		v := req.Env[k]
-		if !validEnvName(k) || strings.IndexByte(v, 0) >= 0 || !utf8.ValidString(v) {
+		if !providers.ValidEnvName(k) || strings.IndexByte(v, 0) >= 0 || !utf8.ValidString(v) {
 			return nil, providers.Errorf(providers.Invalid, op, "env %q: the name must be a shell variable name and the value UTF-8 without NUL", k).WithBox(b.id)
 		}
 		env = append(env, k+"="+v)
@@ -599,17 +599,4 @@ func octalEscape(s string) string {
 		}
 	}
 	return b.String()
-}
-
-func validEnvName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
 }

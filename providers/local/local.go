@@ -50,8 +50,6 @@ package local
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -194,12 +192,6 @@ func writeRecord(dir string, rec record) error {
 	return err
 }
 
-func newID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // validID reports whether id has the form newID makes: 16 lowercase hex
 // digits. Anything else never names a box and never reaches a path.
 func validID(id string) bool {
@@ -247,7 +239,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.B
 	}
 	var id, dir string
 	for {
-		id = newID()
+		id = providers.NewID(8)
 		dir = filepath.Join(p.root, id)
 		err := os.Mkdir(dir, 0o700)
 		if err == nil {
