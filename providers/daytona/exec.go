@@ -197,7 +197,7 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 	}
 	pr := &process{
 		b: b, sid: sid, cid: cid, dir: dir, t: t,
-		stdout:    newOutQueue(req.Stdout),
+		stdout:    providers.NewOutQueue(req.Stdout, 256),
 		merged:    one == "1",
 		started:   make(chan struct{}),
 		streamEnd: make(chan struct{}),
@@ -208,7 +208,7 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 	if pr.merged {
 		pr.stderr = pr.stdout
 	} else {
-		pr.stderr = newOutQueue(req.Stderr)
+		pr.stderr = providers.NewOutQueue(req.Stderr, 256)
 	}
 	bg := context.WithoutCancel(ctx)
 	fctx, stop := context.WithCancel(bg)
@@ -404,7 +404,7 @@ type process struct {
 	dir      string
 	t        string // the prefix of the command's files in the box
 
-	stdout, stderr *outQueue
+	stdout, stderr *providers.OutQueue
 	merged         bool
 
 	// Set by follow before started or streamEnd is closed.
@@ -441,9 +441,9 @@ var _ providers.Process = (*process)(nil)
 // pings within the liveness bound counts as broken.
 func (pr *process) follow(ctx context.Context) {
 	defer close(pr.streamEnd)
-	defer pr.stdout.close()
+	defer pr.stdout.Close()
 	if !pr.merged {
-		defer pr.stderr.close()
+		defer pr.stderr.Close()
 	}
 	dec := &logDecoder{pr: pr}
 	defer dec.flush()
@@ -660,7 +660,7 @@ func (d *logDecoder) doLine(s int, line []byte) {
 		// its own, wherever a chunk ended.
 		data := make([]byte, base64.StdEncoding.DecodedLen(len(line)))
 		if n, err := base64.StdEncoding.Decode(data, line); err == nil {
-			q.put(data[:n])
+			q.Put(data[:n])
 			return
 		}
 	}
@@ -709,8 +709,8 @@ func (pr *process) finish(ctx context.Context) {
 		}
 	}
 	<-pr.watchDone
-	<-pr.stdout.done
-	<-pr.stderr.done
+	pr.stdout.Wait()
+	pr.stderr.Wait()
 	pr.code, pr.err = pr.result(ctx)
 }
 
@@ -750,9 +750,9 @@ func (pr *process) result(ctx context.Context) (int, error) {
 			if code >= 128 && b.ended(ctx) {
 				return -1, providers.Errorf(providers.Gone, op, "box ended while the command ran (exit %d)", code).WithBox(b.id)
 			}
-			for _, q := range []*outQueue{pr.stdout, pr.stderr} {
-				if q.err != nil {
-					return code, providers.E(0, op, q.err).WithBox(b.id)
+			for _, q := range []*providers.OutQueue{pr.stdout, pr.stderr} {
+				if err := q.Wait(); err != nil {
+					return code, providers.E(0, op, err).WithBox(b.id)
 				}
 			}
 			return code, nil
@@ -805,31 +805,3 @@ func (pr *process) kill(ctx context.Context) error {
 	}
 	return providers.Errorf(providers.Unknown, op, "kill script exited %d: %s", code, bytes.TrimSpace(out)).WithBox(pr.b.id)
 }
-
-// outQueue hands one output stream to its writer from a goroutine of its
-// own, so that a slow stdout writer does not stall stderr. After a write
-// error the rest is dropped and the error is kept.
-type outQueue struct {
-	ch   chan []byte
-	done chan struct{}
-	err  error // read after done
-}
-
-func newOutQueue(w io.Writer) *outQueue {
-	q := &outQueue{ch: make(chan []byte, 256), done: make(chan struct{})}
-	go func() {
-		defer close(q.done)
-		for b := range q.ch {
-			if w == nil || q.err != nil {
-				continue
-			}
-			if _, err := w.Write(b); err != nil {
-				q.err = err
-			}
-		}
-	}()
-	return q
-}
-
-func (q *outQueue) put(b []byte) { q.ch <- b }
-func (q *outQueue) close()       { close(q.ch) }

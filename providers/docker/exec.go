@@ -175,8 +175,8 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 		pidfile:    pidfile,
 		dir:        dir,
 		conn:       hj,
-		stdout:     newOutQueue(req.Stdout),
-		stderr:     newOutQueue(req.Stderr),
+		stdout:     providers.NewOutQueue(req.Stdout, 64),
+		stderr:     providers.NewOutQueue(req.Stderr, 64),
 		markerSeen: make(chan struct{}),
 		streamDone: make(chan struct{}),
 		killedCh:   make(chan struct{}),
@@ -251,7 +251,7 @@ type process struct {
 	dir     string
 	conn    types.HijackedResponse
 
-	stdout, stderr *outQueue
+	stdout, stderr *providers.OutQueue
 
 	marker     byte          // the wrapper's marker, once markerSeen is closed
 	markerSeen chan struct{} // closed by demux at the first stdout byte
@@ -278,8 +278,8 @@ var _ providers.Process = (*process)(nil)
 // taking the wrapper's marker byte off the front of stdout.
 func (pr *process) demux() {
 	defer close(pr.streamDone)
-	defer pr.stdout.close()
-	defer pr.stderr.close()
+	defer pr.stdout.Close()
+	defer pr.stderr.Close()
 	r := pr.conn.Reader
 	var hdr [8]byte
 	seen := false
@@ -311,10 +311,10 @@ func (pr *process) demux() {
 				} // else not the wrapper's: the engine's message about an exec that never ran
 			}
 			if len(buf) > 0 {
-				pr.stdout.put(buf)
+				pr.stdout.Put(buf)
 			}
 		case 2:
-			pr.stderr.put(buf)
+			pr.stderr.Put(buf)
 		case 3:
 			pr.streamErr = fmt.Errorf("docker engine: %s", bytes.TrimSpace(buf))
 		}
@@ -373,8 +373,8 @@ func (pr *process) finish(ctx context.Context) {
 	}
 	<-pr.watchDone
 	pr.conn.Close()
-	<-pr.stdout.done
-	<-pr.stderr.done
+	pr.stdout.Wait()
+	pr.stderr.Wait()
 	pr.code, pr.err = pr.result(ctx)
 }
 
@@ -409,9 +409,9 @@ func (pr *process) result(ctx context.Context) (int, error) {
 			return -1, providers.Errorf(providers.Gone, op, "box ended while the command ran (exit %d)", code).WithBox(pr.b.id)
 		}
 	}
-	for _, q := range []*outQueue{pr.stdout, pr.stderr} {
-		if q.err != nil {
-			return code, providers.E(0, op, q.err).WithBox(pr.b.id)
+	for _, q := range []*providers.OutQueue{pr.stdout, pr.stderr} {
+		if err := q.Wait(); err != nil {
+			return code, providers.E(0, op, err).WithBox(pr.b.id)
 		}
 	}
 	return code, nil
@@ -556,35 +556,6 @@ func copyFrames(w io.Writer, r *bufio.Reader) error {
 		}
 	}
 }
-
-// outQueue hands one output stream to its writer from a goroutine of its
-// own, so that a slow stdout writer does not stall stderr until the queue
-// (64 frames of up to 32 KiB) is full. After a write error the rest is
-// dropped and the error is kept.
-type outQueue struct {
-	ch   chan []byte
-	done chan struct{}
-	err  error // read after done
-}
-
-func newOutQueue(w io.Writer) *outQueue {
-	q := &outQueue{ch: make(chan []byte, 64), done: make(chan struct{})}
-	go func() {
-		defer close(q.done)
-		for b := range q.ch {
-			if w == nil || q.err != nil {
-				continue
-			}
-			if _, err := w.Write(b); err != nil {
-				q.err = err
-			}
-		}
-	}()
-	return q
-}
-
-func (q *outQueue) put(b []byte) { q.ch <- b }
-func (q *outQueue) close()       { close(q.ch) }
 
 // octalEscape writes s for printf %b: printable ASCII as itself, every other
 // byte (and the backslash) as \0ooo.
