@@ -41,8 +41,9 @@
 // Options inject the vendor's awkward moments: a task id not ready for N
 // polls, stdio streams that drop after some bytes (once per stream), waits
 // that time out, the router answering Unauthenticated once per task, short
-// token lives, ResourceExhausted creates, and Unavailable answers on every
-// nth control-plane call, before or after it is handled.
+// token lives, ResourceExhausted creates, creates whose answers are lost,
+// and Unavailable answers on every nth control-plane call, before or
+// after it is handled.
 package modaltest
 
 import (
@@ -92,6 +93,10 @@ type Options struct {
 	// ExhaustedCreates answers the first this many SandboxCreate calls
 	// with ResourceExhausted.
 	ExhaustedCreates int
+	// LostCreates handles the first this many SandboxCreate calls and then
+	// answers Unavailable, as if the answer were lost, the same key or not:
+	// a create whose every retry is lost.
+	LostCreates int
 	// FaultEvery answers every nth control-plane call (AuthTokenGet and
 	// streams left out) with Unavailable: alternately before the call is
 	// handled and after (its answer lost). 0: never.
@@ -126,6 +131,7 @@ type Server struct {
 	idem      map[string]any // idempotency key -> answer
 	calls     int
 	creates   int
+	lost      int
 	unauthed  map[string]bool // tasks that had their Unauthenticated
 	requests  []Request
 	closed    bool
@@ -285,6 +291,15 @@ func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 	}
 	key := first(md.Get("x-idempotency-key"))
 	s.mu.Lock()
+	lose := info.FullMethod == controlPrefix+"SandboxCreate" && s.lost < s.opts.LostCreates
+	if lose {
+		s.lost++
+		s.mu.Unlock()
+		if _, err := handler(ctx, req); err != nil {
+			return nil, err
+		}
+		return nil, status.Error(codes.Unavailable, "modaltest: the create's answer was lost (injected)")
+	}
 	s.calls++
 	n := s.calls
 	prev, seen := s.idem[key]
