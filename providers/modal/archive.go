@@ -1,7 +1,6 @@
 package modal
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"path"
@@ -33,8 +32,8 @@ func (b *Box) PutArchive(ctx context.Context, dir string, r io.Reader) error {
 	if !path.IsAbs(dir) {
 		return providers.Errorf(providers.Invalid, op, "dir %q is not absolute", dir).WithBox(b.id)
 	}
-	var stderr bytes.Buffer
-	p, err := b.Exec(ctx, providers.ExecRequest{Argv: []string{"/bin/sh", "-c", untarScript, "boxfs-untar", dir}, Dir: "/", Stdin: r, Stderr: &stderr})
+	stderr := &cappedBuffer{max: 4 << 10}
+	p, err := b.Exec(ctx, providers.ExecRequest{Argv: []string{"/bin/sh", "-c", untarScript, "boxfs-untar", dir}, Dir: "/", Stdin: r, Stderr: stderr})
 	if err != nil {
 		return providers.E(0, op, err).WithBox(b.id).WithPath(dir)
 	}
@@ -129,15 +128,17 @@ func (a *archiveReader) Close() error {
 	return nil
 }
 
-// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
+// lockedBuffer keeps the first 4 KiB written to it, safe for one writer
+// and one reader.
 type lockedBuffer struct {
 	mu sync.Mutex
-	b  bytes.Buffer
+	b  cappedBuffer
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.b.max = 4 << 10
 	return l.b.Write(p)
 }
 

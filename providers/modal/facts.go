@@ -98,8 +98,8 @@ func (b *Box) measure(ctx context.Context, mkdir bool) (providers.Facts, error) 
 	if mkdir {
 		flag = "1"
 	}
-	var out, errb bytes.Buffer
-	pr, err := b.Exec(ctx, providers.ExecRequest{Argv: []string{"/bin/sh", "-c", probeScript, "boxfs-probe", b.workspace, flag}, Dir: "/", Stdout: &out, Stderr: &errb})
+	out, errb := &cappedBuffer{max: 64 << 10}, &cappedBuffer{max: 4 << 10}
+	pr, err := b.Exec(ctx, providers.ExecRequest{Argv: []string{"/bin/sh", "-c", probeScript, "boxfs-probe", b.workspace, flag}, Dir: "/", Stdout: out, Stderr: errb})
 	if err != nil {
 		return providers.Facts{}, providers.E(0, op, err).WithBox(b.id)
 	}
@@ -190,3 +190,19 @@ func networkFact(n *pb.NetworkAccess) providers.NetworkMode {
 	}
 	return providers.NetworkOpen
 }
+
+// cappedBuffer keeps the first max bytes written to it and drops the rest:
+// what a box says about itself is read, never held without bound.
+type cappedBuffer struct {
+	b   bytes.Buffer
+	max int
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if room := c.max - c.b.Len(); room > 0 {
+		c.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (c *cappedBuffer) String() string { return c.b.String() }

@@ -76,13 +76,14 @@ func init() {
 
 // Provider makes boxes as sandboxes of one Modal app.
 type Provider struct {
-	c        *client
-	app      string
-	image    string
-	tunnels  string // "tls" or "tcp"
-	log      *slog.Logger
-	bound    time.Duration
-	pollBase time.Duration
+	c         *client
+	app       string
+	image     string
+	tunnels   string // "tls" or "tcp"
+	log       *slog.Logger
+	bound     time.Duration // for a new sandbox to be scheduled
+	pollBase  time.Duration // the first pause between task id polls
+	deadBound time.Duration // of nothing but failures before a command is lost
 
 	mu        sync.Mutex
 	appid     string
@@ -124,7 +125,7 @@ func New(cfg providers.Config) (*Provider, error) {
 	p := &Provider{
 		c: c, app: first(cfg.Options["app"], DefaultApp), image: first(cfg.Options["image"], DefaultImage),
 		tunnels: first(cfg.Options["tunnels"], "tls"), log: log,
-		bound: defaultCreateBound, pollBase: 50 * time.Millisecond, images: map[string]string{},
+		bound: defaultCreateBound, pollBase: 50 * time.Millisecond, deadBound: deadBound, images: map[string]string{},
 	}
 	if p.tunnels != "tls" && p.tunnels != "tcp" {
 		return nil, providers.Errorf(providers.Invalid, op, "option tunnels=%q: want tls or tcp", p.tunnels)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/modal/internal/pb"
+	"github.com/boxfs/boxfs/providers/modal/modaltest"
 )
 
 func TestCheckSpec(t *testing.T) {
@@ -204,4 +205,33 @@ active = true
 func TestPrintfEscape(t *testing.T) {
 	// \0 and three octal digits each; the digit after is literal again.
 	assert.Equal(t, `a b\0134\0377\00122`, printfEscape("a b\\\xff\n2"))
+}
+
+// TestDeadService: when Modal stops answering altogether, a running
+// command's Wait returns an error within the provider's bound instead of
+// waiting for ever.
+func TestDeadService(t *testing.T) {
+	srv, err := modaltest.New(modaltest.Options{})
+	require.NoError(t, err)
+	defer srv.Close()
+	t.Setenv("MODAL_CONFIG_PATH", filepath.Join(t.TempDir(), "none.toml"))
+	p, err := New(providers.Config{Options: map[string]string{"server_url": srv.URL(), "token_id": srv.TokenID(), "token_secret": srv.TokenSecret()}})
+	require.NoError(t, err)
+	defer p.Close()
+	p.deadBound = 2 * time.Second
+	ctx := context.Background()
+	b, err := p.Create(ctx, providers.Spec{Workspace: t.TempDir()})
+	require.NoError(t, err)
+	pr, err := b.Exec(ctx, providers.ExecRequest{Argv: []string{"sleep", "600"}})
+	require.NoError(t, err)
+	srv.Unreachable()
+	done := make(chan error, 1)
+	go func() { _, err := pr.Wait(); done <- err }()
+	select {
+	case err := <-done:
+		c := providers.CodeOf(err)
+		assert.True(t, c == providers.TransportLost || c == providers.Gone, "Wait after Modal went away: %v", err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("Wait did not return after Modal stopped answering")
+	}
 }

@@ -23,6 +23,7 @@ const (
 	routerRetryBase  = 10 * time.Millisecond
 	jwtRenewMargin   = 30 * time.Second // renew a router JWT this long before it expires
 	waitCallDeadline = 60 * time.Second // one TaskExecWait call; the wait loops across it
+	deadBound        = 2 * time.Minute  // of nothing but failures before a command is lost
 )
 
 // router is a connection to one task's command router (the worker that runs

@@ -1,11 +1,11 @@
 package modal
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -112,10 +112,11 @@ func (pr *process) feed(stdin io.Reader) {
 
 // wait asks the router for the command's exit, one call of at most a minute
 // at a time, for as long as it runs. A failure that outlasts the router
-// call's own retries ends the wait only when the box has ended or the
-// failure is not a transient one.
+// call's own retries ends the wait when the box has ended, when the failure
+// is not a transient one, or when nothing but failures came for deadBound.
 func (pr *process) wait() {
 	defer close(pr.exited)
+	var failingSince time.Time
 	for {
 		var resp *pb.TaskExecWaitResponse
 		err := pr.rt.call(pr.bg, func(cctx context.Context, api pb.TaskCommandRouterClient) error {
@@ -142,6 +143,18 @@ func (pr *process) wait() {
 			pr.waitErr = err
 			pr.mu.Unlock()
 			return
+		case status.Code(err) != codes.DeadlineExceeded:
+			// A wait that timed out is the router answering; anything else
+			// is the router or Modal not answering.
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+			} else if time.Since(failingSince) > pr.b.p.deadBound {
+				pr.waitErr = fmt.Errorf("no answer from the command router for %v: %w", pr.b.p.deadBound, err)
+				pr.mu.Unlock()
+				return
+			}
+		default:
+			failingSince = time.Time{}
 		}
 		pr.mu.Unlock()
 		if sleep(pr.bg, 100*time.Millisecond) != nil {
@@ -305,8 +318,8 @@ func (pr *process) Kill(ctx context.Context) error {
 // kill runs killScript in the box.
 func (pr *process) kill(ctx context.Context) error {
 	const op = "modal.Kill"
-	var out bytes.Buffer
-	p, err := pr.b.Exec(ctx, providers.ExecRequest{Argv: []string{"/bin/sh", "-c", killScript, "boxfs-kill", pr.pidfile}, Dir: "/", Stdout: &out, Stderr: &out})
+	out := &cappedBuffer{max: 4 << 10}
+	p, err := pr.b.Exec(ctx, providers.ExecRequest{Argv: []string{"/bin/sh", "-c", killScript, "boxfs-kill", pr.pidfile}, Dir: "/", Stdout: out, Stderr: out})
 	var code int
 	if err == nil {
 		code, err = p.Wait()
@@ -323,5 +336,5 @@ func (pr *process) kill(ctx context.Context) error {
 	case 4:
 		return providers.Errorf(providers.Liveness, op, "process group still alive after SIGKILL and ~10 s").WithBox(pr.b.id)
 	}
-	return providers.Errorf(providers.Unknown, op, "kill script exited %d: %s", code, bytes.TrimSpace(out.Bytes())).WithBox(pr.b.id)
+	return providers.Errorf(providers.Unknown, op, "kill script exited %d: %s", code, strings.TrimSpace(out.String())).WithBox(pr.b.id)
 }

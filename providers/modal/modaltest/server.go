@@ -214,6 +214,11 @@ func (s *Server) Close() {
 	s.srv.Stop()
 }
 
+// Unreachable stops answering, as when the network to Modal fails: the
+// listener and every connection close, while the sandboxes and their
+// processes stay until Close.
+func (s *Server) Unreachable() { s.srv.Stop() }
+
 // SandboxIDs returns the ids of the sandboxes that run, sorted.
 func (s *Server) SandboxIDs() []string {
 	s.mu.Lock()
