@@ -68,19 +68,24 @@ func (o *outBuf) fill(r io.Reader) {
 }
 
 // from returns the bytes from offset on (at most max), whether the stream
-// has ended there, and a channel that says when there is more. Bytes below
-// offset are dropped: no reader asks for them again.
-func (o *outBuf) from(offset uint64, max int) ([]byte, bool, <-chan struct{}, error) {
+// has ended there, and a channel that says when there is more. With trim,
+// bytes below offset are dropped: a reader asks for an offset it has
+// received, so none asks for less again. (Bytes merely sent are kept: they
+// may have been lost on the way.)
+func (o *outBuf) from(offset uint64, max int, trim bool) ([]byte, bool, <-chan struct{}, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	end := o.base + uint64(len(o.data))
 	if offset < o.base || offset > end {
 		return nil, false, nil, status.Errorf(codes.OutOfRange, "offset %d is outside %d..%d", offset, o.base, end)
 	}
-	o.data = o.data[offset-o.base:]
-	o.base = offset
-	n := min(len(o.data), max)
-	return o.data[:n:n], o.closed && n == len(o.data), o.changed, nil
+	if trim {
+		o.data = o.data[offset-o.base:]
+		o.base = offset
+	}
+	rest := o.data[offset-o.base:]
+	n := min(len(rest), max)
+	return rest[:n:n], o.closed && n == len(rest), o.changed, nil
 }
 
 // routerService answers modal.task_command_router.TaskCommandRouter.
@@ -280,7 +285,7 @@ func (r *routerService) TaskExecStdioRead(req *pb.TaskExecStdioReadRequest, st g
 	}
 	offset, sent := req.GetOffset(), 0
 	for {
-		data, end, changed, err := buf.from(offset, 1<<20)
+		data, end, changed, err := buf.from(offset, 1<<20, sent == 0 && offset == req.GetOffset())
 		if err != nil {
 			return err
 		}

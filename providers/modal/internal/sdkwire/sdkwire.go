@@ -47,7 +47,7 @@ func (f Field) String() string {
 
 // Method is one RPC of a service.
 type Method struct {
-	Name, Request, Response      string
+	Name, Request, Response    string
 	ClientStream, ServerStream bool
 }
 
