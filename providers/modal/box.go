@@ -32,7 +32,6 @@ type Box struct {
 	mu     sync.Mutex
 	labels map[string]string
 	taskID string
-	rt     *router
 	facts  *providers.Facts // measured in the box, once
 }
 
@@ -104,22 +103,25 @@ func (b *Box) task(ctx context.Context) (string, error) {
 	}
 }
 
-// router returns the task's command router, connecting the first time.
+// router returns the task's command router, connecting the first time
+// any box of this sandbox needs it: one connection per sandbox, shared by
+// every Box value of it the provider hands out.
 func (b *Box) router(ctx context.Context) (*router, string, error) {
 	taskID, err := b.task(ctx)
 	if err != nil {
 		return nil, "", err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.rt == nil {
-		rt, err := newRouter(ctx, b.p.c, taskID)
-		if err != nil {
+	p := b.p
+	p.rtMu.Lock()
+	defer p.rtMu.Unlock()
+	rt := p.routers[b.id]
+	if rt == nil {
+		if rt, err = newRouter(ctx, p.c, taskID); err != nil {
 			return nil, "", b.classify(ctx, "modal.router", err)
 		}
-		b.rt = rt
+		p.routers[b.id] = rt
 	}
-	return b.rt, taskID, nil
+	return rt, taskID, nil
 }
 
 // classify is the error of a call about this box: a failure that leaves
@@ -215,11 +217,12 @@ func (b *Box) Destroy(ctx context.Context) error {
 		return wrap(op, b.id, err)
 	}
 	b.destroyed.Store(true)
-	b.mu.Lock()
-	if b.rt != nil {
-		b.rt.close()
+	b.p.rtMu.Lock()
+	if rt := b.p.routers[b.id]; rt != nil {
+		rt.close()
+		delete(b.p.routers, b.id)
 	}
-	b.mu.Unlock()
+	b.p.rtMu.Unlock()
 	return nil
 }
 

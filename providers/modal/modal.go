@@ -90,6 +90,9 @@ type Provider struct {
 	builder   string            // the image builder version
 	images    map[string]string // image reference -> id, of this process's builds
 	destroyed sync.Map          // ids terminated through this provider
+
+	rtMu    sync.Mutex         // held while a router connects, so a sandbox gets one
+	routers map[string]*router // sandbox id -> its task's command router
 }
 
 var _ providers.Provider = (*Provider)(nil)
@@ -126,6 +129,7 @@ func New(cfg providers.Config) (*Provider, error) {
 		c: c, app: first(cfg.Options["app"], DefaultApp), image: first(cfg.Options["image"], DefaultImage),
 		tunnels: first(cfg.Options["tunnels"], "tls"), log: log,
 		bound: defaultCreateBound, pollBase: 50 * time.Millisecond, deadBound: deadBound, images: map[string]string{},
+		routers: map[string]*router{},
 	}
 	if p.tunnels != "tls" && p.tunnels != "tcp" {
 		return nil, providers.Errorf(providers.Invalid, op, "option tunnels=%q: want tls or tcp", p.tunnels)
@@ -136,8 +140,17 @@ func New(cfg providers.Config) (*Provider, error) {
 // Name returns "modal".
 func (p *Provider) Name() string { return Name }
 
-// Close releases the provider's connection.
-func (p *Provider) Close() error { return p.c.close() }
+// Close releases the provider's connections: to the control plane and to
+// every command router.
+func (p *Provider) Close() error {
+	p.rtMu.Lock()
+	for id, rt := range p.routers {
+		rt.close()
+		delete(p.routers, id)
+	}
+	p.rtMu.Unlock()
+	return p.c.close()
+}
 
 // supported are the spec fields Create honours; the others are refused.
 // A sandbox runs the image's user as root in Modal's file system: mounts of
@@ -172,6 +185,9 @@ func (p *Provider) check(op string, spec providers.Spec) (plan, error) {
 		return plan{}, providers.Errorf(providers.Unsupported, op, "lifetime %v: a Modal sandbox lives at most %v", lifetime, MaxLifetime)
 	}
 	pl.lifetimeSecs = uint32(math.Ceil(lifetime.Seconds()))
+	if spec.CPUs > 0 && spec.CPUs < 0.001 {
+		return plan{}, providers.Errorf(providers.Invalid, op, "cpus %g: Modal reserves whole thousandths of a CPU", spec.CPUs)
+	}
 	pl.workspace = DefaultWorkspace
 	if spec.Workspace != "" {
 		pl.workspace = path.Clean(spec.Workspace)

@@ -42,6 +42,7 @@ func TestCheckSpec(t *testing.T) {
 		}},
 		{"gvisor", providers.Spec{Isolation: providers.IsolationGVisor}, 0, nil},
 		{"container", providers.Spec{Isolation: providers.IsolationContainer}, providers.Unsupported, nil},
+		{"cpus too small", providers.Spec{CPUs: 0.0004}, providers.Invalid, nil},
 		{"gpu any", providers.Spec{GPU: "any"}, 0, func(t *testing.T, pl plan) {
 			assert.Equal(t, "T4", pl.gpu.GetGpuType())
 			assert.Equal(t, uint32(1), pl.gpu.GetCount())
