@@ -37,6 +37,8 @@ type Field struct {
 	WireType int // the tag's low three bits
 }
 
+// String renders the field as one line of the golden form:
+// "NUMBER NAME [repeated ]TYPE wWIRETYPE".
 func (f Field) String() string {
 	rep := ""
 	if f.Repeated {
@@ -51,6 +53,8 @@ type Method struct {
 	ClientStream, ServerStream bool
 }
 
+// String renders the method as one line of the golden form:
+// "NAME REQUEST RESPONSE unary|server-stream|client-stream|bidi".
 func (m Method) String() string {
 	kind := "unary"
 	switch {
