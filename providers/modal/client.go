@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,7 +53,8 @@ type client struct {
 	conn      *grpc.ClientConn
 	api       pb.ModalClientClient
 	prof      profile
-	plaintext bool // the server is on loopback: routers are reached in plaintext too
+	host      string // the server's host name, sent as x-modal-host
+	plaintext bool   // the server is on loopback: routers are reached in plaintext too
 	log       *slog.Logger
 
 	mu        sync.Mutex
@@ -66,7 +68,8 @@ func dial(op string, prof profile, log *slog.Logger) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &client{prof: prof, plaintext: plaintext, log: log}
+	host, _, _ := net.SplitHostPort(target)
+	c := &client{prof: prof, host: host, plaintext: plaintext, log: log}
 	conn, err := grpc.NewClient(target,
 		grpc.WithTransportCredentials(transportCreds(plaintext)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)),
@@ -98,6 +101,7 @@ func (c *client) headers(ctx context.Context, method string) ([]string, error) {
 		"x-modal-libmodal-version", libmodalVersion,
 		"x-modal-token-id", c.prof.tokenID,
 		"x-modal-token-secret", c.prof.tokenSecret,
+		"x-modal-host", c.host,
 	}
 	if method != authTokenMethod {
 		tok, err := c.authToken(ctx)
