@@ -1,0 +1,72 @@
+package modal
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/boxfs/boxfs/providers"
+)
+
+// errorCode classifies an error of Modal's API (a gRPC status) or of the
+// call itself. It is the one place Modal's failures become codes; it never
+// looks at error text.
+func errorCode(err error) providers.Code {
+	var pe *providers.Error
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &pe):
+		return pe.Code
+	case errors.Is(err, context.Canceled):
+		return providers.Aborted
+	case errors.Is(err, context.DeadlineExceeded):
+		return providers.Timeout
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return providers.Unknown
+	}
+	switch st.Code() {
+	case codes.NotFound:
+		return providers.NotFound
+	case codes.AlreadyExists:
+		return providers.Exists
+	case codes.InvalidArgument, codes.OutOfRange:
+		return providers.Invalid
+	case codes.FailedPrecondition, codes.ResourceExhausted:
+		// Modal refuses for a state of its own, or for a quota or capacity.
+		return providers.Refused
+	case codes.PermissionDenied:
+		return providers.Permission
+	case codes.Unauthenticated:
+		return providers.Auth
+	case codes.Unavailable, codes.Aborted:
+		return providers.Unavailable
+	case codes.DeadlineExceeded:
+		return providers.Timeout
+	case codes.Canceled:
+		return providers.Aborted
+	case codes.Unimplemented:
+		return providers.Unsupported
+	}
+	return providers.Unknown
+}
+
+// retryable reports whether a failed call may be sent again: the codes
+// Modal's own clients retry (the server dedups a retried call by its
+// idempotency key).
+func retryable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Internal, codes.Unknown:
+		return true
+	}
+	return false
+}
+
+// wrap makes err a *providers.Error of op, classified by errorCode.
+func wrap(op, box string, err error) *providers.Error {
+	return (&providers.Error{Code: errorCode(err), Op: op, Err: err}).WithBox(box)
+}
