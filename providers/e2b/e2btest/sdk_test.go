@@ -138,9 +138,9 @@ type sdkResult struct {
 		ExitCode       *int
 	} `json:"kill_command"`
 	Timeout struct {
-		State             string
+		State              string
 		CPUCount, MemoryMB int
-		Left              int
+		Left               int
 	} `json:"timeout"`
 	Kill struct{ First, Second, Running bool } `json:"kill"`
 }
