@@ -1,0 +1,112 @@
+package e2b
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"connectrpc.com/connect"
+
+	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/providers/e2b/internal/envd/filesystem"
+	"github.com/boxfs/boxfs/providers/e2b/internal/envd/filesystem/filesystemconnect"
+	"github.com/boxfs/boxfs/providers/e2b/internal/envd/process/processconnect"
+)
+
+// envdClient speaks to one sandbox's envd: Connect (binary protobuf, which
+// envd's connect-go server takes as well as the SDK's JSON) and its HTTP
+// endpoints.
+type envdClient struct {
+	b    *Box
+	hc   *http.Client
+	base string
+	proc processconnect.ProcessClient
+	fs   filesystemconnect.FilesystemClient
+}
+
+func (p *Provider) newEnvd(b *Box, domain string) *envdClient {
+	base := ""
+	switch {
+	case p.sandboxURL != nil:
+		base = p.sandboxURL.String()
+	case slices.Contains(supportedDomains, domain):
+		base = "https://sandbox." + domain
+	default:
+		base = "https://" + strconv.Itoa(envdPort) + "-" + b.id + "." + domain
+	}
+	hc := &http.Client{Transport: envdTransport{b: b, user: p.user, rt: p.hc.Transport}}
+	return &envdClient{
+		b: b, hc: hc, base: base,
+		proc: processconnect.NewProcessClient(hc, base),
+		fs:   filesystemconnect.NewFilesystemClient(hc, base),
+	}
+}
+
+// envdTransport adds what every envd request carries: the sandbox's
+// access token, the routing headers of E2B's proxy and the user.
+type envdTransport struct {
+	b    *Box
+	user string
+	rt   http.RoundTripper
+}
+
+func (t envdTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	tok, err := t.b.accessToken(req.Context())
+	if err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
+	req = req.Clone(req.Context())
+	req.Header.Set("X-Access-Token", tok)
+	req.Header.Set("E2b-Sandbox-Id", t.b.id)
+	req.Header.Set("E2b-Sandbox-Port", strconv.Itoa(envdPort))
+	req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(t.user+":")))
+	req.Header.Set("User-Agent", userAgent)
+	return t.rt.RoundTrip(req)
+}
+
+// unary makes one envd call, again while E2B answers busy; an answer that
+// the sandbox is not there becomes Gone.
+func unary[Req, Res any](ctx context.Context, b *Box, op string, fn func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error), msg *Req) (*Res, error) {
+	if err := b.gone(op); err != nil {
+		return nil, err
+	}
+	for n := 0; ; n++ {
+		resp, err := fn(ctx, connect.NewRequest(msg))
+		if err == nil {
+			return resp.Msg, nil
+		}
+		if !retryable(err) || n+1 >= maxAttempts || b.ended(ctx) {
+			return nil, b.envdError(ctx, op, err)
+		}
+		if berr := backoff(ctx, n, err); berr != nil {
+			return nil, b.envdError(ctx, op, err)
+		}
+	}
+}
+
+// envdError classifies a failed envd call: when E2B's proxy could not
+// reach the sandbox and the control plane no longer knows it, Gone.
+func (b *Box) envdError(ctx context.Context, op string, err error) *providers.Error {
+	e := wrap(op, b.id, err)
+	switch e.Code {
+	case providers.Unavailable, providers.TransportLost, providers.Unknown:
+		if b.ended(context.WithoutCancel(ctx)) {
+			e.Code = providers.Gone
+		}
+	}
+	return e
+}
+
+// makeDir makes a directory and its parents; one that exists is Exists.
+func (c *envdClient) makeDir(ctx context.Context, p string) error {
+	_, err := unary(ctx, c.b, "e2b.MakeDir", c.fs.MakeDir, &filesystem.MakeDirRequest{Path: p})
+	if err != nil {
+		return providers.E(0, "e2b.MakeDir", err).WithPath(p)
+	}
+	return nil
+}
