@@ -19,6 +19,7 @@ package e2b
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"math"
@@ -241,7 +242,12 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.B
 
 	sb, err := p.api.create(ctx, body)
 	if err != nil {
-		p.cleanupCreate(ctx, labels[labelCreate])
+		var ae *apiError
+		if !errors.As(err, &ae) || ae.Status >= 500 {
+			// The create may have been acted on although its answer was
+			// lost: leave no sandbox behind.
+			p.cleanupCreate(ctx, labels[labelCreate])
+		}
 		return nil, wrap(op, "", err)
 	}
 	b := p.newBox(sb, labels)

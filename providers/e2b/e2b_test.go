@@ -1,6 +1,8 @@
 package e2b_test
 
 import (
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,4 +50,114 @@ func TestConformance(t *testing.T) {
 	t.Cleanup(srv.Close)
 	providertest.Run(t, harness(t, srv))
 	assert.Empty(t, srv.SandboxIDs(), "sandboxes left on the fake")
+}
+
+// TestConformanceFaults runs the suite with every seventh request to the
+// control plane or envd answered busy before it is handled: 429 with
+// Retry-After, 502 (E2B's proxy) and 503.
+func TestConformanceFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the suite with faults is long; -short skips it")
+	}
+	srv := e2btest.New(e2btest.Options{Latency: time.Millisecond})
+	t.Cleanup(srv.Close)
+	var k atomic.Int64
+	srv.SetFault(func(r *http.Request, n int) e2btest.Fault {
+		if n%7 != 0 {
+			return e2btest.Fault{}
+		}
+		switch k.Add(1) % 3 {
+		case 0:
+			return e2btest.Fault{Status: http.StatusTooManyRequests, RetryAfter: "0"}
+		case 1:
+			return e2btest.Fault{Status: http.StatusBadGateway}
+		}
+		return e2btest.Fault{Status: http.StatusServiceUnavailable}
+	})
+	providertest.Run(t, harness(t, srv))
+	srv.SetFault(nil)
+	answers := map[int]int{}
+	for _, r := range srv.Requests() {
+		answers[r.Status]++
+	}
+	t.Logf("%d requests, answered: %v", len(srv.Requests()), answers)
+	assert.Positive(t, answers[http.StatusTooManyRequests])
+	assert.Positive(t, answers[http.StatusServiceUnavailable])
+	assert.Empty(t, srv.SandboxIDs(), "sandboxes left on the fake")
+}
+
+func TestAuth(t *testing.T) {
+	srv := e2btest.New(e2btest.Options{})
+	t.Cleanup(srv.Close)
+	t.Setenv("E2B_API_KEY", "")
+	_, err := e2b.New(providers.Config{Options: map[string]string{"api_url": srv.APIURL()}})
+	assert.True(t, providers.IsCode(err, providers.Auth), "New without a key: %v", err)
+
+	p := newProvider(t, srv, map[string]string{"api_key": "e2b_wrong"})
+	_, err = p.Create(ctx(t), providers.Spec{})
+	assert.True(t, providers.IsCode(err, providers.Auth), "Create with a wrong key: %v", err)
+	_, err = p.List(ctx(t), nil)
+	assert.True(t, providers.IsCode(err, providers.Auth), "List with a wrong key: %v", err)
+
+	_, err = e2b.New(providers.Config{Options: map[string]string{"api_key": "k", "api_url": "http://example.com"}})
+	assert.True(t, providers.IsCode(err, providers.Invalid), "a plain http URL off this machine: %v", err)
+}
+
+// TestRateLimitGivesUp checks that a control plane that stays busy ends in
+// Unavailable, bounded, rather than in an endless retry.
+func TestRateLimitGivesUp(t *testing.T) {
+	srv := e2btest.New(e2btest.Options{})
+	t.Cleanup(srv.Close)
+	srv.SetFault(func(r *http.Request, n int) e2btest.Fault {
+		return e2btest.Fault{Status: http.StatusTooManyRequests, RetryAfter: "0"}
+	})
+	p := newProvider(t, srv, nil)
+	_, err := p.Create(ctx(t), providers.Spec{})
+	assert.True(t, providers.IsCode(err, providers.Unavailable), "Create against a rate limit: %v", err)
+	srv.SetFault(nil)
+	assert.Empty(t, srv.SandboxIDs())
+}
+
+func TestMissingTemplate(t *testing.T) {
+	srv := e2btest.New(e2btest.Options{})
+	t.Cleanup(srv.Close)
+	_, err := newProvider(t, srv, nil).Create(ctx(t), providers.Spec{Image: "boxfs-no-such-template"})
+	assert.True(t, providers.IsCode(err, providers.NotFound), "Create from a missing template: %v", err)
+}
+
+// TestListedBoxRuns uses a box found by List, whose listing carries no
+// envd token: the box reads it when first used.
+func TestListedBoxRuns(t *testing.T) {
+	srv := e2btest.New(e2btest.Options{})
+	t.Cleanup(srv.Close)
+	p := newProvider(t, srv, nil)
+	b := newBox(t, p, providers.Spec{Labels: map[string]string{"role": "listed"}, Env: map[string]string{"FROM_SPEC": "yes"}})
+	boxes, err := newProvider(t, srv, nil).List(ctx(t), map[string]string{"role": "listed"})
+	require.NoError(t, err)
+	require.Len(t, boxes, 1)
+	assert.Equal(t, b.ID(), boxes[0].ID())
+	out := run(t, boxes[0], providers.ExecRequest{Argv: []string{"sh", "-c", `printf %s "$FROM_SPEC"`}})
+	assert.Equal(t, "yes", out)
+}
+
+// TestStreamCut cuts a command's output stream, as a proxy that drops the
+// connection would: the command's output from then on has no listener and
+// is lost, so Wait says the transport was lost, within a bound, and the
+// command's whole group is killed rather than left running unseen.
+func TestStreamCut(t *testing.T) {
+	srv := e2btest.New(e2btest.Options{})
+	t.Cleanup(srv.Close)
+	b := newBox(t, newProvider(t, srv, nil), providers.Spec{})
+	out := &lines{}
+	p, err := b.Exec(ctx(t), providers.ExecRequest{Argv: []string{"sh", "-c", `sleep 300 & echo $!; echo $$; while :; do echo tick; sleep 0.05; done`}, Stdout: out})
+	require.NoError(t, err)
+	pids := out.wait(t, 2)
+	srv.CutStreams()
+	start := time.Now()
+	code, err := waitWithin(t, p, 30*time.Second)
+	assert.True(t, providers.IsCode(err, providers.TransportLost), "Wait after the stream was cut: %d, %v", code, err)
+	t.Logf("Wait returned %v after the cut", time.Since(start).Round(time.Millisecond))
+	for _, pid := range pids {
+		assert.False(t, alive(pid), "process %s of the command's group survived the cut", pid)
+	}
 }

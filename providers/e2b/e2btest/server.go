@@ -54,6 +54,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -88,6 +89,11 @@ type Options struct {
 	PageSize int
 	// Logger receives the fake's log lines; nil discards them.
 	Logger *slog.Logger
+	// Dir is where the fake keeps its sandboxes' directories; "" is the
+	// system's temporary directory. When the test process dies without
+	// Close, a reaper process still kills the sandboxes' processes and
+	// removes their directories.
+	Dir string
 }
 
 // Fault is what an injected failure does to one request.
@@ -118,6 +124,9 @@ type Server struct {
 	root string
 	log  *slog.Logger
 
+	reaper    *os.File // closing it makes the reaper clean up
+	reaperCmd *exec.Cmd
+
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
 	fault     FaultFunc
@@ -143,11 +152,12 @@ func New(opts Options) *Server {
 	if opts.PageSize == 0 {
 		opts.PageSize = 100
 	}
-	root, err := os.MkdirTemp("", "e2btest-")
+	root, err := os.MkdirTemp(opts.Dir, "e2btest-")
 	if err != nil {
 		panic(fmt.Sprintf("e2btest: %v", err))
 	}
 	s := &Server{opts: opts, root: root, sandboxes: map[string]*sandbox{}, log: opts.Logger}
+	s.reaper, s.reaperCmd = startReaper(root)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -182,8 +192,27 @@ func (s *Server) Close() {
 	s.envd.CloseClientConnections()
 	s.api.Close()
 	s.envd.Close()
+	if s.reaper != nil {
+		s.reaper.Write([]byte("done\n"))
+		s.reaper.Close()
+		s.reaperCmd.Wait()
+	}
 	os.RemoveAll(s.root)
 }
+
+// KillSandbox ends a sandbox as E2B would at its timeout or on a kill
+// from elsewhere: its processes are killed, its streams cut, and the
+// control plane answers 404 for it.
+func (s *Server) KillSandbox(id string) {
+	if sb := s.get(id); sb != nil {
+		s.end(sb, "killed by the test")
+	}
+}
+
+// CutStreams severs every connection to envd now, as a proxy that drops
+// them would: streams end without their end of stream, and the processes
+// they followed run on with no listener for their output.
+func (s *Server) CutStreams() { s.envd.CloseClientConnections() }
 
 // SetFault installs f (nil: none) for the requests that follow.
 func (s *Server) SetFault(f FaultFunc) {
