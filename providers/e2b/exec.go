@@ -253,7 +253,7 @@ type process struct {
 	streamErr  error // why the stream ended without an end event
 	silent     bool  // the stream was cut for showing no sign of life
 
-	killing   atomic.Bool   // a kill (Kill or ctx) was started
+	killing   atomic.Bool // a kill (Kill or ctx) was started
 	killOnce  sync.Once
 	killedCh  chan struct{} // closed when a kill (Kill or ctx) was done
 	watchDone chan struct{}
