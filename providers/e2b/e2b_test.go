@@ -1,6 +1,7 @@
 package e2b_test
 
 import (
+	"io"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -160,4 +161,31 @@ func TestStreamCut(t *testing.T) {
 	for _, pid := range pids {
 		assert.False(t, alive(pid), "process %s of the command's group survived the cut", pid)
 	}
+}
+
+// TestStdinLost checks a command whose stdin cannot be delivered whole (an
+// answer that does not say envd left the input alone): it is ended and
+// Wait says so, rather than the command waiting for input for ever or
+// reading it with a hole.
+func TestStdinLost(t *testing.T) {
+	srv := e2btest.New(e2btest.Options{})
+	t.Cleanup(srv.Close)
+	b := newBox(t, newProvider(t, srv, nil), providers.Spec{})
+	pr, pw := io.Pipe()
+	out := &lines{}
+	p, err := b.Exec(ctx(t), providers.ExecRequest{Argv: []string{"cat"}, Stdin: pr, Stdout: out})
+	require.NoError(t, err)
+	_, err = pw.Write([]byte("first\n"))
+	require.NoError(t, err)
+	out.wait(t, 1)
+	srv.SetFault(func(r *http.Request, n int) e2btest.Fault {
+		if r.URL.Path == "/process.Process/SendInput" {
+			return e2btest.Fault{Status: http.StatusGatewayTimeout}
+		}
+		return e2btest.Fault{}
+	})
+	go pw.Write([]byte("second\n"))
+	code, err := waitWithin(t, p, 30*time.Second)
+	assert.True(t, providers.IsCode(err, providers.TransportLost), "Wait of a command whose stdin was lost: %d, %v", code, err)
+	pw.Close()
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync/atomic"
 
 	"connectrpc.com/connect"
 
@@ -66,7 +67,33 @@ func (t envdTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	req.Header.Set("E2b-Sandbox-Port", strconv.Itoa(envdPort))
 	req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(t.user+":")))
 	req.Header.Set("User-Agent", userAgent)
-	return t.rt.RoundTrip(req)
+	resp, err := t.rt.RoundTrip(req)
+	if pr, ok := req.Context().Value(probeKey{}).(*statusProbe); ok && err == nil {
+		pr.status.Store(int32(resp.StatusCode))
+	}
+	return resp, err
+}
+
+// statusProbe records the HTTP status a call was answered with, for the
+// calls that may be sent again only when E2B said it did not act on them.
+type statusProbe struct{ status atomic.Int32 }
+
+type probeKey struct{}
+
+func withProbe(ctx context.Context) (context.Context, *statusProbe) {
+	pr := &statusProbe{}
+	return context.WithValue(ctx, probeKey{}, pr), pr
+}
+
+// unhandled reports whether the answer says the request was not acted
+// on: rate limited, or E2B's proxy could not reach the sandbox or had no
+// room. No answer, or a timeout, leaves it open.
+func (pr *statusProbe) unhandled() bool {
+	switch pr.status.Load() {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable:
+		return true
+	}
+	return false
 }
 
 // unary makes one envd call, again while E2B answers busy; an answer that

@@ -261,6 +261,7 @@ type process struct {
 	mu      sync.Mutex
 	cause   error // ctx's error when ctx ended the command
 	killErr error
+	feedErr error // why stdin could not be delivered
 
 	done chan struct{} // closed when code and err are final
 	code int
@@ -270,13 +271,14 @@ type process struct {
 var _ providers.Process = (*process)(nil)
 
 // open starts the command and reads envd's start event, again while E2B
-// answers busy (the command was then not started).
+// answers that it did not act on the call.
 func (pr *process) open(ctx context.Context, start *procpb.StartRequest) error {
 	const op = "e2b.Exec"
 	for n := 0; ; n++ {
 		// The stream lives as long as the command, not as long as ctx; no
 		// deadline reaches envd, which would kill the command at it.
 		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		sctx, probe := withProbe(sctx)
 		stream, ev, err := pr.b.startStream(sctx, start)
 		if err == nil {
 			pr.stream, pr.cancel, pr.first = stream, cancel, ev
@@ -287,7 +289,9 @@ func (pr *process) open(ctx context.Context, start *procpb.StartRequest) error {
 		if ctx.Err() != nil {
 			return providers.E(0, op, ctx.Err()).WithBox(pr.b.id)
 		}
-		if !retryable(err) || n+1 >= maxAttempts || pr.b.ended(ctx) {
+		// Sent again only when E2B said it did not act: a command run twice
+		// is not the command asked for.
+		if !probe.unhandled() || n+1 >= maxAttempts || pr.b.ended(ctx) {
 			return pr.b.envdError(ctx, op, err)
 		}
 		if berr := backoff(ctx, n, err); berr != nil {
@@ -430,15 +434,61 @@ func (pr *process) feed(stdin io.Reader) {
 		}
 		if len(c) > 0 {
 			in := &procpb.SendInputRequest{Process: sel, Input: &procpb.ProcessInput{Input: &procpb.ProcessInput_Stdin{Stdin: c}}}
-			if _, err := unary(ctx, pr.b, op, pr.b.envd.proc.SendInput, in); err != nil {
+			if err := pr.sendInput(ctx, in); err != nil {
+				pr.feedFailed(ctx, err)
 				return
 			}
 		}
 		if eof {
-			unary(ctx, pr.b, op, pr.b.envd.proc.CloseStdin, &procpb.CloseStdinRequest{Process: sel})
+			if _, err := unary(ctx, pr.b, op, pr.b.envd.proc.CloseStdin, &procpb.CloseStdinRequest{Process: sel}); err != nil {
+				pr.feedFailed(ctx, err)
+			}
 			return
 		}
 	}
+}
+
+// sendInput sends one piece of stdin, again only while E2B answers that
+// it did not act on it: bytes written twice would corrupt the stream.
+func (pr *process) sendInput(ctx context.Context, in *procpb.SendInputRequest) error {
+	const op = "e2b.Exec"
+	for n := 0; ; n++ {
+		pctx, probe := withProbe(ctx)
+		_, err := pr.b.envd.proc.SendInput(pctx, connect.NewRequest(in))
+		if err == nil {
+			return nil
+		}
+		if !probe.unhandled() || n+1 >= maxAttempts || pr.b.ended(ctx) {
+			return pr.b.envdError(ctx, op, err)
+		}
+		if berr := backoff(ctx, n, err); berr != nil {
+			return pr.b.envdError(ctx, op, err)
+		}
+	}
+}
+
+// feedFailed ends a command whose stdin could not be delivered whole: it
+// would otherwise wait for input that never comes, or read a stream with
+// a hole. A command that had ended is no failure.
+func (pr *process) feedFailed(ctx context.Context, err error) {
+	select {
+	case <-pr.streamDone:
+		return
+	default:
+	}
+	if providers.IsCode(err, providers.NotFound) || ctx.Err() != nil {
+		return
+	}
+	pr.mu.Lock()
+	pr.feedErr = err
+	pr.mu.Unlock()
+	kctx, cancel := context.WithTimeout(context.Background(), killTimeout)
+	defer cancel()
+	pr.killing.Store(true)
+	if kerr := pr.kill(kctx); kerr != nil {
+		pr.b.p.log.Warn("e2b: killing a command whose stdin failed", "box", pr.b.id, "err", kerr)
+	}
+	pr.killOnce.Do(func() { close(pr.killedCh) })
 }
 
 // watch kills the command's group when ctx ends before the command does.
@@ -494,7 +544,7 @@ func (pr *process) finish() {
 func (pr *process) result() (int, error) {
 	const op = "e2b.Exec"
 	pr.mu.Lock()
-	cause, killErr, silent := pr.cause, pr.killErr, pr.silent
+	cause, killErr, silent, feedErr := pr.cause, pr.killErr, pr.silent, pr.feedErr
 	pr.mu.Unlock()
 	killed := pr.killing.Load()
 	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
@@ -506,6 +556,12 @@ func (pr *process) result() (int, error) {
 			e.Err = fmt.Errorf("%w; and the kill: %v", cause, killErr)
 		}
 		return -1, e
+	case feedErr != nil:
+		code := providers.TransportLost
+		if providers.IsCode(feedErr, providers.Gone) {
+			code = providers.Gone
+		}
+		return -1, providers.E(code, op, fmt.Errorf("delivering stdin: %w", feedErr)).WithBox(pr.b.id)
 	case pr.end == nil:
 		// The stream broke: what the command wrote since is lost, so it
 		// may not go on unseen.
