@@ -213,24 +213,9 @@ func (b *Box) startRequest(op string, req providers.ExecRequest) (*procpb.StartR
 
 func esc(s, escaped string) string {
 	if escaped == "1" {
-		return octalEscape(s)
+		return providers.OctalEscape(s)
 	}
 	return s
-}
-
-// octalEscape writes s for printf %b: printable ASCII as itself, every
-// other byte (and the backslash) as \0ooo.
-func octalEscape(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c < 0x7f && c != '\\' {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, `\0%03o`, c)
-		}
-	}
-	return b.String()
 }
 
 // process is one running command.
