@@ -6,6 +6,7 @@ import (
 	"io"
 	"path"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -13,6 +14,8 @@ import (
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/e2b/internal/envd/filesystem"
 )
+
+var _ providers.Watcher = (*Box)(nil)
 
 // Watch reports the changes made under root in the box as envd's WatchDir
 // sees them (recursively; inotify in the sandbox), whoever made them, in
@@ -31,11 +34,12 @@ func (b *Box) Watch(ctx context.Context, root string, ready func(), changed func
 	if !path.IsAbs(root) {
 		return providers.Errorf(providers.Invalid, op, "root %q is not absolute", root).WithBox(b.id)
 	}
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := b.watchStream(ctx, root)
 	if err != nil {
-		if ctx.Err() != nil {
+		if parent.Err() != nil {
 			return nil
 		}
 		return providers.E(0, op, err).WithPath(root)
@@ -46,9 +50,10 @@ func (b *Box) Watch(ctx context.Context, root string, ready func(), changed func
 	}
 	names := make(chan string, 256)
 	var streamErr error
+	var silent atomic.Bool
 	go func() {
 		defer close(names)
-		live := time.AfterFunc(3*b.p.keepalive, cancel)
+		live := time.AfterFunc(3*b.p.keepalive, func() { silent.Store(true); cancel() })
 		defer live.Stop()
 		for stream.Receive() {
 			live.Reset(3 * b.p.keepalive)
@@ -78,13 +83,12 @@ func (b *Box) Watch(ctx context.Context, root string, ready func(), changed func
 		}
 		changed(batch, false)
 	}
-	if ctx.Err() != nil && (streamErr == nil || errors.Is(streamErr, context.Canceled) || connect.CodeOf(streamErr) == connect.CodeCanceled) {
-		if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			return providers.E(0, op, err).WithBox(b.id).WithPath(root)
-		}
+	switch {
+	case parent.Err() != nil:
 		return nil
-	}
-	if streamErr == nil {
+	case silent.Load():
+		return providers.Errorf(providers.TransportLost, op, "no sign of life from envd's watch for %v", 3*b.p.keepalive).WithBox(b.id).WithPath(root)
+	case streamErr == nil:
 		streamErr = io.ErrUnexpectedEOF
 	}
 	return b.envdError(context.Background(), op, streamErr).WithPath(root)
