@@ -164,6 +164,10 @@ func backoff(ctx context.Context, n int, err error) error {
 	}
 }
 
+// apiTimeout bounds one control-plane request, answer read included,
+// whatever the caller's ctx allows: a create takes E2B a few seconds.
+const apiTimeout = 2 * time.Minute
+
 // apiClient calls the control plane.
 type apiClient struct {
 	hc   *http.Client
@@ -195,6 +199,8 @@ func (c *apiClient) do(ctx context.Context, method, path string, query url.Value
 }
 
 func (c *apiClient) once(ctx context.Context, method, path string, query url.Values, payload []byte, out any) (http.Header, error) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
 	u := c.base.JoinPath(path)
 	u.RawQuery = query.Encode()
 	var rd io.Reader

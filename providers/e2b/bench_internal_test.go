@@ -7,6 +7,9 @@ package e2b
 //
 //	go test ./providers/e2b -run '^$' -bench Ops -benchtime 300x
 //
+// BOXFS_E2B_BENCH_LATENCY (a duration) delays every answer of the fake,
+// as a network between host and E2B would (streams only at their start).
+//
 // Sub-benchmarks are op/path, e.g. BenchmarkOps/stat/agent.
 
 import (
@@ -16,8 +19,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"path"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -29,7 +34,8 @@ import (
 )
 
 func BenchmarkOps(b *testing.B) {
-	srv := e2btest.New(e2btest.Options{})
+	latency, _ := time.ParseDuration(os.Getenv("BOXFS_E2B_BENCH_LATENCY"))
+	srv := e2btest.New(e2btest.Options{Latency: latency})
 	b.Cleanup(srv.Close)
 	p, err := New(providers.Config{Options: map[string]string{"api_key": srv.APIKey(), "api_url": srv.APIURL(), "sandbox_url": srv.SandboxURL()}})
 	if err != nil {

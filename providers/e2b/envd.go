@@ -16,6 +16,15 @@ import (
 	"github.com/boxfs/boxfs/providers/e2b/internal/envd/process/processconnect"
 )
 
+// The largest message the provider takes from envd, which runs in the
+// box and is as untrusted as the box: envd sends output in chunks of at
+// most 32 KiB, and a directory listing of a large tree stays well under
+// the second bound.
+const (
+	maxProcessMessage    = 4 << 20
+	maxFilesystemMessage = 64 << 20
+)
+
 // envdClient speaks to one sandbox's envd: Connect (binary protobuf, which
 // envd's connect-go server takes as well as the SDK's JSON) and its HTTP
 // endpoints.
@@ -40,8 +49,8 @@ func (p *Provider) newEnvd(b *Box, domain string) *envdClient {
 	hc := &http.Client{Transport: envdTransport{b: b, user: p.user, rt: p.hc.Transport}}
 	return &envdClient{
 		b: b, hc: hc, base: base,
-		proc: processconnect.NewProcessClient(hc, base),
-		fs:   filesystemconnect.NewFilesystemClient(hc, base),
+		proc: processconnect.NewProcessClient(hc, base, connect.WithReadMaxBytes(maxProcessMessage)),
+		fs:   filesystemconnect.NewFilesystemClient(hc, base, connect.WithReadMaxBytes(maxFilesystemMessage)),
 	}
 }
 

@@ -17,6 +17,10 @@ import (
 
 var _ providers.Watcher = (*Box)(nil)
 
+// maxBatch bounds the paths one call of Watch's changed carries, however
+// fast the box makes changes.
+const maxBatch = 1024
+
 // Watch reports the changes made under root in the box as envd's WatchDir
 // sees them (recursively; inotify in the sandbox), whoever made them, in
 // the shape of the agent channel's watch: changed gets each batch of
@@ -70,7 +74,7 @@ func (b *Box) Watch(ctx context.Context, root string, ready func(), changed func
 	for name := range names {
 		batch := []string{rel(name)}
 	more:
-		for {
+		for len(batch) < maxBatch {
 			select {
 			case n, ok := <-names:
 				if !ok {
