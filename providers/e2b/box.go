@@ -5,6 +5,9 @@ import (
 	"bytes"
 	"context"
 	"maps"
+	"math"
+	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,6 +123,29 @@ func (b *Box) Destroy(ctx context.Context) error {
 		return wrap(op, b.id, err)
 	}
 	b.destroyed.Store(true)
+	return nil
+}
+
+// SetLifetime makes the sandbox end d from now, earlier or later than it
+// would: E2B replaces a sandbox's timeout on each call, so a box can be
+// kept for longer than its spec's lifetime, up to the longest E2B grants
+// from the sandbox's start (over that is Invalid, E2B's answer).
+func (b *Box) SetLifetime(ctx context.Context, d time.Duration) error {
+	const op = "e2b.SetLifetime"
+	if err := b.gone(op); err != nil {
+		return err
+	}
+	if d < time.Second {
+		return providers.Errorf(providers.Invalid, op, "lifetime %v is under a second", d).WithBox(b.id)
+	}
+	body := map[string]int32{"timeout": int32(math.Ceil(d.Seconds()))}
+	if _, err := b.p.api.do(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(b.id)+"/timeout", nil, body, nil); err != nil {
+		e := wrap(op, b.id, err)
+		if e.Code == providers.NotFound {
+			e.Code = providers.Gone
+		}
+		return e
+	}
 	return nil
 }
 

@@ -189,3 +189,23 @@ func TestStdinLost(t *testing.T) {
 	assert.True(t, providers.IsCode(err, providers.TransportLost), "Wait of a command whose stdin was lost: %d, %v", code, err)
 	pw.Close()
 }
+
+// TestSetLifetime extends a box past the lifetime it was made with, and
+// shortens it again: E2B replaces a sandbox's timeout on each call.
+func TestSetLifetime(t *testing.T) {
+	srv := e2btest.New(e2btest.Options{MaxTimeout: time.Hour})
+	t.Cleanup(srv.Close)
+	b := newBox(t, newProvider(t, srv, map[string]string{"max_lifetime": "1h"}), providers.Spec{Lifetime: 2 * time.Second}).(*e2b.Box)
+	require.NoError(t, b.SetLifetime(ctx(t), time.Minute))
+	time.Sleep(3 * time.Second) // past the lifetime it was made with
+	st, err := b.Status(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, providers.StateRunning, st.State)
+	err = b.SetLifetime(ctx(t), 2*time.Hour)
+	assert.True(t, providers.IsCode(err, providers.Invalid), "a lifetime over E2B's maximum: %v", err)
+	require.NoError(t, b.SetLifetime(ctx(t), time.Second))
+	assert.Eventually(t, func() bool {
+		_, err := b.Status(ctx(t))
+		return providers.IsCode(err, providers.Gone)
+	}, 30*time.Second, 50*time.Millisecond)
+}
