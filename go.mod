@@ -3,6 +3,7 @@ module github.com/boxfs/boxfs
 go 1.26.0
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/BurntSushi/toml v1.6.0
 	github.com/coder/websocket v1.8.15
 	github.com/containerd/errdefs v1.0.0

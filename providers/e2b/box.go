@@ -1,0 +1,289 @@
+package e2b
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"maps"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/boxfs/boxfs/providers"
+)
+
+// Box is one sandbox.
+type Box struct {
+	p         *Provider
+	id        string
+	labels    map[string]string
+	workspace string // the spec's, or "" for envd's default directory
+	envd      *envdClient
+
+	destroyed atomic.Bool
+
+	mu          sync.Mutex
+	token       string // envd's access token; read from the control plane when missing
+	envdVersion string
+	facts       *providers.Facts // measured once, on first use
+}
+
+var _ providers.Box = (*Box)(nil)
+
+func (p *Provider) newBox(sb sandbox, labels map[string]string) *Box {
+	b := &Box{p: p, id: sb.SandboxID, labels: maps.Clone(labels), workspace: labels[labelWorkspace], token: sb.EnvdAccessToken, envdVersion: sb.EnvdVersion}
+	domain := p.domain
+	if sb.Domain != nil && *sb.Domain != "" {
+		domain = *sb.Domain
+	}
+	b.envd = p.newEnvd(b, domain)
+	return b
+}
+
+// ID returns the sandbox id.
+func (b *Box) ID() string { return b.id }
+
+// Labels returns the sandbox's metadata: the caller's labels and the
+// provider's.
+func (b *Box) Labels() map[string]string { return maps.Clone(b.labels) }
+
+func (b *Box) gone(op string) error {
+	if b.destroyed.Load() {
+		return providers.Errorf(providers.Gone, op, "box was destroyed").WithBox(b.id)
+	}
+	return nil
+}
+
+// accessToken returns envd's token for the sandbox, asking the control
+// plane once when the box was listed (listings do not carry it).
+func (b *Box) accessToken(ctx context.Context) (string, error) {
+	b.mu.Lock()
+	tok := b.token
+	b.mu.Unlock()
+	if tok != "" {
+		return tok, nil
+	}
+	sb, err := b.p.api.get(ctx, b.id)
+	if err != nil {
+		return "", err
+	}
+	b.mu.Lock()
+	b.token, b.envdVersion = sb.EnvdAccessToken, sb.EnvdVersion
+	b.mu.Unlock()
+	return sb.EnvdAccessToken, nil
+}
+
+// ended reports whether the control plane no longer knows the sandbox as
+// running: it was killed or its timeout passed.
+func (b *Box) ended(ctx context.Context) bool {
+	if b.destroyed.Load() {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	sb, err := b.p.api.get(ctx, b.id)
+	if err != nil {
+		return errorCode(err) == providers.NotFound
+	}
+	return sb.State != "" && sb.State != "running"
+}
+
+// Status reads the sandbox's state: running or paused; one E2B no longer
+// knows (killed, or its timeout passed) is Gone.
+func (b *Box) Status(ctx context.Context) (providers.Status, error) {
+	const op = "e2b.Status"
+	if err := b.gone(op); err != nil {
+		return providers.Status{}, err
+	}
+	sb, err := b.p.api.get(ctx, b.id)
+	if err != nil {
+		e := wrap(op, b.id, err)
+		if e.Code == providers.NotFound {
+			e.Code = providers.Gone
+		}
+		return providers.Status{}, e
+	}
+	st := providers.Status{State: providers.StateRunning, StartedAt: sb.StartedAt}
+	if sb.State == "paused" {
+		st.State, st.Reason = providers.StateStopped, "paused"
+	}
+	return st, nil
+}
+
+// Destroy kills the sandbox and everything in it. A sandbox that is
+// already gone is not an error.
+func (b *Box) Destroy(ctx context.Context) error {
+	const op = "e2b.Destroy"
+	if err := b.p.api.kill(ctx, b.id); err != nil {
+		return wrap(op, b.id, err)
+	}
+	b.destroyed.Store(true)
+	return nil
+}
+
+// SetLifetime makes the sandbox end d from now, earlier or later than it
+// would: E2B replaces a sandbox's timeout on each call, so a box can be
+// kept for longer than its spec's lifetime, up to the longest E2B grants
+// from the sandbox's start (over that is Invalid, E2B's answer).
+func (b *Box) SetLifetime(ctx context.Context, d time.Duration) error {
+	const op = "e2b.SetLifetime"
+	if err := b.gone(op); err != nil {
+		return err
+	}
+	if d < time.Second {
+		return providers.Errorf(providers.Invalid, op, "lifetime %v is under a second", d).WithBox(b.id)
+	}
+	body := map[string]int32{"timeout": int32(math.Ceil(d.Seconds()))}
+	if _, err := b.p.api.do(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(b.id)+"/timeout", nil, body, nil); err != nil {
+		e := wrap(op, b.id, err)
+		if e.Code == providers.NotFound {
+			e.Code = providers.Gone
+		}
+		return e
+	}
+	return nil
+}
+
+// factsScript measures the box from inside, one key=value per line, in
+// the directory commands start in by default.
+const factsScript = `echo "pwd=$(pwd)"
+echo "tmp=${TMPDIR:-/tmp}"
+echo "nproc=$(nproc 2>/dev/null || grep -c ^processor /proc/cpuinfo)"
+while read -r k v _; do [ "$k" = MemTotal: ] && echo "memtotal=$v"; done </proc/meminfo
+echo "df=$(df -Pk . 2>/dev/null | tail -n 1)"
+if [ -r /proc/sys/kernel/yama/ptrace_scope ]; then echo "ptrace=$(cat /proc/sys/kernel/yama/ptrace_scope)"; else echo ptrace=0; fi
+echo "arch=$(uname -m)"
+echo "shell=$(command -v bash || command -v sh)"
+if [ -c /dev/fuse ] && (exec 3<>/dev/fuse) 2>/dev/null; then echo fuse=1; else echo fuse=0; fi
+`
+
+// Facts measures the box with one command the first time it is asked, and
+// reads its size and start from the control plane each time.
+func (b *Box) Facts(ctx context.Context) (providers.Facts, error) {
+	const op = "e2b.Facts"
+	if err := b.gone(op); err != nil {
+		return providers.Facts{}, err
+	}
+	sb, err := b.p.api.get(ctx, b.id)
+	if err != nil {
+		e := wrap(op, b.id, err)
+		if e.Code == providers.NotFound {
+			e.Code = providers.Gone
+		}
+		return providers.Facts{}, e
+	}
+	b.mu.Lock()
+	cached := b.facts
+	b.mu.Unlock()
+	var f providers.Facts
+	if cached != nil {
+		f = *cached
+	} else {
+		var out, errb bytes.Buffer
+		proc, err := b.Exec(ctx, providers.ExecRequest{Argv: []string{"/bin/sh", "-c", factsScript}, Stdout: &out, Stderr: &errb})
+		if err != nil {
+			return providers.Facts{}, providers.E(0, op, err).WithBox(b.id)
+		}
+		code, err := proc.Wait()
+		if err != nil {
+			return providers.Facts{}, providers.E(0, op, err).WithBox(b.id)
+		}
+		if code != 0 {
+			return providers.Facts{}, providers.Errorf(providers.Unknown, op, "facts script exited %d: %s", code, strings.TrimSpace(errb.String())).WithBox(b.id)
+		}
+		f = parseFacts(out.Bytes())
+		f.Provider, f.ID = Name, b.id
+		f.Isolation = providers.IsolationMicroVM
+		f.OS = "linux"
+		f.LiveProcesses = providers.Bool(true)
+		f.Stdin = providers.Bool(b.closesStdin())
+		f.Network = providers.NetworkMode(b.labels[labelNetwork])
+		if f.Network == "" {
+			f.Network = providers.NetworkOpen // E2B's default
+		}
+		if b.workspace != "" {
+			f.Workspace = b.workspace
+		}
+		b.mu.Lock()
+		b.facts = &f
+		b.mu.Unlock()
+	}
+	f.Ports = []int{}
+	f.StartedAt = sb.StartedAt
+	if sb.CPUCount > 0 {
+		f.CPUs = float64(sb.CPUCount)
+	}
+	if sb.MemoryMB > 0 {
+		f.MemoryMB = sb.MemoryMB
+	}
+	if sb.DiskSizeMB > 0 {
+		f.DiskGB = float64(sb.DiskSizeMB) / 1024
+	}
+	return f, nil
+}
+
+// closesStdin reports whether envd can close a process's stdin (0.5.2 and
+// later), which a stdin that ends needs.
+func (b *Box) closesStdin() bool {
+	b.mu.Lock()
+	v := b.envdVersion
+	b.mu.Unlock()
+	return versionAtLeast(v, 0, 5, 2)
+}
+
+// versionAtLeast compares a "major.minor.patch" version.
+func versionAtLeast(v string, want ...int) bool {
+	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
+	for i, w := range want {
+		if i >= len(parts) {
+			return false
+		}
+		n, err := strconv.Atoi(strings.TrimFunc(parts[i], func(r rune) bool { return r < '0' || r > '9' }))
+		if err != nil {
+			return false
+		}
+		if n != w {
+			return n > w
+		}
+	}
+	return true
+}
+
+// parseFacts reads factsScript's output.
+func parseFacts(out []byte) providers.Facts {
+	kv := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
+			kv[k] = strings.TrimSpace(v)
+		}
+	}
+	f := providers.Facts{Workspace: kv["pwd"], TmpDir: kv["tmp"], Shell: kv["shell"]}
+	if n, err := strconv.ParseFloat(kv["nproc"], 64); err == nil {
+		f.CPUs = n
+	}
+	if kb, err := strconv.ParseInt(kv["memtotal"], 10, 64); err == nil {
+		f.MemoryMB = int(kb / 1024)
+	}
+	if fields := strings.Fields(kv["df"]); len(fields) >= 2 {
+		if kb, err := strconv.ParseFloat(fields[1], 64); err == nil {
+			f.DiskGB = float64(int(kb/(1<<20)*10+0.5)) / 10
+		}
+	}
+	if n, err := strconv.Atoi(kv["ptrace"]); err == nil {
+		f.PtraceScope = providers.Int(n)
+	}
+	switch kv["arch"] {
+	case "x86_64":
+		f.Arch = "amd64"
+	case "aarch64", "arm64":
+		f.Arch = "arm64"
+	}
+	f.FUSE = providers.Bool(kv["fuse"] == "1")
+	return f
+}

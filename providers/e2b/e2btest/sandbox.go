@@ -1,0 +1,191 @@
+package e2btest
+
+import (
+	"bytes"
+	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// sandbox is one sandbox of the fake.
+type sandbox struct {
+	s         *Server
+	id        string
+	template  string
+	tpl       Template
+	token     string
+	home, tmp string
+	env       map[string]string // envd's global variables: the template's, the sandbox's own, the create's
+	metadata  map[string]string
+	startedAt time.Time
+	allowNet  *bool
+	network   *networkConfig
+
+	gone chan struct{} // closed when the sandbox ends
+
+	mu    sync.Mutex
+	endAt time.Time
+	ended bool
+	timer *time.Timer
+	procs map[uint32]*proc
+}
+
+func (s *Server) newSandbox(body newSandboxBody, tpl Template, timeout time.Duration) (*sandbox, error) {
+	id := newID(20)
+	home := filepath.Join(s.root, id, "home")
+	tmp := filepath.Join(s.root, id, "tmp")
+	for _, d := range []string{home, tmp} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	env := maps.Clone(tpl.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	env["E2B_SANDBOX"] = "true"
+	env["E2B_SANDBOX_ID"] = id
+	env["TMPDIR"] = tmp
+	maps.Copy(env, body.EnvVars)
+	sb := &sandbox{
+		s: s, id: id, template: body.TemplateID, tpl: tpl, token: newID(32),
+		home: home, tmp: tmp, env: env, metadata: maps.Clone(body.Metadata),
+		startedAt: time.Now().UTC(), allowNet: body.AllowInternetAccess, network: body.Network,
+		procs: map[uint32]*proc{}, gone: make(chan struct{}),
+	}
+	sb.endAt = sb.startedAt.Add(timeout)
+	sb.timer = time.AfterFunc(timeout, func() { s.end(sb, "timeout") })
+	s.mu.Lock()
+	s.sandboxes[id] = sb
+	s.mu.Unlock()
+	s.log.Info("e2btest: sandbox created", "id", id, "template", body.TemplateID, "timeout", timeout)
+	return sb, nil
+}
+
+func (sb *sandbox) running() bool {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return !sb.ended
+}
+
+func (sb *sandbox) goneCh() <-chan struct{} { return sb.gone }
+
+func (sb *sandbox) end() time.Time {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.endAt
+}
+
+// setEnd moves the sandbox's end to t.
+func (sb *sandbox) setEnd(t time.Time) {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if sb.ended {
+		return
+	}
+	sb.endAt = t
+	sb.timer.Reset(time.Until(t))
+}
+
+// end ends a sandbox: every process carrying its id is killed, and its
+// files go.
+func (s *Server) end(sb *sandbox, why string) {
+	sb.mu.Lock()
+	if sb.ended {
+		sb.mu.Unlock()
+		return
+	}
+	sb.ended = true
+	sb.timer.Stop()
+	close(sb.gone)
+	procs := make([]*proc, 0, len(sb.procs))
+	for _, p := range sb.procs {
+		procs = append(procs, p)
+	}
+	sb.mu.Unlock()
+	for _, p := range procs {
+		p.cmd.Process.Kill()
+	}
+	killTagged("E2B_SANDBOX_ID=" + sb.id)
+	for _, p := range procs {
+		<-p.done
+	}
+	os.RemoveAll(filepath.Join(s.root, sb.id))
+	s.log.Info("e2btest: sandbox ended", "id", sb.id, "why", why)
+}
+
+// killTagged kills every process whose environment holds tag, until none
+// is left (a dying process may have started another).
+func killTagged(tag string) {
+	needle := append([]byte(tag), 0)
+	for range 50 {
+		found := false
+		dirs, _ := filepath.Glob("/proc/[0-9]*")
+		for _, d := range dirs {
+			env, err := os.ReadFile(d + "/environ")
+			if err != nil || !bytes.Contains(append([]byte{0}, env...), append([]byte{0}, needle...)) {
+				continue
+			}
+			pid, err := strconv.Atoi(filepath.Base(d))
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				found = true
+			}
+		}
+		if !found {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// info is the Sandbox (detail: SandboxDetail) the API answers.
+func (sb *sandbox) info(detail bool) map[string]any {
+	m := map[string]any{
+		"sandboxID":          sb.id,
+		"templateID":         sb.template,
+		"clientID":           "6532622b",
+		"envdVersion":        sb.s.opts.EnvdVersion,
+		"envdAccessToken":    sb.token,
+		"trafficAccessToken": nil,
+		"domain":             nil,
+	}
+	if detail {
+		m["cpuCount"] = sb.tpl.CPUs
+		m["memoryMB"] = sb.tpl.MemoryMB
+		m["diskSizeMB"] = sb.tpl.DiskMB
+		m["startedAt"] = sb.startedAt.Format(time.RFC3339Nano)
+		m["endAt"] = sb.end().UTC().Format(time.RFC3339Nano)
+		m["state"] = "running"
+		m["metadata"] = sb.metadata
+		m["allowInternetAccess"] = sb.allowNet
+		if sb.network != nil {
+			m["network"] = sb.network
+		}
+		m["lifecycle"] = map[string]any{"onTimeout": "kill", "autoResume": false}
+	}
+	return m
+}
+
+// listed is the ListedSandbox a listing answers.
+func (sb *sandbox) listed() map[string]any {
+	return map[string]any{
+		"sandboxID":   sb.id,
+		"templateID":  sb.template,
+		"clientID":    "6532622b",
+		"startedAt":   sb.startedAt.Format(time.RFC3339Nano),
+		"endAt":       sb.end().UTC().Format(time.RFC3339Nano),
+		"cpuCount":    sb.tpl.CPUs,
+		"memoryMB":    sb.tpl.MemoryMB,
+		"diskSizeMB":  sb.tpl.DiskMB,
+		"envdVersion": sb.s.opts.EnvdVersion,
+		"metadata":    sb.metadata,
+		"state":       "running",
+	}
+}
