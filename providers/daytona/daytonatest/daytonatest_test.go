@@ -289,17 +289,7 @@ func TestSessionDeleteKillsGroup(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond)
 	st, _ = c.call("DELETE", "/toolbox/"+id+"/process/session/s", "")
 	assert.Equal(t, http.StatusNoContent, st)
-	assert.Eventually(t, func() bool { return !alive(pid) }, 5*time.Second, 10*time.Millisecond, "pid %d outlived its session", pid)
-}
-
-// alive reports a process that exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	_, rest, _ := strings.Cut(string(b), ") ")
-	return !strings.HasPrefix(rest, "Z")
+	assert.Eventually(t, func() bool { return !daytonatest.Alive(pid) }, 5*time.Second, 10*time.Millisecond, "pid %d outlived its session", pid)
 }
 
 // TestRoutesFollowSpec: what the fake serves, current daemon or old, is

@@ -343,7 +343,7 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	if sb.pending() {
 		s.mu.Unlock()
-		writeJSON(w, http.StatusConflict, nestError(http.StatusConflict, "Sandbox state change in progress"))
+		inProgress(w)
 		return
 	}
 	now := time.Now()
@@ -352,6 +352,12 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 	s.advance(sb, now)
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
+}
+
+// inProgress is the answer to a change asked for while another is in
+// progress.
+func inProgress(w http.ResponseWriter) {
+	writeJSON(w, http.StatusConflict, nestError(http.StatusConflict, "Sandbox state change in progress"))
 }
 
 // startSandbox starts a stopped or archived sandbox and resumes a paused
@@ -366,7 +372,7 @@ func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case sb.pending():
 		s.mu.Unlock()
-		writeJSON(w, http.StatusConflict, nestError(http.StatusConflict, "Sandbox state change in progress"))
+		inProgress(w)
 		return
 	case sb.state == stateStopped || sb.state == stateArchived || sb.state == statePaused:
 		resume = sb.state == statePaused
@@ -395,7 +401,7 @@ func (s *Server) stopHandler(w http.ResponseWriter, r *http.Request) {
 	pending := sb.pending()
 	s.mu.Unlock()
 	if pending {
-		writeJSON(w, http.StatusConflict, nestError(http.StatusConflict, "Sandbox state change in progress"))
+		inProgress(w)
 		return
 	}
 	s.stopSandbox(sb, "stopped")
@@ -413,26 +419,34 @@ func (s *Server) replaceLabels(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, nestError(http.StatusBadRequest, err.Error()))
 		return
 	}
-	sb := s.lookup(w, r)
-	if sb == nil {
-		return
-	}
-	s.mu.Lock()
-	sb.labels = maps.Clone(body.Labels)
-	out := map[string]any{"labels": sb.labels}
-	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, out)
+	s.change(w, r, func(sb *sandbox) any {
+		sb.labels = maps.Clone(body.Labels)
+		return map[string]any{"labels": sb.labels}
+	})
 }
 
 func (s *Server) lastActivity(w http.ResponseWriter, r *http.Request) {
+	s.change(w, r, func(sb *sandbox) any {
+		sb.lastActivity = time.Now()
+		return nil
+	})
+}
+
+// change applies f to the sandbox the path names, under s.mu, and answers
+// what f returns (nil: 201 and no body), or 404.
+func (s *Server) change(w http.ResponseWriter, r *http.Request, f func(*sandbox) any) {
 	sb := s.lookup(w, r)
 	if sb == nil {
 		return
 	}
 	s.mu.Lock()
-	sb.lastActivity = time.Now()
+	out := f(sb)
 	s.mu.Unlock()
-	w.WriteHeader(http.StatusCreated)
+	if out == nil {
+		w.WriteHeader(http.StatusCreated)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) toolboxProxyURL(w http.ResponseWriter, r *http.Request) {
@@ -450,24 +464,19 @@ func (s *Server) setTimer(which string) http.HandlerFunc {
 			writeJSON(w, http.StatusBadRequest, nestError(http.StatusBadRequest, "invalid interval"))
 			return
 		}
-		sb := s.lookup(w, r)
-		if sb == nil {
-			return
-		}
-		s.mu.Lock()
-		switch which {
-		case "autostop":
-			sb.autoStop = n
-		case "autodelete":
-			sb.autoDelete = n
-		case "autoarchive":
-			sb.autoArchive = n
-		case "ttl":
-			sb.ttl = n
-		}
-		out := s.dto(sb, false)
-		s.mu.Unlock()
-		writeJSON(w, http.StatusOK, out)
+		s.change(w, r, func(sb *sandbox) any {
+			switch which {
+			case "autostop":
+				sb.autoStop = n
+			case "autodelete":
+				sb.autoDelete = n
+			case "autoarchive":
+				sb.autoArchive = n
+			case "ttl":
+				sb.ttl = n
+			}
+			return s.dto(sb, false)
+		})
 	}
 }
 
@@ -673,4 +682,15 @@ func (s *Server) timers() {
 			go s.stopSandbox(sb, "auto-stopped")
 		}
 	}
+}
+
+// Alive reports whether the process pid of this machine (where the fake's
+// sandboxes run their commands) exists and is not a zombie.
+func Alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(rest, "Z")
 }
