@@ -16,6 +16,7 @@ import (
 
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/daytona/daytonatest"
+	"github.com/boxfs/boxfs/providers/daytona/daytonatest/spec"
 )
 
 // The tests here pin behaviours of the real service that a fake written
@@ -193,4 +194,22 @@ func refusedDeletes(srv *daytonatest.Server) int {
 		}
 	}
 	return n
+}
+
+// TestSpecCheckCatchesRename: the check every test on the fake runs fails
+// when the spec no longer has a route the provider calls: here
+// files/bulk-upload, renamed in a copy of the spec.
+func TestSpecCheckCatchesRename(t *testing.T) {
+	srv, p, _ := fake(t, daytonatest.Options{})
+	b := newBox(t, p, providers.Spec{})
+	require.NoError(t, b.WriteFile(ctxFor(t, time.Minute), b.workspace+"/f", strings.NewReader("x"), 0o644))
+	sp, err := spec.Load()
+	require.NoError(t, err)
+	require.Empty(t, srv.CheckRequests(sp), "the calls against the pinned spec")
+	renamed := sp.RenameRoute(spec.Toolbox, http.MethodPost, "/files/bulk-upload", "/files/bulk-upload-v3")
+	errs := srv.CheckRequests(renamed)
+	require.NotEmpty(t, errs, "the calls against a spec without files/bulk-upload")
+	for _, err := range errs {
+		assert.ErrorContains(t, err, "/files/bulk-upload: no such route")
+	}
 }
