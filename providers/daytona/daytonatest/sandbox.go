@@ -586,11 +586,20 @@ func (s *Server) destroy(sb *sandbox, why string) {
 	<-sb.cleaned
 }
 
-// cleanUp kills a destroyed sandbox's processes, waits for its log
-// followers, and removes its directory.
+// cleanUp kills a destroyed sandbox's processes, ends its sessions,
+// waits for its log followers, and removes its directory.
 func (s *Server) cleanUp(sb *sandbox) {
 	defer close(sb.cleaned)
 	s.signalAll(sb, syscall.SIGKILL)
+	s.mu.Lock()
+	sessions := make([]*session, 0, len(sb.sessions))
+	for _, ss := range sb.sessions {
+		sessions = append(sessions, ss)
+	}
+	s.mu.Unlock()
+	for _, ss := range sessions {
+		ss.end()
+	}
 	sb.follows.Wait()
 	os.RemoveAll(sb.dir)
 }
