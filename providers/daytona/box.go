@@ -137,8 +137,8 @@ func (b *Box) read(ctx context.Context, op string) (sandboxDTO, error) {
 		}
 		return dto, e
 	}
-	if gone(dto.State) {
-		return dto, providers.Errorf(providers.Gone, op, "sandbox is %s", dto.State).WithBox(b.id)
+	if dto.deleted() {
+		return dto, providers.Errorf(providers.Gone, op, "sandbox is deleted (state %s)", dto.State).WithBox(b.id)
 	}
 	b.setDTO(dto)
 	return dto, nil
@@ -171,10 +171,14 @@ func (b *Box) ended(ctx context.Context) bool {
 }
 
 // Destroy deletes the sandbox and everything running in it. One that is
-// already gone is not an error.
+// already gone is not an error; one whose state is changing (Daytona
+// refuses to delete it then) is deleted once the change is done, within
+// the create's bound.
 func (b *Box) Destroy(ctx context.Context) error {
 	const op = "daytona.Destroy"
-	if err := b.p.delete(ctx, b.id); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, b.p.cleanupBound())
+	defer cancel()
+	if err := b.p.delete(ctx, op, b.id); err != nil {
 		return wrap(op, b.id, err)
 	}
 	b.destroyed.Store(true)

@@ -2,6 +2,7 @@ package daytona
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -197,9 +198,7 @@ func (c *client) do(ctx context.Context, req request) (*http.Response, error) {
 		for k, vs := range req.header {
 			hreq.Header[k] = vs
 		}
-		hreq.Header.Set("Authorization", "Bearer "+c.key)
-		hreq.Header.Set("User-Agent", "boxfs")
-		hreq.Header.Set("X-Daytona-Source", "boxfs")
+		c.setHeaders(hreq.Header)
 		if req.contentType != "" {
 			hreq.Header.Set("Content-Type", req.contentType)
 		}
@@ -235,6 +234,16 @@ func (c *client) do(ctx context.Context, req request) (*http.Response, error) {
 	}
 }
 
+// setHeaders sets what every request carries: the key, who is calling,
+// and X-Daytona-Split-Output, without which the toolbox strips the stream
+// markers from a session's log (stdout and stderr would come as one).
+func (c *client) setHeaders(h http.Header) {
+	h.Set("Authorization", "Bearer "+c.key)
+	h.Set("User-Agent", "boxfs")
+	h.Set("X-Daytona-Source", "boxfs")
+	h.Set("X-Daytona-Split-Output", "true")
+}
+
 // pause waits d before the next attempt, or returns ctx's error.
 func (c *client) pause(ctx context.Context, d time.Duration, why *apiError) error {
 	c.log.Debug("daytona: retrying", "method", why.Method, "path", why.Path, "status", why.Status, "wait", d)
@@ -256,18 +265,13 @@ func (c *client) failure(method, path string, resp *http.Response, attempt int) 
 	var body struct {
 		Message   json.RawMessage `json:"message"`
 		Error     json.RawMessage `json:"error"`
+		Errors    json.RawMessage `json:"errors"` // the toolbox's bulk upload
 		Code      string          `json:"code"`
 		ErrorCode string          `json:"error_code"`
 	}
 	if json.Unmarshal(b, &body) == nil {
-		e.Code = body.Code
-		if e.Code == "" {
-			e.Code = body.ErrorCode
-		}
-		e.Message = jsonText(body.Message)
-		if e.Message == "" {
-			e.Message = jsonText(body.Error)
-		}
+		e.Code = cmp.Or(body.Code, body.ErrorCode)
+		e.Message = cmp.Or(jsonText(body.Message), jsonText(body.Errors), jsonText(body.Error))
 	}
 	if len(e.Message) > 300 {
 		e.Message = e.Message[:300] + "..."

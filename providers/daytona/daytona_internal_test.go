@@ -10,12 +10,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/daytona/daytonatest"
@@ -26,6 +28,7 @@ func fake(t *testing.T, opts daytonatest.Options) (*daytonatest.Server, *Provide
 	t.Helper()
 	srv := daytonatest.New(opts)
 	t.Cleanup(srv.Close)
+	t.Cleanup(func() { checkSpec(t, srv) })
 	var logs bytes.Buffer
 	p, err := New(providers.Config{
 		Options: map[string]string{"api_url": srv.APIURL(), "api_key": srv.APIKey()},
@@ -35,6 +38,15 @@ func fake(t *testing.T, opts daytonatest.Options) (*daytonatest.Server, *Provide
 		t.Fatal(err)
 	}
 	return srv, p, &logs
+}
+
+// checkSpec fails the test for every call the provider made, and every
+// answer of the fake, that the vendor's spec does not have.
+func checkSpec(t *testing.T, srv *daytonatest.Server) {
+	t.Helper()
+	for _, err := range srv.SpecErrors() {
+		t.Errorf("spec: %v", err)
+	}
 }
 
 type lockedWriter struct {
@@ -171,109 +183,89 @@ func TestOutputWithMarkers(t *testing.T) {
 	}
 }
 
-// TestCreateStuck: a sandbox that stays creating past the bound, or that
-// fails, is deleted, and the create fails naming its state.
-func TestCreateStuck(t *testing.T) {
+// TestCreateFails: a sandbox that stays creating past the bound, or that
+// fails (before the create answers, or after), is deleted once Daytona
+// takes the delete, and the create fails naming its state.
+func TestCreateFails(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		opts daytonatest.Options
 		code providers.Code
 		says string
 	}{
-		{"creating", daytonatest.Options{StuckCreating: true}, providers.Timeout, "still creating"},
+		{"creating", daytonatest.Options{CreatingFor: 3 * time.Second}, providers.Timeout, "still creating"},
 		{"error", daytonatest.Options{FailState: "error", ErrorReason: "no capacity"}, providers.Refused, "state error: no capacity"},
 		{"build_failed", daytonatest.Options{CreatingPolls: 2, FailState: "build_failed"}, providers.Refused, "state build_failed"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv, p, _ := fake(t, c.opts)
-			p.createBound = 2 * time.Second
+			p.createBound = time.Second
 			start := time.Now()
 			b, err := p.Create(ctxFor(t, time.Minute), providers.Spec{Workspace: t.TempDir()})
 			if err == nil {
 				b.Destroy(context.Background())
 				t.Fatal("Create succeeded")
 			}
-			if providers.CodeOf(err) != c.code || !strings.Contains(err.Error(), c.says) {
-				t.Errorf("Create: %v (code %v), want code %v saying %q", err, providers.CodeOf(err), c.code, c.says)
-			}
-			if ids := srv.SandboxIDs(); len(ids) > 0 {
-				t.Errorf("the failed create left sandboxes %v", ids)
-			}
+			assert.Equal(t, c.code, providers.CodeOf(err), "Create: %v", err)
+			assert.ErrorContains(t, err, c.says)
+			assert.Empty(t, srv.SandboxIDs(), "the failed create left sandboxes")
 			t.Logf("failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
 		})
 	}
 }
 
 // TestCreateCancelled: a create whose ctx ends while the sandbox is still
-// creating leaves no sandbox.
+// creating (when Daytona refuses its delete) leaves no sandbox.
 func TestCreateCancelled(t *testing.T) {
-	srv, p, _ := fake(t, daytonatest.Options{StuckCreating: true})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	srv, p, _ := fake(t, daytonatest.Options{CreatingFor: 2 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	_, err := p.Create(ctx, providers.Spec{Workspace: t.TempDir()})
-	if !providers.IsCode(err, providers.Timeout) {
-		t.Errorf("Create: %v, want Timeout", err)
-	}
-	if ids := srv.SandboxIDs(); len(ids) > 0 {
-		t.Errorf("the cancelled create left sandboxes %v", ids)
-	}
+	assert.True(t, providers.IsCode(err, providers.Timeout), "Create: %v, want Timeout", err)
+	assert.Empty(t, srv.SandboxIDs(), "the cancelled create left sandboxes")
+	assert.Positive(t, refusedDeletes(srv), "no delete was refused: the test did not see a sandbox still creating")
 }
 
-// TestListPagesAndDelay: listings come in pages of two, through cursors
-// (and in the older shapes); a new sandbox is missing from listings for a
-// while, and Create returns only once a listing shows it.
+// TestListPagesAndDelay: listings come in pages of two, through cursors;
+// a new sandbox is missing from listings for a while, and Create returns
+// only once a listing shows it.
 func TestListPagesAndDelay(t *testing.T) {
-	for _, shape := range []string{"cursor", "pages", "array"} {
-		t.Run("shape="+shape, func(t *testing.T) {
-			srv, p, _ := fake(t, daytonatest.Options{ListShape: shape, ListDelay: 700 * time.Millisecond})
-			run := randomHex(4)
-			var want []string
-			for i := range 5 {
-				start := time.Now()
-				b := newBox(t, p, providers.Spec{Labels: map[string]string{"run": run, "i": string(rune('a' + i))}})
-				if d := time.Since(start); d < 700*time.Millisecond {
-					t.Errorf("Create returned after %v, before a listing could show the box", d)
-				}
-				want = append(want, b.ID())
-			}
-			// A raw listing right after a create misses the new sandbox.
-			extra := newBoxRaw(t, srv)
-			if got := listRaw(t, srv); slices.Contains(got, extra) {
-				t.Errorf("the fake listed a sandbox at once; the delay is not on")
-			}
-			srv.ResetRequests()
-			boxes, err := p.List(ctxFor(t, time.Minute), map[string]string{"run": run})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, b := range boxes {
-				got = append(got, b.ID())
-			}
-			slices.Sort(got)
-			slices.Sort(want)
-			if !slices.Equal(got, want) {
-				t.Errorf("List = %v, want %v", got, want)
-			}
-			pages := 0
-			for _, r := range srv.Requests() {
-				if r.Method == http.MethodGet && r.Path == "/api/sandbox" {
-					pages++
-					q, _ := url.ParseQuery(r.Query)
-					if q.Get("labels") != `{"boxfs":"1"}` {
-						t.Errorf("the listing asked for labels %q, want boxfs's marker alone", q.Get("labels"))
-					}
-				}
-			}
-			if min := map[string]int{"cursor": 3, "pages": 3, "array": 1}[shape]; pages < min {
-				t.Errorf("List read %d pages, want at least %d", pages, min)
-			}
-			one, err := p.List(ctxFor(t, time.Minute), map[string]string{"run": run, "i": "c"})
-			if err != nil || len(one) != 1 || one[0].ID() != want[0] && !slices.Contains(want, one[0].ID()) {
-				t.Errorf("List by two labels = %v, %v", one, err)
-			}
-		})
+	srv, p, _ := fake(t, daytonatest.Options{ListDelay: 700 * time.Millisecond})
+	run := randomHex(4)
+	byLabel := map[string]string{}
+	var want []string
+	for i := range 5 {
+		start := time.Now()
+		label := string(rune('a' + i))
+		b := newBox(t, p, providers.Spec{Labels: map[string]string{"run": run, "i": label}})
+		assert.GreaterOrEqual(t, time.Since(start), 700*time.Millisecond, "Create returned before a listing could show the box")
+		want = append(want, b.ID())
+		byLabel[label] = b.ID()
 	}
+	// A raw listing right after a create misses the new sandbox.
+	extra := newBoxRaw(t, srv)
+	require.NotContains(t, listRaw(t, srv), extra, "the fake listed a sandbox at once; the delay is not on")
+	srv.ResetRequests()
+	boxes, err := p.List(ctxFor(t, time.Minute), map[string]string{"run": run})
+	require.NoError(t, err)
+	var got []string
+	for _, b := range boxes {
+		got = append(got, b.ID())
+	}
+	assert.ElementsMatch(t, want, got, "List")
+	pages := 0
+	for _, r := range srv.Requests() {
+		if r.Method == http.MethodGet && r.Path == "/api/sandbox" {
+			pages++
+			q, _ := url.ParseQuery(r.Query)
+			assert.Equal(t, `{"boxfs":"1"}`, q.Get("labels"), "the listing asks for boxfs's marker alone")
+		}
+	}
+	assert.GreaterOrEqual(t, pages, 3, "pages read")
+	one, err := p.List(ctxFor(t, time.Minute), map[string]string{"run": run, "i": "c"})
+	require.NoError(t, err)
+	require.Len(t, one, 1, "List by two labels")
+	assert.Equal(t, byLabel["c"], one[0].ID())
 }
 
 // newBoxRaw makes a sandbox straight through the fake's API.
@@ -513,20 +505,16 @@ func TestExecuteTimeout(t *testing.T) {
 	}
 }
 
-// TestAttachStarts: attaching to a stopped sandbox starts it; a deleted one
-// is NotFound, as is one boxfs did not make.
+// TestAttachStarts: attaching to a stopping sandbox waits for it to stop
+// and starts it; a deleted one is NotFound.
 func TestAttachStarts(t *testing.T) {
 	srv, p, _ := fake(t, daytonatest.Options{})
 	ctx := ctxFor(t, time.Minute)
 	id := newBoxRaw(t, srv)
 	srv.Stop(id)
-	if st := srv.State(id); st != "stopped" {
-		t.Fatalf("the fake's sandbox is %q, want stopped", st)
-	}
-	b, err := p.Attach(ctx, id)
-	if err != nil {
-		t.Fatalf("Attach of a stopped sandbox: %v", err)
-	}
+	require.Equal(t, "stopping", srv.State(id))
+	b, err := p.Attach(ctx, id) // waits for the stop, then starts it
+	require.NoError(t, err, "Attach of a stopping sandbox")
 	if st, err := b.Status(ctx); err != nil || st.State != providers.StateRunning {
 		t.Errorf("after Attach: %+v, %v; want running", st, err)
 	}

@@ -2,6 +2,7 @@ package daytona_test
 
 import (
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/boxfs/boxfs/providers/daytona"
 	"github.com/boxfs/boxfs/providers/daytona/daytonatest"
 	"github.com/boxfs/boxfs/providers/providertest"
+	"github.com/stretchr/testify/assert"
 )
 
 // harness is the conformance harness for a provider on the fake srv. Every
@@ -35,26 +37,37 @@ func harness(t *testing.T, srv *daytonatest.Server) providertest.Harness {
 	}
 }
 
+// TestConformance runs the suite against the fake twice, side by side
+// (each waits out a box's lifetime of a minute): as the fake is, and with
+// latency on every request and every seventh request failing: 429 with
+// Retry-After, 502 before the request is handled, and 503 after it was
+// (-short skips that one). Every call the provider made, and every answer
+// of the fake, must be in the vendor's spec.
 func TestConformance(t *testing.T) {
-	srv := daytonatest.New(daytonatest.Options{CreatingPolls: 2, ListDelay: 300 * time.Millisecond})
-	t.Cleanup(srv.Close)
-	providertest.Run(t, harness(t, srv))
-	if ids := srv.SandboxIDs(); len(ids) > 0 {
-		t.Errorf("sandboxes left on the fake: %v", ids)
+	var wg sync.WaitGroup
+	side := func(name string, f func(*testing.T)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t.Run(name, f)
+		}()
 	}
+	side("plain", func(t *testing.T) {
+		conformance(t, daytonatest.Options{CreatingPolls: 2, ListDelay: 300 * time.Millisecond}, nil)
+	})
+	if !testing.Short() {
+		side("faults", func(t *testing.T) {
+			conformance(t, daytonatest.Options{CreatingPolls: 3, ListDelay: 500 * time.Millisecond, Latency: 5 * time.Millisecond}, faults())
+		})
+	}
+	wg.Wait()
 }
 
-// TestConformanceFaults runs the suite with latency on every request and
-// every seventh request failing: 429 with Retry-After, 502 before the
-// request is handled, and 503 after it was.
-func TestConformanceFaults(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the suite with faults is long; -short skips it")
-	}
-	srv := daytonatest.New(daytonatest.Options{CreatingPolls: 3, ListDelay: 500 * time.Millisecond, Latency: 5 * time.Millisecond})
-	t.Cleanup(srv.Close)
+// faults fails every seventh request, in turn with 429 (Retry-After: 1),
+// 502 before the request is handled, and 503 after it was.
+func faults() daytonatest.FaultFunc {
 	var k atomic.Int64
-	srv.SetFault(func(r *http.Request, n int) daytonatest.Fault {
+	return func(r *http.Request, n int) daytonatest.Fault {
 		if n%7 != 0 {
 			return daytonatest.Fault{}
 		}
@@ -65,7 +78,13 @@ func TestConformanceFaults(t *testing.T) {
 			return daytonatest.Fault{Status: http.StatusBadGateway}
 		}
 		return daytonatest.Fault{Status: http.StatusServiceUnavailable, After: true}
-	})
+	}
+}
+
+func conformance(t *testing.T, opts daytonatest.Options, f daytonatest.FaultFunc) {
+	srv := daytonatest.New(opts)
+	t.Cleanup(srv.Close)
+	srv.SetFault(f)
 	providertest.Run(t, harness(t, srv))
 	srv.SetFault(nil)
 	answers := map[int]int{}
@@ -73,7 +92,8 @@ func TestConformanceFaults(t *testing.T) {
 		answers[r.Status]++
 	}
 	t.Logf("%d requests, answered: %v", len(srv.Requests()), answers)
-	if ids := srv.SandboxIDs(); len(ids) > 0 {
-		t.Errorf("sandboxes left on the fake: %v", ids)
+	assert.Empty(t, srv.SandboxIDs(), "sandboxes left on the fake")
+	for _, err := range srv.SpecErrors() {
+		t.Errorf("spec: %v", err)
 	}
 }

@@ -78,7 +78,7 @@ if ! cd "$d" 2>/dev/null; then
 fi
 if [ -n "$in" ]; then exec 5<"$in" || exit 125; rm -f "$in"; else exec 5</dev/null; fi
 printf '!S\n'
-setsid -- "$@" <&5 >&3 2>&4 &
+setsid -- "$@" <&5 >&3 2>&4 3>&- 4>&- 5<&- &
 p=$!
 echo "$p" >"$t.pid"
 exec 3>&- 4>&- 5<&-
@@ -141,12 +141,49 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 	if err := b.gone(op); err != nil {
 		return nil, err
 	}
+	dir, env, err := b.execArgs(op, req)
+	if err != nil {
+		return nil, err
+	}
+	t := boxfsDir + "/x-" + randomHex(8)
+	in := ""
+	if req.Stdin != nil {
+		in = t + ".in"
+		if err := b.stage(ctx, op, in, req.Stdin); err != nil {
+			return nil, err
+		}
+	}
+	one, oneArg := req.Stdout != nil && sameWriter(req.Stdout, req.Stderr), "0"
+	if one {
+		oneArg = "1"
+	}
+	args := append([]string{dir, in, t, oneArg, strconv.Itoa(len(env))}, env...)
+	args = append(args, req.Argv...)
+	sid := "boxfs-" + randomHex(8)
+	if err := b.newSession(ctx, op, sid); err != nil {
+		b.unstage(in)
+		return nil, err
+	}
+	cid, err := b.sessionExec(ctx, op, sid, commandLine(decodeArgs+wrapperScript, args...))
+	if err != nil {
+		b.unstage(in)
+		b.endSession(sid)
+		return nil, err
+	}
+	pr := b.newProcess(sid, cid, dir, t, req, one)
+	pr.begin(ctx)
+	return pr.waitStart(ctx, op)
+}
+
+// execArgs checks an ExecRequest and returns the command's directory (the
+// workspace, or Dir within it) and its NAME=value pairs, sorted.
+func (b *Box) execArgs(op string, req providers.ExecRequest) (string, []string, error) {
 	if len(req.Argv) == 0 {
-		return nil, providers.Errorf(providers.Invalid, op, "empty argv").WithBox(b.id)
+		return "", nil, providers.Errorf(providers.Invalid, op, "empty argv").WithBox(b.id)
 	}
 	for _, a := range req.Argv {
 		if strings.IndexByte(a, 0) >= 0 {
-			return nil, providers.Errorf(providers.Invalid, op, "argv holds a NUL byte").WithBox(b.id)
+			return "", nil, providers.Errorf(providers.Invalid, op, "argv holds a NUL byte").WithBox(b.id)
 		}
 	}
 	dir := req.Dir
@@ -157,48 +194,26 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 		dir = path.Join(b.workspace, dir)
 	}
 	if strings.IndexByte(dir, 0) >= 0 {
-		return nil, providers.Errorf(providers.Invalid, op, "dir holds a NUL byte").WithBox(b.id)
+		return "", nil, providers.Errorf(providers.Invalid, op, "dir holds a NUL byte").WithBox(b.id)
 	}
 	var env []string
 	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
 		v := req.Env[k]
 		if !providers.ValidEnvName(k) || strings.IndexByte(v, 0) >= 0 {
-			return nil, providers.Errorf(providers.Invalid, op, "env %q: the name must be a shell variable name and the value hold no NUL", k).WithBox(b.id)
+			return "", nil, providers.Errorf(providers.Invalid, op, "env %q: the name must be a shell variable name and the value hold no NUL", k).WithBox(b.id)
 		}
 		env = append(env, k+"="+v)
 	}
+	return dir, env, nil
+}
 
-	t := boxfsDir + "/x-" + randomHex(8)
-	in := ""
-	if req.Stdin != nil {
-		in = t + ".in"
-		if err := b.stage(ctx, op, in, req.Stdin); err != nil {
-			return nil, err
-		}
-	}
-	one := "0"
-	if req.Stdout != nil && sameWriter(req.Stdout, req.Stderr) {
-		one = "1"
-	}
-	args := append([]string{dir, in, t, one, strconv.Itoa(len(env))}, env...)
-	args = append(args, req.Argv...)
-	line := commandLine(decodeArgs+wrapperScript, args...)
-
-	sid := "boxfs-" + randomHex(8)
-	if err := b.newSession(ctx, op, sid); err != nil {
-		b.unstage(in)
-		return nil, err
-	}
-	cid, err := b.sessionExec(ctx, op, sid, line)
-	if err != nil {
-		b.unstage(in)
-		b.endSession(sid)
-		return nil, err
-	}
+// newProcess makes the process of a command started in session sid as
+// cid; one says its stdout and stderr are one stream.
+func (b *Box) newProcess(sid, cid, dir, t string, req providers.ExecRequest, one bool) *process {
 	pr := &process{
 		b: b, sid: sid, cid: cid, dir: dir, t: t,
 		stdout:    providers.NewOutQueue(req.Stdout, 256),
-		merged:    one == "1",
+		merged:    one,
 		started:   make(chan struct{}),
 		streamEnd: make(chan struct{}),
 		killed:    make(chan struct{}),
@@ -210,13 +225,23 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 	} else {
 		pr.stderr = providers.NewOutQueue(req.Stderr, 256)
 	}
+	return pr
+}
+
+// begin starts following the command's log, watching ctx, and finishing.
+func (pr *process) begin(ctx context.Context) {
 	bg := context.WithoutCancel(ctx)
 	fctx, stop := context.WithCancel(bg)
 	pr.stopStream = stop
 	go pr.follow(fctx)
 	go pr.watch(ctx)
 	go pr.finish(bg)
+}
 
+// waitStart waits for the wrapper to enter the command's directory and
+// start it, and returns the process; or the reason it did not start.
+func (pr *process) waitStart(ctx context.Context, op string) (providers.Process, error) {
+	b := pr.b
 	select {
 	case <-pr.started:
 	case <-pr.streamEnd:
@@ -230,7 +255,7 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 			return pr, nil
 		}
 		<-pr.done
-		return nil, providers.PathError(op, b.id, dir, pr.dirErrno)
+		return nil, providers.PathError(op, b.id, pr.dir, pr.dirErrno)
 	default:
 		<-pr.done
 		if pr.err != nil {
@@ -498,8 +523,7 @@ func (pr *process) stream(ctx context.Context, dec *logDecoder, skip int64) (int
 	}
 	wsURL.RawQuery = url.Values{"follow": {"true"}}.Encode()
 	h := http.Header{}
-	h.Set("Authorization", "Bearer "+b.p.c.key)
-	h.Set("User-Agent", "boxfs")
+	b.p.c.setHeaders(h)
 	dctx, cancel := context.WithTimeout(ctx, b.p.liveness)
 	conn, resp, err := websocket.Dial(dctx, wsURL.String(), &websocket.DialOptions{HTTPClient: b.p.c.hc, HTTPHeader: h})
 	cancel()

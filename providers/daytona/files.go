@@ -271,11 +271,15 @@ func replayable(r io.Reader) (func() (io.Reader, error), func(), error) {
 }
 
 // upload writes the bytes open returns to the box file name through
-// files/upload (one multipart part "file"). The daemon makes name's
-// directory if it is missing. Sending the same bytes again is harmless, so
-// the call is retried.
+// files/bulk-upload (parts files[0].path, then files[0].file). The daemon
+// makes name's directory if it is missing, and writes the file under a
+// temporary name first. Sending the same bytes again is harmless, so the
+// call is retried.
 func (b *Box) upload(ctx context.Context, name string, open func() (io.Reader, error)) error {
-	u, err := b.tb(ctx, "/files/upload")
+	if strings.TrimSpace(name) != name {
+		return fmt.Errorf("daytona: the toolbox would not upload to %q as it is (it trims the path)", name)
+	}
+	u, err := b.tb(ctx, "/files/bulk-upload")
 	if err != nil {
 		return err
 	}
@@ -304,21 +308,38 @@ func (b *Box) upload(ctx context.Context, name string, open func() (io.Reader, e
 		last, lastDone = pr, done
 		go func() {
 			defer close(done)
-			mw := multipart.NewWriter(pw)
-			mw.SetBoundary(boundary)
-			part, err := mw.CreateFormFile("file", path.Base(name))
-			if err == nil {
-				_, err = io.Copy(part, src)
-			}
-			if err == nil {
-				err = mw.Close()
-			}
-			pw.CloseWithError(err)
+			pw.CloseWithError(writeUploadForm(pw, boundary, name, src))
 		}()
 		return pr, nil
 	}
-	return b.p.c.json(ctx, request{method: http.MethodPost, url: u, query: url.Values{"path": {name}}, body: body,
+	return b.p.c.json(ctx, request{method: http.MethodPost, url: u, body: body,
 		contentType: "multipart/form-data; boundary=" + boundary, idempotent: true}, nil)
+}
+
+// writeUploadForm writes the bulk upload's form of one file to w.
+func writeUploadForm(w io.Writer, boundary, name string, src io.Reader) error {
+	mw := multipart.NewWriter(w)
+	if err := mw.SetBoundary(boundary); err != nil {
+		return err
+	}
+	if err := mw.WriteField("files[0].path", name); err != nil {
+		return err
+	}
+	// The daemon takes the path from the field above; the part's file name
+	// only has to be a valid header value.
+	part, err := mw.CreateFormFile("files[0].file", strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '_'
+		}
+		return r
+	}, path.Base(name)))
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(part, src); err != nil {
+		return err
+	}
+	return mw.Close()
 }
 
 // remove deletes one file through files (not recursively).

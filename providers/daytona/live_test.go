@@ -21,8 +21,9 @@ const liveLabel = "boxfs-live-test"
 
 // TestLive runs against Daytona itself, only with BOXFS_LIVE_DAYTONA=1 and
 // DAYTONA_API_KEY set (DAYTONA_API_URL, DAYTONA_SNAPSHOT and DAYTONA_TARGET
-// are taken when set). It makes a box (named boxfs-..., labelled for the run),
-// drives them, deletes them and checks that no box of the run is left.
+// are taken when set). It makes boxes (named boxfs-..., labelled for the
+// run), drives them, deletes them and checks that no box of the run is
+// left.
 func TestLive(t *testing.T) {
 	if os.Getenv("BOXFS_LIVE_DAYTONA") != "1" || os.Getenv("DAYTONA_API_KEY") == "" {
 		t.Skip("live Daytona suite not configured: set BOXFS_LIVE_DAYTONA=1 and DAYTONA_API_KEY to run it")
@@ -43,34 +44,7 @@ func TestLive(t *testing.T) {
 	labels := map[string]string{liveLabel: run}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-
-	// Whatever happens, leave nothing of this run behind.
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		left, err := p.List(ctx, labels)
-		if err != nil {
-			t.Errorf("cleanup: List: %v", err)
-			return
-		}
-		for _, b := range left {
-			if err := b.Destroy(ctx); err != nil {
-				t.Errorf("cleanup: Destroy(%s): %v", b.ID(), err)
-			}
-		}
-		deadline := time.Now().Add(time.Minute)
-		for {
-			left, err := p.List(ctx, labels)
-			if err == nil && len(left) == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("boxes of run %s are still listed a minute after their delete: %v (%v)", run, len(left), err)
-				return
-			}
-			time.Sleep(2 * time.Second)
-		}
-	})
+	t.Cleanup(func() { liveCleanup(t, p, labels, run) })
 
 	start := time.Now()
 	box, err := p.Create(ctx, providers.Spec{Lifetime: 30 * time.Minute, Labels: labels, Env: map[string]string{"BOXFS_LIVE": run}})
@@ -83,10 +57,30 @@ func TestLive(t *testing.T) {
 		t.Fatalf("Facts: %v", err)
 	}
 	t.Logf("facts: %+v", f)
+	liveExec(t, ctx, box, run)
+	liveFiles(t, ctx, box.(*daytona.Box), f.Workspace)
 
+	listed, err := p.List(ctx, labels)
+	if err != nil || len(listed) != 1 || listed[0].ID() != box.ID() {
+		t.Errorf("List(%v) = %v, %v", labels, listed, err)
+	}
+	if err := box.Destroy(ctx); err != nil {
+		t.Errorf("Destroy: %v", err)
+	}
+	// Daytona reads a deleted sandbox's old state for a while; it is gone
+	// at once all the same.
+	if _, err := p.Attach(ctx, box.ID()); !providers.IsCode(err, providers.NotFound) {
+		t.Errorf("Attach after Destroy: %v, want NotFound", err)
+	}
+	liveCancelledCreate(t, ctx, p, labels)
+}
+
+// liveExec checks argv fidelity, stdin, stderr apart from stdout, and the
+// exit status.
+func liveExec(t *testing.T, ctx context.Context, box providers.Box, run string) {
 	hostile := []string{"", "two words", "it's \"q\"", "new\nline", "$HOME", "\xff\xfe"}
 	var out bytes.Buffer
-	start = time.Now()
+	start := time.Now()
 	pr, err := box.Exec(ctx, providers.ExecRequest{Argv: append([]string{"printf", `%s\0`}, hostile...), Stdout: &out})
 	if err != nil {
 		t.Fatalf("Exec: %v", err)
@@ -108,9 +102,11 @@ func TestLive(t *testing.T) {
 	if code, err := pr.Wait(); err != nil || code != 7 || out.String() != "stdin\x00bytes" || errb.String() != run+"\n" {
 		t.Errorf("stdin/stderr/exit: exit %d, %v, stdout %q, stderr %q", code, err, out.String(), errb.String())
 	}
+}
 
-	db := box.(*daytona.Box)
-	name := f.Workspace + "/live file"
+// liveFiles checks an upload (WriteFile), Stat, ReadFile and Walk.
+func liveFiles(t *testing.T, ctx context.Context, db *daytona.Box, ws string) {
+	name := ws + "/live file"
 	if err := db.WriteFile(ctx, name, strings.NewReader("hello"), 0o640); err != nil {
 		t.Errorf("WriteFile: %v", err)
 	} else if fi, err := db.Stat(ctx, name); err != nil || fi.Size != 5 || fi.Mode.Perm() != 0o640 {
@@ -124,18 +120,57 @@ func TestLive(t *testing.T) {
 			t.Errorf("ReadFile = %q", got)
 		}
 	}
-	if ents, err := db.Walk(ctx, f.Workspace); err != nil || len(ents) == 0 {
+	if ents, err := db.Walk(ctx, ws); err != nil || len(ents) == 0 {
 		t.Errorf("Walk = %v, %v", ents, err)
 	}
+}
 
-	listed, err := p.List(ctx, labels)
-	if err != nil || len(listed) != 1 || listed[0].ID() != box.ID() {
-		t.Errorf("List(%v) = %v, %v", labels, listed, err)
+// liveCancelledCreate checks that a create whose ctx ends while Daytona
+// is still starting the sandbox (when Daytona refuses to delete it) leaves
+// no sandbox: the cleanup in liveCleanup then finds none of it.
+func liveCancelledCreate(t *testing.T, ctx context.Context, p *daytona.Provider, labels map[string]string) {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	cl := map[string]string{"cancelled": "1"}
+	for k, v := range labels {
+		cl[k] = v
 	}
-	if err := box.Destroy(ctx); err != nil {
-		t.Errorf("Destroy: %v", err)
+	if b, err := p.Create(cctx, providers.Spec{Lifetime: 30 * time.Minute, Labels: cl}); err == nil {
+		t.Logf("the create finished within 2 s; the cancelled-create check did not run")
+		b.Destroy(ctx)
+		return
 	}
-	if _, err := p.Attach(ctx, box.ID()); !providers.IsCode(err, providers.NotFound) {
-		t.Errorf("Attach after Destroy: %v, want NotFound", err)
+	left, err := p.List(ctx, cl)
+	if err != nil || len(left) > 0 {
+		t.Errorf("a cancelled create left %d boxes (%v)", len(left), err)
+	}
+}
+
+// liveCleanup deletes whatever of the run is left and checks that none of
+// it is listed within a minute.
+func liveCleanup(t *testing.T, p *daytona.Provider, labels map[string]string, run string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	left, err := p.List(ctx, labels)
+	if err != nil {
+		t.Errorf("cleanup: List: %v", err)
+		return
+	}
+	for _, b := range left {
+		if err := b.Destroy(ctx); err != nil {
+			t.Errorf("cleanup: Destroy(%s): %v", b.ID(), err)
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		left, err := p.List(ctx, labels)
+		if err == nil && len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("boxes of run %s are still listed a minute after their delete: %v (%v)", run, len(left), err)
+			return
+		}
+		time.Sleep(2 * time.Second)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/boxfs/boxfs/providers"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseMode(t *testing.T) {
@@ -147,4 +149,60 @@ func TestCommandLineDecodes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestParseListPage: the current shape pages by cursor; the older shapes
+// are taken when they hold the whole listing, and a page of the older
+// page shape with more after it says so.
+func TestParseListPage(t *testing.T) {
+	for _, c := range []struct {
+		in         string
+		ids        []string
+		next       string
+		more, fail bool
+	}{
+		{in: `{"items":[{"id":"a"},{"id":"b"}],"nextCursor":"c2"}`, ids: []string{"a", "b"}, next: "c2"},
+		{in: `{"items":[{"id":"a"}],"nextCursor":null}`, ids: []string{"a"}},
+		{in: `[{"id":"a"},{"id":"b"}]`, ids: []string{"a", "b"}},
+		{in: `{"items":[{"id":"a"}],"total":1,"page":1,"totalPages":1}`, ids: []string{"a"}},
+		{in: `{"items":[{"id":"a"}],"total":3,"page":1,"totalPages":3}`, ids: []string{"a"}, more: true},
+		{in: `"not a listing"`, fail: true},
+	} {
+		pg, err := parseListPage([]byte(c.in))
+		if c.fail {
+			assert.Error(t, err, c.in)
+			continue
+		}
+		require.NoError(t, err, c.in)
+		var ids []string
+		for _, it := range pg.items {
+			ids = append(ids, it.ID)
+		}
+		assert.Equal(t, c.ids, ids, c.in)
+		assert.Equal(t, c.next, pg.nextCursor, c.in)
+		assert.Equal(t, c.more, pg.morePages, c.in)
+	}
+}
+
+// TestDeletedAndSettled: desiredState destroyed is deleted whatever the
+// state says; a state that is not where it is meant to be is changing.
+func TestDeletedAndSettled(t *testing.T) {
+	for _, c := range []struct {
+		state, desired   string
+		deleted, settled bool
+	}{
+		{"started", "started", false, true},
+		{"started", "destroyed", true, false},
+		{"destroying", "destroyed", true, false},
+		{"destroyed", "destroyed", true, true},
+		{"stopping", "stopped", false, false},
+		{"creating", "started", false, false},
+		{"error", "started", false, true},
+		{"paused", "paused", false, true},
+	} {
+		d := sandboxDTO{State: c.state, DesiredState: c.desired}
+		assert.Equal(t, c.deleted, d.deleted(), "%s/%s deleted", c.state, c.desired)
+		assert.Equal(t, c.settled, d.settled(), "%s/%s settled", c.state, c.desired)
+	}
+	assert.Equal(t, providers.StateEnded, boxState(sandboxDTO{State: "started", DesiredState: "destroyed"}).State)
 }

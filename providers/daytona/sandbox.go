@@ -22,6 +22,7 @@ type sandboxDTO struct {
 	Memory           float64           `json:"memory"` // GiB
 	Disk             float64           `json:"disk"`   // GiB
 	State            string            `json:"state"`
+	DesiredState     string            `json:"desiredState"`
 	ErrorReason      string            `json:"errorReason"`
 	CreatedAt        apiTime           `json:"createdAt"`
 	UpdatedAt        apiTime           `json:"updatedAt"`
@@ -58,19 +59,34 @@ const (
 	stateError     = "error"
 	stateBuildFail = "build_failed"
 	stateArchived  = "archived"
+	statePaused    = "paused"
 )
 
 // failed reports a state a sandbox does not come back from by itself.
 func failed(state string) bool { return state == stateError || state == stateBuildFail }
 
-// gone reports a sandbox that is being or has been deleted.
-func gone(state string) bool { return state == stateDestroyed || state == stateDestroy }
+// deleted reports a sandbox that is being or has been deleted: its state
+// says so, or a delete was accepted (desiredState destroyed), which
+// Daytona carries out a while later, the state unchanged until then.
+func (s sandboxDTO) deleted() bool {
+	return s.State == stateDestroyed || s.State == stateDestroy || s.DesiredState == stateDestroyed
+}
+
+// settled reports a sandbox whose state is not changing: it is where it
+// is meant to be, or failed.
+func (s sandboxDTO) settled() bool {
+	return s.DesiredState == "" || s.State == s.DesiredState || failed(s.State)
+}
 
 // boxState maps a sandbox's state to a box's. Unknown states (newer APIs,
 // the generated enums' "11184809" sentinel) read as stopped, with the
 // state named in the reason.
 func boxState(s sandboxDTO) providers.Status {
 	st := providers.Status{StartedAt: time.Time(s.CreatedAt)}
+	if s.DesiredState == stateDestroyed {
+		st.State, st.Reason, st.EndedAt = providers.StateEnded, "daytona: deleted", time.Time(s.UpdatedAt)
+		return st
+	}
 	switch s.State {
 	case stateStarted:
 		st.State = providers.StateRunning
@@ -90,14 +106,13 @@ func boxState(s sandboxDTO) providers.Status {
 	return st
 }
 
-// listPage is one page of a listing in any of the shapes Daytona has
-// answered with: {items, nextCursor}, {items, total, page, totalPages}, or
-// a bare array.
+// listPage is one page of a listing: {items, nextCursor} as the current
+// API answers. Older APIs answered a bare array or {items, total, page,
+// totalPages}; those are read when they hold the whole listing.
 type listPage struct {
 	items      []sandboxDTO
-	nextCursor string // cursor paging: "" at the end
-	page       int    // page paging: this page and the count; 0 when absent
-	totalPages int
+	nextCursor string // "" at the end
+	morePages  bool   // an older API's page with more after it
 }
 
 func parseListPage(b []byte) (listPage, error) {
@@ -120,7 +135,7 @@ func parseListPage(b []byte) (listPage, error) {
 	if obj.NextCursor != nil {
 		p.nextCursor = *obj.NextCursor
 	}
-	p.page, p.totalPages = obj.Page, obj.TotalPages
+	p.morePages = obj.NextCursor == nil && obj.Page > 0 && obj.Page < obj.TotalPages
 	return p, nil
 }
 

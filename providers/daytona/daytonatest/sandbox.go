@@ -1,6 +1,7 @@
 package daytonatest
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -18,6 +19,25 @@ import (
 	"time"
 )
 
+// Sandbox states and desired states (SandboxState, SandboxDesiredState).
+const (
+	stateCreating   = "creating"
+	stateStarted    = "started"
+	stateStopping   = "stopping"
+	stateStopped    = "stopped"
+	stateDestroying = "destroying"
+	stateDestroyed  = "destroyed"
+	statePaused     = "paused"
+	stateArchived   = "archived"
+)
+
+// pendingStates are the states of a change in progress, in which the API
+// refuses another (409 "Sandbox state change in progress").
+var pendingStates = []string{
+	stateCreating, "starting", stateStopping, "restoring", stateDestroying, "pending_build", "building_snapshot",
+	"pulling_snapshot", "archiving", "resizing", "snapshotting", "forking", "pausing", "resuming",
+}
+
 // sandbox is one fake sandbox. Its fields are guarded by Server.mu.
 type sandbox struct {
 	id, name, snapshot, target, user string
@@ -26,6 +46,8 @@ type sandbox struct {
 	desiredState                     string
 	createdAt, updatedAt             time.Time
 	lastActivity                     time.Time
+	settleAt                         time.Time // when a creating or stopping state ends
+	deletedAt                        time.Time // when a DELETE was accepted
 	destroyedAt                      time.Time
 	autoStop, autoDelete             int // minutes
 	autoArchive, ttl                 int
@@ -34,8 +56,9 @@ type sandbox struct {
 	domainAllowList                  string
 	creatingLeft                     int
 	failState                        string
-	stuck                            bool
 	cpu, memory, disk, gpu           int
+	destroying                       bool          // destroy has begun
+	cleaned                          chan struct{} // closed once its processes are killed and its directory removed
 
 	dir      string // its temporary directory
 	sessions map[string]*session
@@ -43,7 +66,11 @@ type sandbox struct {
 	ended    chan struct{}  // closed when destroyed
 }
 
-func (sb *sandbox) gone() bool { return sb.state == "destroyed" || sb.state == "destroying" }
+// pending reports a change in progress: a pending state, or a DELETE not
+// carried out yet.
+func (sb *sandbox) pending() bool {
+	return slices.Contains(pendingStates, sb.state) || sb.desiredState == stateDestroyed && sb.state != stateDestroyed
+}
 
 // createSandbox is the CreateSandbox body, the fields the fake reads.
 type createSandbox struct {
@@ -68,11 +95,12 @@ type createSandbox struct {
 	BuildInfo          json.RawMessage   `json:"buildInfo"`
 }
 
-// dto renders the Sandbox DTO.
-func (s *Server) dto(sb *sandbox) map[string]any {
+// dto renders the Sandbox DTO (list: the SandboxListItem, which has no
+// env).
+func (s *Server) dto(sb *sandbox, list bool) map[string]any {
 	m := map[string]any{
 		"id": sb.id, "name": sb.name, "organizationId": "daytonatest-org", "snapshot": sb.snapshot, "user": sb.user,
-		"env": sb.env, "labels": sb.labels, "public": false, "target": sb.target,
+		"labels": sb.labels, "public": false, "target": sb.target,
 		"cpu": sb.cpu, "gpu": sb.gpu, "memory": sb.memory, "disk": sb.disk,
 		"state": sb.state, "desiredState": sb.desiredState,
 		"autoStopInterval": sb.autoStop, "autoArchiveInterval": sb.autoArchive, "autoDeleteInterval": sb.autoDelete,
@@ -81,6 +109,9 @@ func (s *Server) dto(sb *sandbox) map[string]any {
 		"networkBlockAll": sb.networkBlockAll, "networkAllowList": sb.networkAllowList,
 		"toolboxProxyUrl": s.srv.URL + "/toolbox", "daemonVersion": "daytonatest", "runnerId": "daytonatest-runner",
 		"sandboxClass": "container", "recoverable": false,
+	}
+	if !list {
+		m["env"], m["kvm"] = sb.env, false
 	}
 	if sb.domainAllowList != "" {
 		m["domainAllowList"] = sb.domainAllowList
@@ -103,36 +134,45 @@ func newID() string {
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-// find returns the sandbox with id or name, destroyed ones excluded.
-// Caller holds s.mu.
-func (s *Server) find(idOrName string) *sandbox {
-	if sb := s.sandboxes[idOrName]; sb != nil && !sb.gone() {
-		return sb
+// idOf is the sandbox the path names.
+func idOf(r *http.Request) string {
+	if v := r.PathValue("sandboxIdOrName"); v != "" {
+		return v
 	}
-	for _, sb := range s.sandboxes {
-		if sb.name == idOrName && !sb.gone() {
-			return sb
-		}
-	}
-	return nil
+	return r.PathValue("sandboxId")
 }
 
-func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, rest string) {
-	parts := strings.Split(rest, "/")
-	switch {
-	case rest == "" && r.Method == http.MethodPost:
-		s.createSandbox(w, r)
-	case rest == "" && r.Method == http.MethodGet:
-		s.listSandboxes(w, r)
-	case len(parts) == 1 && r.Method == http.MethodGet:
-		s.getSandbox(w, parts[0])
-	case len(parts) == 1 && r.Method == http.MethodDelete:
-		s.deleteSandbox(w, parts[0])
-	case len(parts) >= 2:
-		s.sandboxAction(w, r, parts[0], parts[1:])
-	default:
-		writeJSON(w, http.StatusNotFound, nestError(http.StatusNotFound, "Cannot "+r.Method+" /api/sandbox/"+rest))
+// find returns the sandbox with id or name, destroyed ones excluded, its
+// state brought up to now. Caller holds s.mu.
+func (s *Server) find(idOrName string) *sandbox {
+	now := time.Now()
+	sb := s.sandboxes[idOrName]
+	if sb == nil {
+		for _, c := range s.sandboxes {
+			if c.name == idOrName && c.state != stateDestroyed {
+				sb = c
+			}
+		}
 	}
+	if sb == nil {
+		return nil
+	}
+	s.advance(sb, now)
+	if sb.state == stateDestroyed {
+		return nil
+	}
+	return sb
+}
+
+// lookup answers for a sandbox the path names, or 404.
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request) *sandbox {
+	s.mu.Lock()
+	sb := s.find(idOf(r))
+	s.mu.Unlock()
+	if sb == nil {
+		writeJSON(w, http.StatusNotFound, nestError(http.StatusNotFound, fmt.Sprintf("Sandbox with ID or name %s not found", idOf(r))))
+	}
+	return sb
 }
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
@@ -141,66 +181,11 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, nestError(http.StatusBadRequest, "invalid body: "+err.Error()))
 		return
 	}
-	if req.BuildInfo == nil && (req.CPU != nil || req.GPU != nil || req.Memory != nil || req.Disk != nil) && req.Snapshot != "" {
-		writeJSON(w, http.StatusBadRequest, nestError(http.StatusBadRequest, "Cannot specify Sandbox resources when using a snapshot"))
+	if msg := checkCreate(req); msg != "" {
+		writeJSON(w, http.StatusBadRequest, nestError(http.StatusBadRequest, msg))
 		return
 	}
-	if req.NetworkAllowList != nil && *req.NetworkAllowList != "" {
-		for _, c := range strings.Split(*req.NetworkAllowList, ",") {
-			if !strings.Contains(c, "/") {
-				writeJSON(w, http.StatusBadRequest, nestError(http.StatusBadRequest, "networkAllowList must hold CIDR blocks"))
-				return
-			}
-		}
-	}
-	now := time.Now()
-	sb := &sandbox{
-		id: newID(), name: req.Name, snapshot: req.Snapshot, target: req.Target, user: req.User,
-		labels: maps.Clone(req.Labels), env: maps.Clone(req.Env),
-		state: "creating", desiredState: "started", createdAt: now, updatedAt: now, lastActivity: now,
-		autoStop: 15, autoDelete: -1, autoArchive: 7 * 24 * 60,
-		creatingLeft: s.opts.CreatingPolls, failState: s.opts.FailState, stuck: s.opts.StuckCreating,
-		cpu: 1, memory: 1, disk: 3,
-		sessions: map[string]*session{}, ended: make(chan struct{}),
-	}
-	if sb.labels == nil {
-		sb.labels = map[string]string{}
-	}
-	if sb.env == nil {
-		sb.env = map[string]string{}
-	}
-	if sb.name == "" {
-		sb.name = sb.id
-	}
-	if sb.snapshot == "" {
-		sb.snapshot = "daytonaio/sandbox:daytonatest"
-	}
-	if sb.target == "" {
-		sb.target = "us"
-	}
-	if req.AutoStopInterval != nil {
-		sb.autoStop = *req.AutoStopInterval
-	}
-	if req.AutoDeleteInterval != nil {
-		sb.autoDelete = *req.AutoDeleteInterval
-	}
-	if req.AutoArchive != nil {
-		sb.autoArchive = *req.AutoArchive
-	}
-	if req.TTLMinutes != nil {
-		sb.ttl = *req.TTLMinutes
-	}
-	if !s.opts.IgnoreNetwork {
-		if req.NetworkBlockAll != nil {
-			sb.networkBlockAll = *req.NetworkBlockAll
-		}
-		if req.NetworkAllowList != nil {
-			sb.networkAllowList = *req.NetworkAllowList
-		}
-		if req.DomainAllowList != nil {
-			sb.domainAllowList = *req.DomainAllowList
-		}
-	}
+	sb := s.newSandbox(req)
 	dir, err := os.MkdirTemp(s.root, "sandbox-")
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, nestError(http.StatusInternalServerError, err.Error()))
@@ -216,146 +201,287 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	s.sandboxes[sb.id] = sb
 	if sb.creatingLeft == 0 {
-		s.settle(sb) // a fast Daytona answers the create with the sandbox started
+		s.settle(sb, time.Now()) // the server waits a little for the sandbox to start
 	}
-	out := s.dto(sb)
+	out, failed, reason := s.dto(sb, false), sb.failState != "" && sb.state == sb.failState, sb.errorReason
 	s.mu.Unlock()
+	if failed {
+		writeJSON(w, http.StatusBadRequest, nestError(http.StatusBadRequest, "Sandbox failed to start: "+reason))
+		return
+	}
 	writeJSON(w, http.StatusOK, out) // Daytona answers 200, not 201
 }
 
+// checkCreate is the create's validation: resources only with a build,
+// CIDRs in networkAllowList.
+func checkCreate(req createSandbox) string {
+	if req.BuildInfo == nil && (req.CPU != nil || req.GPU != nil || req.Memory != nil || req.Disk != nil) && req.Snapshot != "" {
+		return "Cannot specify Sandbox resources when using a snapshot"
+	}
+	if req.NetworkAllowList != nil && *req.NetworkAllowList != "" {
+		for _, c := range strings.Split(*req.NetworkAllowList, ",") {
+			if !strings.Contains(c, "/") {
+				return "networkAllowList must hold CIDR blocks"
+			}
+		}
+	}
+	return ""
+}
+
+// newSandbox makes the sandbox a create asks for, creating.
+func (s *Server) newSandbox(req createSandbox) *sandbox {
+	now := time.Now()
+	sb := &sandbox{
+		id: newID(), name: req.Name, snapshot: req.Snapshot, target: req.Target, user: req.User,
+		labels: maps.Clone(req.Labels), env: maps.Clone(req.Env),
+		state: stateCreating, desiredState: stateStarted, createdAt: now, updatedAt: now, lastActivity: now,
+		settleAt: now.Add(s.opts.CreatingFor), autoStop: 15, autoDelete: -1, autoArchive: 7 * 24 * 60,
+		creatingLeft: s.opts.CreatingPolls, failState: s.opts.FailState,
+		cpu: 1, memory: 1, disk: 3,
+		sessions: map[string]*session{}, ended: make(chan struct{}), cleaned: make(chan struct{}),
+	}
+	if sb.labels == nil {
+		sb.labels = map[string]string{}
+	}
+	if sb.env == nil {
+		sb.env = map[string]string{}
+	}
+	sb.name = cmp.Or(sb.name, sb.id)
+	sb.snapshot = cmp.Or(sb.snapshot, "daytonaio/sandbox:daytonatest")
+	sb.target = cmp.Or(sb.target, "us")
+	sb.user = cmp.Or(sb.user, "daytona")
+	for _, f := range []struct {
+		dst *int
+		src *int
+	}{{&sb.autoStop, req.AutoStopInterval}, {&sb.autoDelete, req.AutoDeleteInterval}, {&sb.autoArchive, req.AutoArchive}, {&sb.ttl, req.TTLMinutes}} {
+		if f.src != nil {
+			*f.dst = *f.src
+		}
+	}
+	if !s.opts.IgnoreNetwork {
+		if req.NetworkBlockAll != nil {
+			sb.networkBlockAll = *req.NetworkBlockAll
+		}
+		sb.networkAllowList = deref(req.NetworkAllowList)
+		sb.domainAllowList = deref(req.DomainAllowList)
+	}
+	return sb
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
 // settle moves a creating sandbox on by one read: it stays creating for
-// Options.CreatingPolls reads. Caller holds s.mu.
-func (s *Server) settle(sb *sandbox) {
-	if sb.state != "creating" || sb.stuck {
+// Options.CreatingPolls reads and until Options.CreatingFor has passed.
+// Caller holds s.mu.
+func (s *Server) settle(sb *sandbox, now time.Time) {
+	if sb.state != stateCreating {
 		return
 	}
 	if sb.creatingLeft > 0 {
 		sb.creatingLeft--
 		return
 	}
-	sb.updatedAt = time.Now()
+	if now.Before(sb.settleAt) {
+		return
+	}
+	sb.updatedAt = now
 	if sb.failState != "" {
 		sb.state, sb.errorReason = sb.failState, s.opts.ErrorReason
-		if sb.errorReason == "" {
-			sb.errorReason = "daytonatest: injected failure"
-		}
+		sb.errorReason = cmp.Or(sb.errorReason, "daytonatest: injected failure")
 		return
 	}
-	sb.state = "started"
+	sb.state = stateStarted
 }
 
-func (s *Server) getSandbox(w http.ResponseWriter, idOrName string) {
+// advance carries out what time has settled: a stop that has taken its
+// time, and a DELETE past its lag (the sandbox is then destroyed, its
+// processes killed in the background). Caller holds s.mu.
+func (s *Server) advance(sb *sandbox, now time.Time) {
+	if sb.state == stateStopping && !now.Before(sb.settleAt) {
+		sb.state, sb.updatedAt = stateStopped, now
+		if sb.autoDelete == 0 {
+			sb.desiredState, sb.deletedAt = stateDestroyed, now
+		}
+	}
+	if sb.desiredState == stateDestroyed && !sb.destroying && !now.Before(sb.deletedAt.Add(s.opts.DeleteLag)) {
+		sb.destroying = true
+		sb.state, sb.updatedAt = stateDestroyed, now
+		sb.destroyedAt = now
+		close(sb.ended)
+		go s.cleanUp(sb)
+	}
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	sb := s.find(idOrName)
+	sb := s.find(idOf(r))
 	if sb == nil {
 		s.mu.Unlock()
-		writeJSON(w, http.StatusNotFound, nestError(http.StatusNotFound, fmt.Sprintf("Sandbox with ID or name %s not found", idOrName)))
+		writeJSON(w, http.StatusNotFound, nestError(http.StatusNotFound, fmt.Sprintf("Sandbox with ID or name %s not found", idOf(r))))
 		return
 	}
-	s.settle(sb)
-	out := s.dto(sb)
+	s.settle(sb, time.Now())
+	out := s.dto(sb, false)
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) deleteSandbox(w http.ResponseWriter, idOrName string) {
+// deleteSandbox accepts a DELETE unless a change is in progress: it sets
+// desiredState destroyed and leaves the state as it is for the lag.
+func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	sb := s.find(idOrName)
+	sb := s.find(idOf(r))
 	if sb == nil {
 		s.mu.Unlock()
-		writeJSON(w, http.StatusNotFound, nestError(http.StatusNotFound, fmt.Sprintf("Sandbox with ID or name %s not found", idOrName)))
+		writeJSON(w, http.StatusNotFound, nestError(http.StatusNotFound, fmt.Sprintf("Sandbox with ID or name %s not found", idOf(r))))
 		return
 	}
-	sb.state, sb.desiredState = "destroying", "destroyed"
-	out := s.dto(sb)
+	if sb.pending() {
+		s.mu.Unlock()
+		inProgress(w)
+		return
+	}
+	now := time.Now()
+	sb.desiredState, sb.deletedAt, sb.updatedAt = stateDestroyed, now, now
+	out := s.dto(sb, false)
+	s.advance(sb, now)
 	s.mu.Unlock()
-	s.destroy(sb, "deleted")
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) sandboxAction(w http.ResponseWriter, r *http.Request, idOrName string, action []string) {
-	s.mu.Lock()
-	sb := s.find(idOrName)
-	s.mu.Unlock()
+// inProgress is the answer to a change asked for while another is in
+// progress.
+func inProgress(w http.ResponseWriter) {
+	writeJSON(w, http.StatusConflict, nestError(http.StatusConflict, "Sandbox state change in progress"))
+}
+
+// startSandbox starts a stopped or archived sandbox and resumes a paused
+// one; the server waits for it, so it answers started.
+func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) {
+	sb := s.lookup(w, r)
 	if sb == nil {
-		writeJSON(w, http.StatusNotFound, nestError(http.StatusNotFound, fmt.Sprintf("Sandbox with ID or name %s not found", idOrName)))
 		return
 	}
-	minutes := func() (int, bool) {
-		if len(action) != 2 {
-			return 0, false
-		}
-		n, err := strconv.Atoi(action[1])
-		return n, err == nil
-	}
+	s.mu.Lock()
+	resume := false
 	switch {
-	case action[0] == "start" && r.Method == http.MethodPost:
-		s.mu.Lock()
-		switch sb.state {
-		case "stopped", "archived":
-			sb.state, sb.desiredState, sb.updatedAt, sb.lastActivity = "started", "started", time.Now(), time.Now()
-		case "started":
-		default:
-			st := sb.state
-			s.mu.Unlock()
-			writeJSON(w, http.StatusBadRequest, nestError(http.StatusBadRequest, "Sandbox is in state "+st+" and cannot be started"))
-			return
-		}
-		out := s.dto(sb)
+	case sb.pending():
 		s.mu.Unlock()
-		writeJSON(w, http.StatusOK, out)
-	case action[0] == "stop" && r.Method == http.MethodPost:
-		s.stopSandbox(sb, "stopped")
-		s.mu.Lock()
-		out := s.dto(sb)
+		inProgress(w)
+		return
+	case sb.state == stateStopped || sb.state == stateArchived || sb.state == statePaused:
+		resume = sb.state == statePaused
+		now := time.Now()
+		sb.state, sb.desiredState, sb.updatedAt, sb.lastActivity = stateStarted, stateStarted, now, now
+	case sb.state != stateStarted:
+		st := sb.state
 		s.mu.Unlock()
-		writeJSON(w, http.StatusOK, out)
-	case action[0] == "labels" && r.Method == http.MethodPut:
-		var body struct {
-			Labels map[string]string `json:"labels"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-			writeJSON(w, http.StatusBadRequest, nestError(http.StatusBadRequest, err.Error()))
-			return
-		}
-		s.mu.Lock()
+		writeJSON(w, http.StatusBadRequest, nestError(http.StatusBadRequest, "Sandbox is in state "+st+" and cannot be started"))
+		return
+	}
+	out := s.dto(sb, false)
+	s.mu.Unlock()
+	if resume {
+		s.signalAll(sb, sigCont)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) stopHandler(w http.ResponseWriter, r *http.Request) {
+	sb := s.lookup(w, r)
+	if sb == nil {
+		return
+	}
+	s.mu.Lock()
+	pending := sb.pending()
+	s.mu.Unlock()
+	if pending {
+		inProgress(w)
+		return
+	}
+	s.stopSandbox(sb, "stopped")
+	s.mu.Lock()
+	out := s.dto(sb, false)
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) replaceLabels(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Labels map[string]string `json:"labels"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		writeJSON(w, http.StatusBadRequest, nestError(http.StatusBadRequest, err.Error()))
+		return
+	}
+	s.change(w, r, func(sb *sandbox) any {
 		sb.labels = maps.Clone(body.Labels)
-		out := map[string]any{"labels": sb.labels}
-		s.mu.Unlock()
-		writeJSON(w, http.StatusOK, out)
-	case action[0] == "last-activity" && r.Method == http.MethodPost:
-		s.mu.Lock()
+		return map[string]any{"labels": sb.labels}
+	})
+}
+
+func (s *Server) lastActivity(w http.ResponseWriter, r *http.Request) {
+	s.change(w, r, func(sb *sandbox) any {
 		sb.lastActivity = time.Now()
-		s.mu.Unlock()
+		return nil
+	})
+}
+
+// change applies f to the sandbox the path names, under s.mu, and answers
+// what f returns (nil: 201 and no body), or 404.
+func (s *Server) change(w http.ResponseWriter, r *http.Request, f func(*sandbox) any) {
+	sb := s.lookup(w, r)
+	if sb == nil {
+		return
+	}
+	s.mu.Lock()
+	out := f(sb)
+	s.mu.Unlock()
+	if out == nil {
 		w.WriteHeader(http.StatusCreated)
-	case action[0] == "toolbox-proxy-url" && r.Method == http.MethodGet:
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) toolboxProxyURL(w http.ResponseWriter, r *http.Request) {
+	if s.lookup(w, r) != nil {
 		writeJSON(w, http.StatusOK, map[string]string{"url": s.srv.URL + "/toolbox"})
-	case r.Method == http.MethodPost && (action[0] == "autostop" || action[0] == "autodelete" || action[0] == "autoarchive" || action[0] == "ttl"):
-		n, ok := minutes()
-		if !ok {
+	}
+}
+
+// setTimer serves the lifecycle timers: autostop, autodelete, autoarchive
+// and ttl, in minutes.
+func (s *Server) setTimer(which string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		n, err := strconv.Atoi(cmp.Or(r.PathValue("interval"), r.PathValue("ttlMinutes")))
+		if err != nil {
 			writeJSON(w, http.StatusBadRequest, nestError(http.StatusBadRequest, "invalid interval"))
 			return
 		}
-		s.mu.Lock()
-		switch action[0] {
-		case "autostop":
-			sb.autoStop = n
-		case "autodelete":
-			sb.autoDelete = n
-		case "autoarchive":
-			sb.autoArchive = n
-		case "ttl":
-			sb.ttl = n
-		}
-		s.mu.Unlock()
-		w.WriteHeader(http.StatusOK)
-	default:
-		writeJSON(w, http.StatusNotFound, nestError(http.StatusNotFound, "Cannot "+r.Method+" "+r.URL.Path))
+		s.change(w, r, func(sb *sandbox) any {
+			switch which {
+			case "autostop":
+				sb.autoStop = n
+			case "autodelete":
+				sb.autoDelete = n
+			case "autoarchive":
+				sb.autoArchive = n
+			case "ttl":
+				sb.ttl = n
+			}
+			return s.dto(sb, false)
+		})
 	}
 }
 
 // listSandboxes serves GET /sandbox: the JSON labels filter, repeated
-// states, cursor (or page) pagination.
+// states, a name prefix, cursor pagination.
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var want map[string]string
@@ -365,32 +491,57 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	states := q["states"]
-	namePrefix := strings.ToLower(q.Get("name"))
 	limit := s.opts.PageSize
 	if l, err := strconv.Atoi(q.Get("limit")); err == nil && l > 0 && l < limit {
 		limit = l
 	}
-	now := time.Now()
+	start := 0
+	if c := q.Get("cursor"); c != "" {
+		b, err := base64.RawURLEncoding.DecodeString(c)
+		n, err2 := strconv.Atoi(string(b))
+		if err != nil || err2 != nil || n < 0 {
+			writeJSON(w, http.StatusBadRequest, nestError(http.StatusBadRequest, "invalid cursor"))
+			return
+		}
+		start = n
+	}
 	s.mu.Lock()
+	rows := s.listed(want, q["states"], strings.ToLower(q.Get("name")))
+	start = min(start, len(rows))
+	end := min(start+limit, len(rows))
+	items := make([]map[string]any, 0, end-start)
+	for _, sb := range rows[start:end] {
+		items = append(items, s.dto(sb, true))
+	}
+	s.mu.Unlock()
+	var next any
+	if end < len(rows) {
+		next = base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(end)))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": next})
+}
+
+// listed returns the sandboxes a listing shows, oldest first: those
+// created at least ListDelay ago and not destroyed longer than that, with
+// the labels, one of the states (if any) and the name prefix. Caller holds
+// s.mu.
+func (s *Server) listed(labels map[string]string, states []string, namePrefix string) []*sandbox {
+	now := time.Now()
 	var rows []*sandbox
 	for _, sb := range s.sandboxes {
+		s.advance(sb, now)
 		if now.Sub(sb.createdAt) < s.opts.ListDelay {
 			continue // not yet visible: listings are eventually consistent
 		}
-		if sb.gone() && now.Sub(sb.destroyedAt) >= s.opts.ListDelay {
+		if sb.state == stateDestroyed && now.Sub(sb.destroyedAt) >= s.opts.ListDelay {
 			continue
 		}
 		match := true
-		for k, v := range want {
-			if sb.labels[k] != v {
-				match = false
-			}
+		for k, v := range labels {
+			match = match && sb.labels[k] == v
 		}
-		if !match || len(states) > 0 && !slices.Contains(states, sb.state) {
-			continue
-		}
-		if namePrefix != "" && !strings.HasPrefix(strings.ToLower(sb.name), namePrefix) {
+		if !match || len(states) > 0 && !slices.Contains(states, sb.state) ||
+			!strings.HasPrefix(strings.ToLower(sb.name), namePrefix) {
 			continue
 		}
 		rows = append(rows, sb)
@@ -401,94 +552,68 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		}
 		return strings.Compare(a.id, b.id)
 	})
-	start := 0
-	switch s.opts.ListShape {
-	case "pages":
-		if p, err := strconv.Atoi(q.Get("page")); err == nil && p > 1 {
-			start = (p - 1) * limit
-		}
-	case "array":
-		limit = len(rows) + 1
-	default:
-		if c := q.Get("cursor"); c != "" {
-			b, err := base64.RawURLEncoding.DecodeString(c)
-			n, err2 := strconv.Atoi(string(b))
-			if err != nil || err2 != nil || n < 0 {
-				s.mu.Unlock()
-				writeJSON(w, http.StatusBadRequest, nestError(http.StatusBadRequest, "invalid cursor"))
-				return
-			}
-			start = n
-		}
-	}
-	start = min(start, len(rows))
-	end := min(start+limit, len(rows))
-	items := make([]map[string]any, 0, end-start)
-	for _, sb := range rows[start:end] {
-		d := s.dto(sb)
-		delete(d, "env")
-		items = append(items, d)
-	}
-	total := len(rows)
-	s.mu.Unlock()
-	switch s.opts.ListShape {
-	case "array":
-		writeJSON(w, http.StatusOK, items)
-	case "pages":
-		page := start/limit + 1
-		pages := (total + limit - 1) / limit
-		writeJSON(w, http.StatusOK, map[string]any{"items": items, "total": total, "page": page, "totalPages": pages})
-	default:
-		var next any
-		if end < total {
-			next = base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(end)))
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": next})
-	}
+	return rows
 }
 
-// stopSandbox kills a started sandbox's processes and marks it stopped; an
-// autoDeleteInterval of 0 then deletes it.
+// stopSandbox stops a started sandbox: its processes are killed and it is
+// stopping for Options.StoppingFor, then stopped (and, with an
+// autoDeleteInterval of 0, deleted).
 func (s *Server) stopSandbox(sb *sandbox, why string) {
 	s.mu.Lock()
-	if sb.state != "started" {
+	if sb.state != stateStarted || sb.desiredState != stateStarted {
 		s.mu.Unlock()
 		return
 	}
-	sb.state, sb.desiredState, sb.updatedAt = "stopping", "stopped", time.Now()
+	now := time.Now()
+	sb.state, sb.desiredState, sb.updatedAt, sb.settleAt = stateStopping, stateStopped, now, now.Add(s.opts.StoppingFor)
 	s.mu.Unlock()
-	s.killAll(sb)
+	s.signalAll(sb, syscall.SIGKILL)
 	s.mu.Lock()
-	sb.state = "stopped"
-	del := sb.autoDelete == 0
+	s.advance(sb, time.Now())
 	s.mu.Unlock()
-	if del {
-		s.mu.Lock()
-		sb.state = "destroying"
-		s.mu.Unlock()
-		s.destroy(sb, why+", then deleted (autoDeleteInterval 0)")
-	}
 }
 
-// destroy ends a sandbox: its processes killed, its followers ended, its
-// directory removed; reads then answer 404.
+// destroy ends a sandbox now (the server's close, its ttl), and returns
+// once it is cleaned up: reads then answer 404.
 func (s *Server) destroy(sb *sandbox, why string) {
 	s.mu.Lock()
-	if sb.state == "destroyed" {
-		s.mu.Unlock()
-		return
+	if !sb.destroying {
+		now := time.Now()
+		sb.desiredState, sb.deletedAt = stateDestroyed, now.Add(-s.opts.DeleteLag)
+		s.advance(sb, now)
 	}
-	sb.state, sb.desiredState, sb.destroyedAt, sb.updatedAt = "destroyed", "destroyed", time.Now(), time.Now()
-	close(sb.ended)
 	s.mu.Unlock()
-	s.killAll(sb)
+	<-sb.cleaned
+}
+
+// cleanUp kills a destroyed sandbox's processes, ends its sessions,
+// waits for its log followers, and removes its directory.
+func (s *Server) cleanUp(sb *sandbox) {
+	defer close(sb.cleaned)
+	s.signalAll(sb, syscall.SIGKILL)
+	s.mu.Lock()
+	sessions := make([]*session, 0, len(sb.sessions))
+	for _, ss := range sb.sessions {
+		sessions = append(sessions, ss)
+	}
+	s.mu.Unlock()
+	for _, ss := range sessions {
+		ss.end()
+	}
 	sb.follows.Wait()
 	os.RemoveAll(sb.dir)
 }
 
-// killAll kills every process whose environment carries the sandbox's
-// DAYTONA_SANDBOX_ID, until none is left (a fork may race the first pass).
-func (s *Server) killAll(sb *sandbox) {
+// Signals signalAll sends besides SIGKILL: to pause and resume.
+const (
+	sigStop = syscall.SIGSTOP
+	sigCont = syscall.SIGCONT
+)
+
+// signalAll sends sig to every process whose environment carries the
+// sandbox's DAYTONA_SANDBOX_ID; for SIGKILL, until none is left (a fork
+// may race the first pass).
+func (s *Server) signalAll(sb *sandbox, sig syscall.Signal) {
 	marker := []byte("DAYTONA_SANDBOX_ID=" + sb.id + "\x00")
 	for pass := 0; pass < 50; pass++ {
 		ents, err := os.ReadDir("/proc")
@@ -506,9 +631,9 @@ func (s *Server) killAll(sb *sandbox) {
 				continue
 			}
 			found++
-			syscall.Kill(pid, syscall.SIGKILL)
+			syscall.Kill(pid, sig)
 		}
-		if found == 0 {
+		if found == 0 || sig != syscall.SIGKILL {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -529,11 +654,12 @@ func containsEnv(env, marker []byte) bool {
 	return false
 }
 
-// timers enforces ttlMinutes and autoStopInterval, and forgets destroyed
-// sandboxes once listings no longer show them.
+// timers enforces ttlMinutes and autoStopInterval, carries out what time
+// has settled, and forgets destroyed sandboxes once listings no longer
+// show them.
 func (s *Server) timers() {
 	defer s.wg.Done()
-	tick := time.NewTicker(100 * time.Millisecond)
+	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
@@ -545,15 +671,15 @@ func (s *Server) timers() {
 		var expire, idle []*sandbox
 		s.mu.Lock()
 		for id, sb := range s.sandboxes {
+			s.advance(sb, now)
 			switch {
-			case sb.state == "destroyed":
+			case sb.state == stateDestroyed:
 				if now.Sub(sb.destroyedAt) > s.opts.ListDelay+time.Minute {
 					delete(s.sandboxes, id)
 				}
 			case sb.ttl > 0 && now.After(sb.createdAt.Add(time.Duration(sb.ttl)*s.opts.Minute)):
-				sb.state = "destroying"
 				expire = append(expire, sb)
-			case sb.state == "started" && sb.autoStop > 0 && now.After(sb.lastActivity.Add(time.Duration(sb.autoStop)*s.opts.Minute)):
+			case sb.state == stateStarted && sb.autoStop > 0 && now.After(sb.lastActivity.Add(time.Duration(sb.autoStop)*s.opts.Minute)):
 				idle = append(idle, sb)
 			}
 		}
@@ -565,4 +691,15 @@ func (s *Server) timers() {
 			go s.stopSandbox(sb, "auto-stopped")
 		}
 	}
+}
+
+// Alive reports whether the process pid of this machine (where the fake's
+// sandboxes run their commands) exists and is not a zombie.
+func Alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(rest, "Z")
 }

@@ -1,50 +1,66 @@
 // Package daytonatest serves a fake of Daytona's REST API in process: the
 // control plane (sandboxes) and the per-sandbox toolbox (files, commands,
-// sessions) on one httptest.Server, with the real paths and JSON field
-// names.
+// sessions) on one httptest.Server, with the routes, field names and
+// behaviour of the vendor's current published clients and daemon.
 //
 // # What it models
 //
-// The control plane answers under /api: create (200 while the sandbox may
-// still be creating), get by id or name, list with a JSON labels filter and
-// cursor pagination (a tiny page size), start, stop, delete (then 404),
-// labels, the lifecycle timers, last-activity and the toolbox proxy URL. A
-// sandbox goes creating → started after Options.CreatingPolls reads; it can
-// be made to fail (error, build_failed) or to stay creating. Its ttlMinutes
-// destroys it in any state; its autoStopInterval stops it when idle, and an
-// autoDeleteInterval of 0 then deletes it. Listings are eventually
-// consistent: a sandbox appears Options.ListDelay after its create, and a
-// deleted one lingers that long with state destroyed.
+// The control plane answers under /api. A create answers 200 while the
+// sandbox may still be creating; one that fails within the server's own
+// wait answers 400 "Sandbox failed to start: <reason>" and leaves the
+// sandbox in its error state. A sandbox goes creating → started after
+// Options.CreatingPolls reads and Options.CreatingFor; it can be made to
+// fail (error, build_failed). Stop leaves it stopping for
+// Options.StoppingFor, then stopped. While a sandbox is in such a pending
+// state, DELETE answers 409 "Sandbox state change in progress"; an
+// accepted DELETE sets desiredState destroyed and leaves state as it was
+// for Options.DeleteLag (reads show the sandbox, its toolbox answers),
+// then the sandbox is destroyed and reads answer 404. A paused sandbox is
+// resumed by start. Its ttlMinutes destroys it in any state; its
+// autoStopInterval stops it when idle, and an autoDeleteInterval of 0 then
+// deletes it. Listings (a JSON labels filter, repeated states, cursor
+// pagination with a tiny page size) are eventually consistent: a sandbox
+// appears Options.ListDelay after its create, and a destroyed one lingers
+// that long.
 //
-// The toolbox answers under /toolbox/{id}: process/execute splits the
-// command on spaces with the daemon's naive quote rules (no shell, no
-// escapes, invalid UTF-8 becomes U+FFFD) and runs the words; sessions run
-// each command through sh, keep its stdout and stderr in one log framed by
-// the 3-byte markers 01 01 01 and 02 02 02, and stream that log over a
-// WebSocket with ?follow=true; the file endpoints (info, list, download,
-// upload, bulk-upload, bulk-download, folder, delete, move, permissions)
-// behave as the daemon's handlers do: info and list follow symlinks (list
-// leaves dangling ones out), folder is MkdirAll, delete refuses a directory
-// without recursive=true, move refuses an existing destination.
+// The toolbox answers under /toolbox/{id}. process/execute runs the
+// command through sh, which reads it from its stdin (the daemon since
+// 2026-03), in its own process group, output combined, 408 past its
+// timeout. A session is one long-lived sh, which runs its commands one
+// after another; each command's stdout and stderr are labelled line by
+// line with the 3-byte markers 01 01 01 and 02 02 02 into its log, which
+// the logs endpoint serves as JSON or, with ?follow=true, over a
+// WebSocket in binary frames of at most 1 KiB, closed once the command's
+// exit code is known and the log has stayed at its end for
+// Options.FollowLinger. The markers are stripped from the log unless the
+// request carries X-Daytona-Split-Output: true or an X-Daytona-SDK-Version
+// of 0.27 or later, as the daemon does for old clients. Deleting a session
+// terminates its shell's process group. The file endpoints (info, list,
+// download, bulk-download, bulk-upload, folder, delete, move, permissions)
+// behave as the daemon's handlers do. Options.OldDaemon serves the older
+// daemon instead, the one @daytonaio/toolbox-api-client 0.161 describes:
+// it also has files/upload, and its process/execute splits the command on
+// spaces with naive quote rules and runs the words without a shell.
 //
 // # What is real
 //
 // A sandbox's commands run for real on this machine, as the same user as
-// the test, through exec.CommandContext with their own process group, a
-// fixed PATH and no variable of the host's environment (DAYTONA_SANDBOX_ID,
-// HOME and the sandbox's env are all they get), so scripts, find and tar
-// really run. There is no isolation: a sandbox's paths are this machine's
-// paths. Each sandbox has its own temporary directory (the default working
-// directory and HOME of its commands); tests give each box its own
-// workspace. When a sandbox ends, every process carrying its
-// DAYTONA_SANDBOX_ID is killed.
+// the test, with their own process group, a fixed PATH and no variable of
+// the host's environment (DAYTONA_SANDBOX_ID, HOME and the sandbox's env
+// are all they get), so scripts, find and tar really run. There is no
+// isolation: a sandbox's paths are this machine's paths. Each sandbox has
+// its own temporary directory (the default working directory and HOME of
+// its commands); tests give each box its own workspace. When a sandbox
+// ends, every process carrying its DAYTONA_SANDBOX_ID is killed.
 //
 // # Knobs and records
 //
-// Options set the API key, creating polls, page size, listing delay,
-// latency and fault injection (429 with Retry-After, 5xx, before or after
-// the request is handled). Every request is recorded (method, path, query,
-// headers, body) for tests to inspect.
+// Options set the API key, the timings above, the page size, latency and
+// fault injection (429 with Retry-After, 5xx, before or after the request
+// is handled). Every request is recorded (method, path, query, headers,
+// body, and the answer's status, type and body) for tests to inspect, and
+// Routes lists what the fake serves, so tests can check both against the
+// vendor's spec.
 package daytonatest
 
 import (
@@ -67,23 +83,31 @@ type Options struct {
 	// <key>". Default "daytonatest-key".
 	APIKey string
 	// CreatingPolls is how many reads of a new sandbox still see it
-	// creating before it is started (0: the create answers it started).
+	// creating before it is started (0: the create can answer it started).
 	CreatingPolls int
+	// CreatingFor is how long a new sandbox is creating at least.
+	CreatingFor time.Duration
 	// FailState, when set ("error", "build_failed"), is where a new
-	// sandbox goes instead of started, with ErrorReason.
+	// sandbox goes instead of started, with ErrorReason. A sandbox that
+	// fails before the create answers makes the create answer 400.
 	FailState   string
 	ErrorReason string
-	// StuckCreating keeps every new sandbox creating for ever.
-	StuckCreating bool
+	// StoppingFor is how long a stop leaves a sandbox stopping. Default
+	// 100ms; negative: none.
+	StoppingFor time.Duration
+	// DeleteLag is how long an accepted DELETE leaves a sandbox in its
+	// state (desiredState destroyed) before it is destroyed. Default
+	// 200ms; negative: none.
+	DeleteLag time.Duration
 	// PageSize is the most items a listing page holds. Default 2.
 	PageSize int
-	// ListShape is the listing's response shape: "cursor" ({items,
-	// nextCursor}, the default), "pages" ({items, total, page,
-	// totalPages}, an older API) or "array" (a bare array, older still).
-	ListShape string
 	// ListDelay hides a new sandbox from listings for this long, and keeps
-	// a deleted one listed (as destroyed) as long.
+	// a destroyed one listed as long.
 	ListDelay time.Duration
+	// FollowLinger is how long a followed log stays at its end, with the
+	// command's exit code known, before the stream closes (the daemon
+	// waits about a second). Default 50ms.
+	FollowLinger time.Duration
 	// Latency is added before every answer.
 	Latency time.Duration
 	// Minute is how long the fake's minute lasts, for ttlMinutes and
@@ -92,6 +116,9 @@ type Options struct {
 	// IgnoreNetwork makes the fake drop networkBlockAll and the allow
 	// lists on create, as a Daytona that does not apply them would.
 	IgnoreNetwork bool
+	// OldDaemon serves the toolbox of older daemons (toolbox API 0.161):
+	// files/upload exists and process/execute runs no shell.
+	OldDaemon bool
 }
 
 // Fault is what an injected failure does to one request.
@@ -128,7 +155,7 @@ func Every(n int, retryAfter string, statuses ...int) FaultFunc {
 	}
 }
 
-// Request is one recorded request.
+// Request is one recorded request and its answer.
 type Request struct {
 	Time   time.Time
 	Method string
@@ -137,11 +164,19 @@ type Request struct {
 	Header http.Header
 	Body   []byte
 	Status int // what the fake answered (101 for an upgrade)
+	// ContentType and Response are the answer's type and body (its first
+	// MiB), as the fake wrote them.
+	ContentType string
+	Response    []byte
 }
+
+// responseMax is how much of an answer is recorded.
+const responseMax = 1 << 20
 
 // Server is a running fake.
 type Server struct {
 	srv  *httptest.Server
+	mux  *http.ServeMux
 	opts Options
 	root string // temp dir holding each sandbox's directory
 
@@ -166,15 +201,30 @@ func New(opts Options) *Server {
 	if opts.Minute <= 0 {
 		opts.Minute = time.Minute
 	}
+	opts.StoppingFor = orDefault(opts.StoppingFor, 100*time.Millisecond)
+	opts.DeleteLag = orDefault(opts.DeleteLag, 200*time.Millisecond)
+	opts.FollowLinger = orDefault(opts.FollowLinger, 50*time.Millisecond)
 	root, err := os.MkdirTemp("", "daytonatest-")
 	if err != nil {
 		panic(fmt.Sprintf("daytonatest: %v", err))
 	}
 	s := &Server{opts: opts, root: root, sandboxes: map[string]*sandbox{}, stop: make(chan struct{})}
+	s.mux = s.routes()
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.wg.Add(1)
 	go s.timers()
 	return s
+}
+
+// orDefault is d, def when d is 0, and 0 when d is negative.
+func orDefault(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
 }
 
 // URL is the server's base URL.
@@ -270,50 +320,8 @@ func (s *Server) Leaks(secret string) []string {
 	return out
 }
 
-// SandboxIDs returns the ids of the sandboxes that exist (not destroyed).
-func (s *Server) SandboxIDs() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var ids []string
-	for id, sb := range s.sandboxes {
-		if !sb.gone() {
-			ids = append(ids, id)
-		}
-	}
-	return ids
-}
-
-// State returns a sandbox's state ("" when the fake never knew it).
-func (s *Server) State(id string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sb := s.sandboxes[id]; sb != nil {
-		return sb.state
-	}
-	return ""
-}
-
-// Stop stops a sandbox as its auto-stop would.
-func (s *Server) Stop(id string) {
-	s.mu.Lock()
-	sb := s.sandboxes[id]
-	s.mu.Unlock()
-	if sb != nil {
-		s.stopSandbox(sb, "stopped by the test")
-	}
-}
-
-// LastActivity returns when a sandbox last saw activity.
-func (s *Server) LastActivity(id string) time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sb := s.sandboxes[id]; sb != nil {
-		return sb.lastActivity
-	}
-	return time.Time{}
-}
-
-// serve records, authenticates, delays and routes one request.
+// serve records, authenticates, delays, injects faults and routes one
+// request.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -328,7 +336,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	sw := &statusWriter{ResponseWriter: w}
 	defer func() {
 		s.mu.Lock()
-		rec.Status = sw.status
+		rec.Status, rec.ContentType, rec.Response = sw.status, sw.Header().Get("Content-Type"), sw.body
 		s.mu.Unlock()
 	}()
 
@@ -347,20 +355,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if fault != nil {
 		f = fault(r, n)
 	}
-	if f.Status != 0 && !f.After {
+	switch {
+	case f.Status == 0:
+		s.mux.ServeHTTP(sw, r)
+	case !f.After || r.Header.Get("Upgrade") != "": // an upgrade cannot be answered twice
 		injectFault(sw, f)
-		return
-	}
-	if f.Status != 0 && f.After {
-		if r.Header.Get("Upgrade") != "" {
-			injectFault(sw, f) // an upgrade cannot be answered twice
-			return
-		}
-		s.route(httptest.NewRecorder(), r)
+	default:
+		s.mux.ServeHTTP(httptest.NewRecorder(), r)
 		injectFault(sw, f)
-		return
 	}
-	s.route(sw, r)
 }
 
 func injectFault(w http.ResponseWriter, f Fault) {
@@ -376,24 +379,11 @@ func injectFault(w http.ResponseWriter, f Fault) {
 	fmt.Fprintf(w, "<html><body><h1>%d %s</h1></body></html>\n", f.Status, http.StatusText(f.Status))
 }
 
-func (s *Server) route(w http.ResponseWriter, r *http.Request) {
-	p := r.URL.Path
-	switch {
-	case p == "/api/sandbox" || strings.HasPrefix(p, "/api/sandbox/"):
-		s.serveSandbox(w, r, strings.Trim(strings.TrimPrefix(p, "/api/sandbox"), "/"))
-	case strings.HasPrefix(p, "/toolbox/"):
-		rest := strings.TrimPrefix(p, "/toolbox/")
-		id, sub, _ := strings.Cut(rest, "/")
-		s.serveToolbox(w, r, id, "/"+sub)
-	default:
-		writeJSON(w, http.StatusNotFound, nestError(http.StatusNotFound, "Cannot "+r.Method+" "+p))
-	}
-}
-
-// statusWriter remembers the status written.
+// statusWriter remembers the status written and the start of the body.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	body   []byte
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -406,6 +396,9 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
+	}
+	if room := responseMax - len(w.body); room > 0 {
+		w.body = append(w.body, b[:min(room, len(b))]...)
 	}
 	return w.ResponseWriter.Write(b)
 }

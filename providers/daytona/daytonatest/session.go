@@ -1,53 +1,66 @@
 package daytonatest
 
 import (
-	"context"
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/coder/websocket"
 )
 
-// The markers that frame a session command's log: each chunk of stdout
-// follows 01 01 01, each chunk of stderr 02 02 02.
+// The markers that label each line of a session command's log: 01 01 01
+// for stdout, 02 02 02 for stderr.
 var (
 	stdoutMarker = []byte{1, 1, 1}
 	stderrMarker = []byte{2, 2, 2}
 )
 
-// session is one daemon session: commands run one after another.
+// sessionGrace is how long a deleted session's shell group has between
+// SIGTERM and SIGKILL.
+const sessionGrace = 2 * time.Second
+
+// session is one daemon session: a long-lived sh in its own process group,
+// which runs the commands written to its stdin one after another.
 type session struct {
-	id       string
-	run      sync.Mutex // held while a command runs
+	id    string
+	dir   string // a directory per command, holding its FIFOs
+	shell *exec.Cmd
+	stdin io.WriteCloser
+	dead  chan struct{} // closed when the shell has ended
+
 	mu       sync.Mutex
 	commands map[string]*command
 	order    []string
-	shell    *os.Process // the command running, killed with the session
+	deleted  bool
 }
 
 // command is one session command and its log.
 type command struct {
 	id, text string
+	dir      string // its FIFOs: out, err, in, code
 
 	mu       sync.Mutex
-	log      []byte
-	stdout   []byte
-	stderr   []byte
+	log      []byte // the labelled lines of stdout and stderr
 	exitCode *int
-	drained  bool          // its output pipes reached EOF
+	drained  bool          // its output FIFOs reached EOF
 	changed  chan struct{} // closed and replaced on every change
-	stdin    io.WriteCloser
+
+	inMu sync.Mutex
+	in   *os.File // the stdin FIFO, held open for input; nil once the command ended
 }
 
-func newCommand(id, text string) *command {
-	return &command{id: id, text: text, changed: make(chan struct{})}
+func newCommand(id, text, dir string) *command {
+	return &command{id: id, text: text, dir: dir, changed: make(chan struct{})}
 }
 
 // update changes the command under its lock and wakes followers.
@@ -69,88 +82,6 @@ func (c *command) dto() map[string]any {
 	return m
 }
 
-func (s *Server) serveSession(w http.ResponseWriter, r *http.Request, sb *sandbox, rest string) {
-	parts := strings.Split(rest, "/")
-	if rest == "" {
-		parts = nil
-	}
-	switch {
-	case len(parts) == 0 && r.Method == http.MethodPost:
-		var req struct {
-			SessionID string `json:"sessionId"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.SessionID == "" {
-			toolboxError(w, r, http.StatusBadRequest, errors.New("invalid request body: sessionId is required"))
-			return
-		}
-		s.mu.Lock()
-		if _, ok := sb.sessions[req.SessionID]; ok {
-			s.mu.Unlock()
-			toolboxError(w, r, http.StatusConflict, errors.New("session already exists"))
-			return
-		}
-		sb.sessions[req.SessionID] = &session{id: req.SessionID, commands: map[string]*command{}}
-		s.mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-	case len(parts) == 0 && r.Method == http.MethodGet:
-		s.mu.Lock()
-		var all []*session
-		for _, ss := range sb.sessions {
-			all = append(all, ss)
-		}
-		s.mu.Unlock()
-		out := []map[string]any{}
-		for _, ss := range all {
-			out = append(out, ss.dto())
-		}
-		writeJSON(w, http.StatusOK, out)
-	default:
-		s.mu.Lock()
-		ss := sb.sessions[parts[0]]
-		s.mu.Unlock()
-		if ss == nil {
-			toolboxError(w, r, http.StatusNotFound, errors.New("session not found"))
-			return
-		}
-		switch {
-		case len(parts) == 1 && r.Method == http.MethodGet:
-			writeJSON(w, http.StatusOK, ss.dto())
-		case len(parts) == 1 && r.Method == http.MethodDelete:
-			s.mu.Lock()
-			delete(sb.sessions, ss.id)
-			s.mu.Unlock()
-			ss.mu.Lock()
-			if ss.shell != nil {
-				ss.shell.Kill() // the session's shell, not what it started
-			}
-			ss.mu.Unlock()
-			w.WriteHeader(http.StatusNoContent)
-		case len(parts) == 2 && parts[1] == "exec" && r.Method == http.MethodPost:
-			s.sessionExec(w, r, sb, ss)
-		case len(parts) >= 3 && parts[1] == "command":
-			ss.mu.Lock()
-			c := ss.commands[parts[2]]
-			ss.mu.Unlock()
-			if c == nil {
-				toolboxError(w, r, http.StatusNotFound, errors.New("command not found"))
-				return
-			}
-			switch {
-			case len(parts) == 3 && r.Method == http.MethodGet:
-				writeJSON(w, http.StatusOK, c.dto())
-			case len(parts) == 4 && parts[3] == "logs" && r.Method == http.MethodGet:
-				s.commandLogs(w, r, sb, c)
-			case len(parts) == 4 && parts[3] == "input" && r.Method == http.MethodPost:
-				commandInput(w, r, c)
-			default:
-				toolboxError(w, r, http.StatusNotFound, errors.New("no such route"))
-			}
-		default:
-			toolboxError(w, r, http.StatusNotFound, errors.New("no such route"))
-		}
-	}
-}
-
 func (ss *session) dto() map[string]any {
 	ss.mu.Lock()
 	var cmds []*command
@@ -165,9 +96,157 @@ func (ss *session) dto() map[string]any {
 	return map[string]any{"sessionId": ss.id, "commands": out}
 }
 
-// sessionExec starts a command in the session: through sh, after the
-// session's previous command ended.
-func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request, sb *sandbox, ss *session) {
+// createSession starts the session's shell.
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	var req struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.SessionID == "" {
+		toolboxError(w, r, http.StatusBadRequest, errors.New("invalid request body: sessionId is required"))
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := sb.sessions[req.SessionID]; ok {
+		toolboxError(w, r, http.StatusConflict, errors.New("session already exists"))
+		return
+	}
+	ss, err := s.startSession(sb, req.SessionID)
+	if err != nil {
+		toolboxError(w, r, http.StatusBadRequest, err)
+		return
+	}
+	sb.sessions[req.SessionID] = ss
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (s *Server) startSession(sb *sandbox, id string) (*session, error) {
+	dir, err := os.MkdirTemp(sb.dir, ".daytona-session-")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("/bin/sh")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env, cmd.Dir = s.envLocked(sb), sb.dir
+	stdin, err := cmd.StdinPipe()
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	ss := &session{id: id, dir: dir, shell: cmd, stdin: stdin, dead: make(chan struct{}), commands: map[string]*command{}}
+	go func() {
+		cmd.Wait()
+		close(ss.dead)
+	}()
+	return ss, nil
+}
+
+// sessionOf finds the session the path names, or answers 404.
+func (s *Server) sessionOf(w http.ResponseWriter, r *http.Request, sb *sandbox) *session {
+	s.mu.Lock()
+	ss := sb.sessions[r.PathValue("sessionId")]
+	s.mu.Unlock()
+	if ss == nil {
+		toolboxError(w, r, http.StatusNotFound, errors.New("session not found"))
+	}
+	return ss
+}
+
+// commandOf finds the command the path names, or answers 404.
+func (s *Server) commandOf(w http.ResponseWriter, r *http.Request, sb *sandbox) (*session, *command) {
+	ss := s.sessionOf(w, r, sb)
+	if ss == nil {
+		return nil, nil
+	}
+	ss.mu.Lock()
+	c := ss.commands[r.PathValue("commandId")]
+	ss.mu.Unlock()
+	if c == nil {
+		toolboxError(w, r, http.StatusNotFound, errors.New("command not found"))
+	}
+	return ss, c
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	s.mu.Lock()
+	var all []*session
+	for _, ss := range sb.sessions {
+		all = append(all, ss)
+	}
+	s.mu.Unlock()
+	out := []map[string]any{}
+	for _, ss := range all {
+		out = append(out, ss.dto())
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	if ss := s.sessionOf(w, r, sb); ss != nil {
+		writeJSON(w, http.StatusOK, ss.dto())
+	}
+}
+
+func (s *Server) getCommand(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	if _, c := s.commandOf(w, r, sb); c != nil {
+		writeJSON(w, http.StatusOK, c.dto())
+	}
+}
+
+// deleteSession terminates the session's shell group (SIGTERM, then
+// SIGKILL after a grace) and forgets it.
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	ss := s.sessionOf(w, r, sb)
+	if ss == nil {
+		return
+	}
+	s.mu.Lock()
+	delete(sb.sessions, ss.id)
+	s.mu.Unlock()
+	ss.end()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// end terminates the shell's group, unblocks what waits on the commands'
+// FIFOs, and removes the session's files.
+func (ss *session) end() {
+	ss.mu.Lock()
+	if ss.deleted {
+		ss.mu.Unlock()
+		return
+	}
+	ss.deleted = true
+	cmds := make([]*command, 0, len(ss.commands))
+	for _, c := range ss.commands {
+		cmds = append(cmds, c)
+	}
+	ss.mu.Unlock()
+	pgid := ss.shell.Process.Pid
+	syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-ss.dead:
+	case <-time.After(sessionGrace):
+	}
+	syscall.Kill(-pgid, syscall.SIGKILL)
+	<-ss.dead
+	for _, c := range cmds {
+		c.release()
+	}
+	os.RemoveAll(ss.dir)
+}
+
+// sessionExec starts a command in the session: its FIFOs made, its
+// labellers started, the command written to the shell wrapped so that its
+// stdin, stdout and stderr are the FIFOs and its status is written to the
+// last one.
+func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	ss := s.sessionOf(w, r, sb)
+	if ss == nil {
+		return
+	}
 	var req struct {
 		Command           string `json:"command"`
 		RunAsync          bool   `json:"runAsync"`
@@ -182,191 +261,153 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request, sb *sandbox
 		toolboxError(w, r, http.StatusBadRequest, errors.New("command cannot be empty"))
 		return
 	}
-	c := newCommand(newID(), req.Command)
-	ss.mu.Lock()
-	ss.commands[c.id] = c
-	ss.order = append(ss.order, c.id)
-	ss.mu.Unlock()
-	go s.runCommand(sb, ss, c)
+	id := newID()
+	c := newCommand(id, req.Command, filepath.Join(ss.dir, id))
+	if err := c.start(ss); err != nil {
+		toolboxError(w, r, http.StatusBadRequest, err)
+		return
+	}
 	if req.RunAsync || req.Async {
 		writeJSON(w, http.StatusAccepted, map[string]any{"cmdId": c.id})
 		return
 	}
+	if !c.waitDone(ss, sb) {
+		toolboxError(w, r, http.StatusBadRequest, errors.New("session cancelled"))
+		return
+	}
+	c.mu.Lock()
+	stdout, stderr := demux(c.log)
+	out := map[string]any{"cmdId": c.id, "output": string(c.log), "stdout": string(stdout), "stderr": string(stderr), "exitCode": *c.exitCode}
+	c.mu.Unlock()
+	if !splitOutput(r.Header) {
+		out["output"] = string(stripMarkers(c.log))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// start makes the command's FIFOs, starts what reads them, and writes the
+// command to the session's shell.
+func (c *command) start(ss *session) error {
+	if err := os.Mkdir(c.dir, 0o700); err != nil {
+		return err
+	}
+	for _, f := range []string{"out", "err", "in", "code"} {
+		if err := syscall.Mkfifo(filepath.Join(c.dir, f), 0o600); err != nil {
+			return fmt.Errorf("mkfifo: %w", err)
+		}
+	}
+	in, err := os.OpenFile(filepath.Join(c.dir, "in"), os.O_RDWR, 0) // a writer, so the command's stdin stays open
+	if err != nil {
+		return err
+	}
+	c.in = in
+	ss.mu.Lock()
+	ss.commands[c.id] = c
+	ss.order = append(ss.order, c.id)
+	ss.mu.Unlock()
+	var labels sync.WaitGroup
+	labels.Add(2)
+	go c.label("out", stdoutMarker, &labels)
+	go c.label("err", stderrMarker, &labels)
+	go func() {
+		labels.Wait()
+		c.update(func() { c.drained = true })
+	}()
+	go c.readExit()
+	q := func(name string) string { return "'" + filepath.Join(c.dir, name) + "'" }
+	line := fmt.Sprintf("{ %s; } <%s >%s 2>%s; echo $? >%s\n", c.text, q("in"), q("out"), q("err"), q("code"))
+	if _, err := io.WriteString(ss.stdin, line); err != nil {
+		c.release()
+		return fmt.Errorf("failed to write command: %w", err)
+	}
+	return nil
+}
+
+// label copies one output FIFO into the log, each line after the stream's
+// marker and ending in a newline (the last line gets one too); NUL bytes
+// are dropped, as the shell's read does.
+func (c *command) label(name string, marker []byte, done *sync.WaitGroup) {
+	defer done.Done()
+	f, err := os.Open(filepath.Join(c.dir, name)) // blocks until the shell opens it
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			line = bytes.ReplaceAll(bytes.TrimSuffix(line, []byte("\n")), []byte{0}, nil)
+			c.update(func() {
+				c.log = append(append(append(c.log, marker...), line...), '\n')
+			})
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// readExit waits for the command's status on its code FIFO.
+func (c *command) readExit() {
+	b, err := os.ReadFile(filepath.Join(c.dir, "code")) // blocks until the shell writes it
+	code, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || perr != nil {
+		return
+	}
+	c.update(func() { c.exitCode = &code })
+	c.closeStdin()
+}
+
+// closeStdin closes the command's stdin FIFO (what input writes to).
+func (c *command) closeStdin() {
+	c.inMu.Lock()
+	if c.in != nil {
+		c.in.Close()
+		c.in = nil
+	}
+	c.inMu.Unlock()
+}
+
+// release unblocks the goroutines of a command that will not run (the
+// session ended): every FIFO is opened and closed once, and its stdin
+// closed.
+func (c *command) release() {
+	for _, f := range []string{"out", "err", "code"} {
+		if fd, err := os.OpenFile(filepath.Join(c.dir, f), os.O_RDWR, 0); err == nil {
+			fd.Close()
+		}
+	}
+	c.closeStdin()
+	c.update(func() {})
+}
+
+// waitDone waits for the command to end and its output to drain; false
+// when the session or the sandbox ended first.
+func (c *command) waitDone(ss *session, sb *sandbox) bool {
 	for {
 		c.mu.Lock()
 		done, ch := c.exitCode != nil && c.drained, c.changed
 		c.mu.Unlock()
 		if done {
-			break
+			return true
 		}
 		select {
 		case <-ch:
+		case <-ss.dead:
+			return false
 		case <-sb.ended:
-			toolboxError(w, r, http.StatusBadRequest, errors.New("session cancelled"))
-			return
-		}
-	}
-	c.mu.Lock()
-	out := map[string]any{"cmdId": c.id, "output": string(c.stdout) + string(c.stderr), "stdout": string(c.stdout), "stderr": string(c.stderr), "exitCode": *c.exitCode}
-	c.mu.Unlock()
-	writeJSON(w, http.StatusOK, out)
-}
-
-// runCommand runs one session command through sh, its stdout and stderr
-// framed by markers into the log.
-func (s *Server) runCommand(sb *sandbox, ss *session, c *command) {
-	ss.run.Lock()
-	defer ss.run.Unlock()
-	fail := func(code int, msg string) {
-		c.update(func() {
-			c.log = append(append(c.log, stderrMarker...), msg...)
-			c.stderr = append(c.stderr, msg...)
-			c.exitCode = &code
-			c.drained = true
-		})
-	}
-	select {
-	case <-sb.ended:
-		fail(1, "session cancelled\n")
-		return
-	default:
-	}
-	cmd := s.command(context.Background(), sb, "/bin/sh", "-c", c.text)
-	or, ow, err := os.Pipe()
-	if err != nil {
-		fail(1, err.Error())
-		return
-	}
-	er, ew, err := os.Pipe()
-	if err != nil {
-		or.Close()
-		ow.Close()
-		fail(1, err.Error())
-		return
-	}
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		fail(1, err.Error())
-		return
-	}
-	cmd.Stdout, cmd.Stderr = ow, ew
-	if err := cmd.Start(); err != nil {
-		or.Close()
-		ow.Close()
-		er.Close()
-		ew.Close()
-		fail(127, err.Error()+"\n")
-		return
-	}
-	ow.Close()
-	ew.Close()
-	c.update(func() { c.stdin = in })
-	ss.mu.Lock()
-	ss.shell = cmd.Process
-	ss.mu.Unlock()
-	var wg sync.WaitGroup
-	pump := func(r *os.File, marker []byte, own *[]byte) {
-		defer wg.Done()
-		defer r.Close()
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := r.Read(buf)
-			if n > 0 {
-				chunk := buf[:n]
-				c.update(func() {
-					c.log = append(append(c.log, marker...), chunk...)
-					*own = append(*own, chunk...)
-				})
-			}
-			if err != nil {
-				return
-			}
-		}
-	}
-	wg.Add(2)
-	go pump(or, stdoutMarker, &c.stdout)
-	go pump(er, stderrMarker, &c.stderr)
-	cmd.Wait()
-	code := -1
-	if ps := cmd.ProcessState; ps != nil {
-		code = ps.ExitCode()
-		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			code = 128 + int(ws.Signal()) // what $? says of a command a signal ended
-		}
-	}
-	c.update(func() { c.exitCode = &code; c.stdin = nil })
-	in.Close()
-	wg.Wait()
-	c.update(func() { c.drained = true })
-}
-
-// commandLogs serves the command's log: as JSON, or over a WebSocket
-// (streaming as it grows with ?follow=true, closed once the command has
-// ended and its output is all sent).
-func (s *Server) commandLogs(w http.ResponseWriter, r *http.Request, sb *sandbox, c *command) {
-	if r.Header.Get("Upgrade") == "" {
-		c.mu.Lock()
-		out := map[string]string{"output": string(c.stdout) + string(c.stderr), "stdout": string(c.stdout), "stderr": string(c.stderr)}
-		c.mu.Unlock()
-		writeJSON(w, http.StatusOK, out)
-		return
-	}
-	s.mu.Lock()
-	if sb.gone() {
-		s.mu.Unlock()
-		toolboxError(w, r, http.StatusNotFound, errors.New("session not found"))
-		return
-	}
-	sb.follows.Add(1)
-	s.mu.Unlock()
-	defer sb.follows.Done()
-	follow := r.URL.Query().Get("follow") == "true"
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
-	if err != nil {
-		return
-	}
-	defer conn.CloseNow()
-	ctx := conn.CloseRead(context.Background()) // answers pings; done when the client goes
-	sent := 0
-	for {
-		c.mu.Lock()
-		pending := c.log[sent:]
-		done := c.exitCode != nil && c.drained
-		ch := c.changed
-		c.mu.Unlock()
-		for len(pending) > 0 {
-			n := min(len(pending), 32<<10)
-			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			err := conn.Write(wctx, websocket.MessageText, pending[:n])
-			cancel()
-			if err != nil {
-				return
-			}
-			pending, sent = pending[n:], sent+n
-		}
-		if done || !follow {
-			c.mu.Lock()
-			more := len(c.log) > sent
-			c.mu.Unlock()
-			if !more {
-				conn.Close(websocket.StatusNormalClosure, "")
-				return
-			}
-			continue
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return
-		case <-sb.ended:
-			conn.Close(websocket.StatusGoingAway, "sandbox ended")
-			return
+			return false
 		}
 	}
 }
 
 // commandInput writes data (with a newline forced) to the command's stdin.
-func commandInput(w http.ResponseWriter, r *http.Request, c *command) {
+func (s *Server) commandInput(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	_, c := s.commandOf(w, r, sb)
+	if c == nil {
+		return
+	}
 	var req struct {
 		Data string `json:"data"`
 	}
@@ -374,18 +415,20 @@ func commandInput(w http.ResponseWriter, r *http.Request, c *command) {
 		toolboxError(w, r, http.StatusBadRequest, errors.New("invalid request body"))
 		return
 	}
-	c.mu.Lock()
-	in, ended := c.stdin, c.exitCode != nil
-	c.mu.Unlock()
-	if ended || in == nil {
-		toolboxError(w, r, http.StatusGone, errors.New("command has already completed"))
-		return
-	}
 	data := req.Data
 	if !strings.HasSuffix(data, "\n") {
 		data += "\n"
 	}
-	if _, err := io.WriteString(in, data); err != nil {
+	c.mu.Lock()
+	exited := c.exitCode != nil
+	c.mu.Unlock()
+	c.inMu.Lock()
+	defer c.inMu.Unlock()
+	if exited || c.in == nil {
+		toolboxError(w, r, http.StatusGone, errors.New("command has already completed"))
+		return
+	}
+	if _, err := io.WriteString(c.in, data); err != nil {
 		toolboxError(w, r, http.StatusGone, err)
 		return
 	}

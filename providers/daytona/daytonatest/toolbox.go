@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -22,65 +23,16 @@ import (
 // basePath is the PATH of every command the fake runs.
 const basePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// serveToolbox routes /toolbox/{id}/... to the sandbox's daemon.
-func (s *Server) serveToolbox(w http.ResponseWriter, r *http.Request, id, p string) {
-	s.mu.Lock()
-	sb := s.sandboxes[id]
-	if sb == nil || sb.gone() {
-		s.mu.Unlock()
-		writeJSON(w, http.StatusNotFound, nestError(http.StatusNotFound, "Sandbox not found"))
-		return
-	}
-	if sb.state != "started" {
-		st := sb.state
-		s.mu.Unlock()
-		writeJSON(w, http.StatusBadRequest, nestError(http.StatusBadRequest, "Sandbox is not started (state "+st+")"))
-		return
-	}
-	sb.lastActivity = time.Now()
-	s.mu.Unlock()
-
-	switch {
-	case p == "/process/execute" && r.Method == http.MethodPost:
-		s.execute(w, r, sb)
-	case strings.HasPrefix(p, "/process/session"):
-		s.serveSession(w, r, sb, strings.Trim(strings.TrimPrefix(p, "/process/session"), "/"))
-	case p == "/files" && r.Method == http.MethodGet:
-		listFiles(w, r)
-	case p == "/files" && r.Method == http.MethodDelete:
-		deleteFile(w, r)
-	case p == "/files/info" && r.Method == http.MethodGet:
-		fileInfoHandler(w, r)
-	case p == "/files/download" && r.Method == http.MethodGet:
-		downloadFile(w, r)
-	case p == "/files/bulk-download" && r.Method == http.MethodPost:
-		bulkDownload(w, r)
-	case (p == "/files/upload" || p == "/files/upload-v2") && r.Method == http.MethodPost:
-		uploadFile(w, r)
-	case p == "/files/bulk-upload" && r.Method == http.MethodPost:
-		bulkUpload(w, r)
-	case p == "/files/folder" && r.Method == http.MethodPost:
-		createFolder(w, r)
-	case p == "/files/move" && r.Method == http.MethodPost:
-		moveFile(w, r)
-	case p == "/files/permissions" && r.Method == http.MethodPost:
-		setPermissions(w, r)
-	case p == "/work-dir" && r.Method == http.MethodGet:
-		writeJSON(w, http.StatusOK, map[string]string{"dir": sb.dir})
-	case p == "/user-home-dir" && r.Method == http.MethodGet:
-		writeJSON(w, http.StatusOK, map[string]string{"dir": sb.dir})
-	case p == "/version" && r.Method == http.MethodGet:
-		writeJSON(w, http.StatusOK, map[string]string{"version": "daytonatest"})
-	default:
-		toolboxError(w, r, http.StatusNotFound, fmt.Errorf("no route %s %s", r.Method, p))
-	}
-}
-
 // env is the environment of every process of a sandbox: a fixed base, the
 // sandbox's id and its env. Nothing of the host's.
 func (s *Server) env(sb *sandbox) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.envLocked(sb)
+}
+
+// envLocked is env; the caller holds s.mu.
+func (s *Server) envLocked(sb *sandbox) []string {
 	env := []string{"PATH=" + basePath, "HOME=" + sb.dir, "DAYTONA_SANDBOX_ID=" + sb.id, "LANG=C.UTF-8"}
 	for k, v := range sb.env {
 		env = append(env, k+"="+v)
@@ -136,14 +88,51 @@ func parseCommand(command string) []string {
 // ParseCommand exposes the daemon's split, for tests.
 func ParseCommand(command string) []string { return parseCommand(command) }
 
-// execute serves POST /process/execute: the naive split, no shell, output
-// combined, 408 when the timeout passes.
+// execute serves POST /process/execute as current daemons do: sh reads
+// the command from its stdin and runs it in its own process group, with
+// the request's cwd and envs; the output is combined; past the timeout
+// (none when it is 0 or missing), or when the client goes, the group is
+// killed, and a timeout answers 408.
 func (s *Server) execute(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	var req struct {
 		Command string            `json:"command"`
 		Cwd     *string           `json:"cwd"`
 		Envs    map[string]string `json:"envs"`
 		Timeout *uint32           `json:"timeout"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		toolboxError(w, r, http.StatusBadRequest, errors.New("command is required"))
+		return
+	}
+	if strings.TrimSpace(req.Command) == "" {
+		toolboxError(w, r, http.StatusBadRequest, errors.New("empty command"))
+		return
+	}
+	for k := range req.Envs {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			toolboxError(w, r, http.StatusBadRequest, fmt.Errorf("invalid environment variable name %q", k))
+			return
+		}
+	}
+	var timeout time.Duration
+	if req.Timeout != nil {
+		timeout = time.Duration(*req.Timeout) * time.Second
+	}
+	ctx, timedOut, cancel := s.runContext(r.Context(), sb, timeout)
+	defer cancel()
+	cmd := s.command(ctx, sb, "/bin/sh")
+	cmd.Stdin = strings.NewReader(req.Command)
+	s.finishExecute(w, r, cmd, req.Cwd, req.Envs, timedOut, "command execution timeout")
+}
+
+// executeSplit serves POST /process/execute as older daemons do: the
+// command is split on spaces with the naive quote rules of parseCommand
+// and the words run without a shell; the timeout defaults to 360 s.
+func (s *Server) executeSplit(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	var req struct {
+		Command string  `json:"command"`
+		Cwd     *string `json:"cwd"`
+		Timeout *uint32 `json:"timeout"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Command == "" {
 		toolboxError(w, r, http.StatusBadRequest, errors.New("command is required"))
@@ -154,14 +143,34 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 		toolboxError(w, r, http.StatusBadRequest, errors.New("empty command"))
 		return
 	}
-	ctx := context.Background() // the daemon goes on when the client leaves
+	timeout := 360 * time.Second
 	if req.Timeout != nil && *req.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(*req.Timeout)*time.Second)
-		defer cancel()
+		timeout = time.Duration(*req.Timeout) * time.Second
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, timedOut, cancel := s.runContext(context.Background(), sb, timeout) // the older daemon goes on when the client leaves
 	defer cancel()
+	cmd := s.command(ctx, sb, argv[0], argv[1:]...)
+	msg := fmt.Sprintf("Command execution timed out after %d seconds. The timeout can be increased by adjusting the timeout parameter in the request.", int(timeout/time.Second))
+	s.finishExecute(w, r, cmd, req.Cwd, nil, timedOut, msg)
+}
+
+// runContext is the context of a command of process/execute: it ends with
+// parent, after timeout (if any; then timedOut reports true), or when the
+// sandbox ends.
+func (s *Server) runContext(parent context.Context, sb *sandbox, timeout time.Duration) (context.Context, func() bool, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	var mu sync.Mutex
+	fired := false
+	stopTimer := func() bool { return true }
+	if timeout > 0 {
+		t := time.AfterFunc(timeout, func() {
+			mu.Lock()
+			fired = true
+			mu.Unlock()
+			cancel()
+		})
+		stopTimer = t.Stop
+	}
 	go func() {
 		select {
 		case <-sb.ended:
@@ -169,11 +178,21 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 		case <-ctx.Done():
 		}
 	}()
-	cmd := s.command(ctx, sb, argv[0], argv[1:]...)
-	if req.Cwd != nil {
-		cmd.Dir = *req.Cwd
+	timedOut := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return fired
 	}
-	for k, v := range req.Envs {
+	return ctx, timedOut, func() { stopTimer(); cancel() }
+}
+
+// finishExecute runs cmd with its output combined and answers
+// {exitCode, result}, or 408 with msg when timedOut says so.
+func (s *Server) finishExecute(w http.ResponseWriter, r *http.Request, cmd *exec.Cmd, cwd *string, envs map[string]string, timedOut func() bool, msg string) {
+	if cwd != nil {
+		cmd.Dir = *cwd
+	}
+	for k, v := range envs {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	var out bytes.Buffer
@@ -182,12 +201,11 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 		writeJSON(w, http.StatusOK, map[string]any{"exitCode": -1, "result": err.Error()})
 		return
 	}
-	err := cmd.Wait()
-	if ctx.Err() == context.DeadlineExceeded {
-		toolboxError(w, r, http.StatusRequestTimeout, fmt.Errorf("Command execution timed out after %d seconds. The timeout can be increased by adjusting the timeout parameter in the request.", *req.Timeout))
+	cmd.Wait()
+	if timedOut() {
+		toolboxError(w, r, http.StatusRequestTimeout, errors.New(msg))
 		return
 	}
-	_ = err
 	code := -1
 	if cmd.ProcessState != nil {
 		code = cmd.ProcessState.ExitCode()
@@ -224,6 +242,20 @@ func getFileInfo(path string) (fileInfo, error) {
 	}, nil
 }
 
+// fileInfoJSON is what the daemon sends of fi: the older daemon's
+// FileInfo has no path and no modifiedAt.
+func (s *Server) fileInfoJSON(fi fileInfo) any {
+	if !s.opts.OldDaemon {
+		return fi
+	}
+	b, _ := json.Marshal(fi)
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	delete(m, "path")
+	delete(m, "modifiedAt")
+	return m
+}
+
 // statusOf is the daemon's choice of status for a file error.
 func statusOf(err error) int {
 	switch {
@@ -235,7 +267,7 @@ func statusOf(err error) int {
 	return http.StatusBadRequest
 }
 
-func fileInfoHandler(w http.ResponseWriter, r *http.Request) {
+func (s *Server) fileInfoHandler(w http.ResponseWriter, r *http.Request, _ *sandbox) {
 	p := r.URL.Query().Get("path")
 	if p == "" {
 		toolboxError(w, r, http.StatusBadRequest, errors.New("path is required"))
@@ -246,10 +278,10 @@ func fileInfoHandler(w http.ResponseWriter, r *http.Request) {
 		toolboxError(w, r, statusOf(err), err)
 		return
 	}
-	writeJSON(w, http.StatusOK, fi)
+	writeJSON(w, http.StatusOK, s.fileInfoJSON(fi))
 }
 
-func listFiles(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, _ *sandbox) {
 	p := r.URL.Query().Get("path")
 	if p == "" {
 		p = "."
@@ -259,19 +291,19 @@ func listFiles(w http.ResponseWriter, r *http.Request) {
 		toolboxError(w, r, statusOf(err), err)
 		return
 	}
-	out := []fileInfo{}
+	out := []any{}
 	for _, e := range ents {
 		fi, err := getFileInfo(filepath.Join(p, e.Name()))
 		if err != nil {
 			continue // the daemon leaves out what it cannot stat (a dangling symlink)
 		}
 		fi.Path = filepath.Join(p, e.Name())
-		out = append(out, fi)
+		out = append(out, s.fileInfoJSON(fi))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func downloadFile(w http.ResponseWriter, r *http.Request) {
+func downloadFile(w http.ResponseWriter, r *http.Request, _ *sandbox) {
 	p := r.URL.Query().Get("path")
 	if p == "" {
 		toolboxError(w, r, http.StatusBadRequest, errors.New("path is required"))
@@ -302,7 +334,7 @@ func downloadFile(w http.ResponseWriter, r *http.Request) {
 
 // bulkDownload answers a multipart/form-data body: a "file" part per path,
 // or an "error" part with {message, statusCode, code}.
-func bulkDownload(w http.ResponseWriter, r *http.Request) {
+func bulkDownload(w http.ResponseWriter, r *http.Request, _ *sandbox) {
 	var req struct {
 		Paths []string `json:"paths"`
 	}
@@ -340,9 +372,10 @@ func bulkDownload(w http.ResponseWriter, r *http.Request) {
 	mw.Close()
 }
 
-// uploadFile serves /files/upload: one part "file" saved to path, its
-// directory made first (0750), as gin's SaveUploadedFile does.
-func uploadFile(w http.ResponseWriter, r *http.Request) {
+// uploadFile serves /files/upload of older daemons: one part "file" saved
+// to path, its directory made first (0750), as gin's SaveUploadedFile
+// does.
+func uploadFile(w http.ResponseWriter, r *http.Request, _ *sandbox) {
 	p := r.URL.Query().Get("path")
 	if p == "" {
 		toolboxError(w, r, http.StatusBadRequest, errors.New("path is required"))
@@ -384,16 +417,25 @@ func uploadFile(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// bulkUpload serves /files/bulk-upload: parts files[i].path then
-// files[i].file.
-func bulkUpload(w http.ResponseWriter, r *http.Request) {
+// bulkUpload serves /files/bulk-upload as the daemon does: parts
+// files[i].path (trimmed) then files[i].file; each file is written to a
+// temporary name in its directory (made, 0755, when missing), given mode
+// 0644 and renamed over the path (through a final symlink). It answers
+// {"files": [{path, bytes}]}, or 400 {"errors": [...], "files": [...]}
+// with what did land.
+func bulkUpload(w http.ResponseWriter, r *http.Request, _ *sandbox) {
 	mr, err := r.MultipartReader()
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"errors": []string{"invalid multipart form"}})
 		return
 	}
+	type landed struct {
+		Path  string `json:"path"`
+		Bytes int64  `json:"bytes"`
+	}
 	dests := map[string]string{}
-	var errs []string
+	errs := []string{}
+	files := []landed{}
 	index := func(name string) string {
 		s := strings.TrimPrefix(name, "files[")
 		return strings.TrimSuffix(strings.TrimSuffix(s, "].path"), "].file")
@@ -411,37 +453,63 @@ func bulkUpload(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case strings.HasSuffix(name, ".path"):
 			b, _ := io.ReadAll(part)
-			dests[index(name)] = string(b)
+			if dest := strings.TrimSpace(string(b)); dest != "" {
+				dests[index(name)] = dest
+			} else {
+				errs = append(errs, fmt.Sprintf("path[%s]: empty path", index(name)))
+			}
 		case strings.HasSuffix(name, ".file"):
 			dest, ok := dests[index(name)]
 			if !ok {
 				errs = append(errs, fmt.Sprintf("file[%s]: missing .path metadata", index(name)))
 				continue
 			}
-			if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
-				errs = append(errs, fmt.Sprintf("%s: mkdir: %v", dest, err))
-				continue
-			}
-			f, err := os.Create(dest)
+			n, err := writeUpload(part, dest)
 			if err != nil {
-				errs = append(errs, fmt.Sprintf("%s: create: %v", dest, err))
+				errs = append(errs, fmt.Sprintf("%s: %v", dest, err))
 				continue
 			}
-			if _, err := io.Copy(f, part); err != nil {
-				errs = append(errs, fmt.Sprintf("%s: write: %v", dest, err))
-			}
-			f.Close()
+			files = append(files, landed{dest, n})
 		}
 	}
 	if len(errs) > 0 {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"errors": errs})
+		writeJSON(w, http.StatusBadRequest, map[string]any{"errors": errs, "files": files})
 		return
 	}
-	w.WriteHeader(http.StatusOK)
+	writeJSON(w, http.StatusOK, map[string]any{"files": files})
+}
+
+// writeUpload writes r to dest through a temporary file in its directory.
+func writeUpload(r io.Reader, dest string) (int64, error) {
+	dir := filepath.Dir(dest)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, fmt.Errorf("mkdir %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, ".daytona-upload-*")
+	if err != nil {
+		return 0, fmt.Errorf("create temp: %w", err)
+	}
+	n, err := io.Copy(tmp, r)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return 0, fmt.Errorf("write: %w", err)
+	}
+	if target, err := filepath.EvalSymlinks(dest); err == nil {
+		dest = target
+	}
+	os.Chmod(tmp.Name(), 0o644)
+	if err := os.Rename(tmp.Name(), dest); err != nil {
+		os.Remove(tmp.Name())
+		return 0, fmt.Errorf("rename: %w", err)
+	}
+	return n, nil
 }
 
 // createFolder is MkdirAll with the mode given in octal (default 0755).
-func createFolder(w http.ResponseWriter, r *http.Request) {
+func createFolder(w http.ResponseWriter, r *http.Request, _ *sandbox) {
 	p := r.URL.Query().Get("path")
 	if p == "" {
 		toolboxError(w, r, http.StatusBadRequest, errors.New("path is required"))
@@ -465,7 +533,7 @@ func createFolder(w http.ResponseWriter, r *http.Request) {
 
 // deleteFile stats path (following symlinks), refuses a directory without
 // recursive=true, then removes it.
-func deleteFile(w http.ResponseWriter, r *http.Request) {
+func deleteFile(w http.ResponseWriter, r *http.Request, _ *sandbox) {
 	p := r.URL.Query().Get("path")
 	if p == "" {
 		toolboxError(w, r, http.StatusBadRequest, errors.New("path is required"))
@@ -495,7 +563,7 @@ func deleteFile(w http.ResponseWriter, r *http.Request) {
 
 // moveFile refuses an existing destination; a failed rename falls back to
 // copy and delete, as the daemon's does.
-func moveFile(w http.ResponseWriter, r *http.Request) {
+func moveFile(w http.ResponseWriter, r *http.Request, _ *sandbox) {
 	src, dst := r.URL.Query().Get("source"), r.URL.Query().Get("destination")
 	if src == "" || dst == "" {
 		toolboxError(w, r, http.StatusBadRequest, errors.New("source and destination paths are required"))
@@ -569,7 +637,7 @@ func copyFile(src, dst string, mode os.FileMode) error {
 // setPermissions is os.Chmod with the octal mode given (so only the
 // permission bits take: os.FileMode's setuid is not bit 04000), then
 // os.Chown.
-func setPermissions(w http.ResponseWriter, r *http.Request) {
+func setPermissions(w http.ResponseWriter, r *http.Request, _ *sandbox) {
 	q := r.URL.Query()
 	p := q.Get("path")
 	if p == "" {
@@ -613,4 +681,13 @@ func setPermissions(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// workDir serves work-dir and user-home-dir: the sandbox's directory.
+func workDir(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	writeJSON(w, http.StatusOK, map[string]string{"dir": sb.dir})
+}
+
+func version(w http.ResponseWriter, r *http.Request, _ *sandbox) {
+	writeJSON(w, http.StatusOK, map[string]string{"version": "daytonatest"})
 }
