@@ -2,9 +2,7 @@ package fs
 
 import (
 	"context"
-	"fmt"
 	iofs "io/fs"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,7 +12,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"github.com/boxfs/boxfs/hands"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/syncengine/cache"
 )
@@ -284,12 +281,8 @@ func (n *workNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetA
 // (lchown, utimensat with AT_SYMLINK_NOFOLLOW). The box's Chown and Utimes
 // follow links, so passing them on would change the link's target (or
 // fail with ENOENT for a dangling link): the cache's Lchown and Lutimes
-// change the link itself, one round trip each on the agent channel or a
-// system call on a local box, and record what they set. Where the box's
-// path has no such call (Unsupported), chown -h and touch -h run in the
-// box, one command, and only the link's cached attributes are dropped. A
-// change the link already has costs nothing; a box that cannot run the
-// command says ENOSYS.
+// change the link itself and record what they set. A change the link
+// already has costs nothing.
 func (n *workNode) setattrLink(ctx context.Context, rel string, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	var fi providers.FileInfo
 	if errno := n.run(ctx, false, 0, func(ctx context.Context, c *cache.Cache) (err error) {
@@ -324,117 +317,23 @@ func (n *workNode) setattrLink(ctx context.Context, rel string, in *fuse.SetAttr
 		mt = t
 	}
 	times := !at.IsZero() || !mt.IsZero()
-	if !chown && !times {
-		fillAttr(&out.Attr, fi, n.StableAttr().Ino)
-		return 0
-	}
-	unsupported := false
-	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) error {
-		got, err := fi, error(nil)
-		if chown {
-			got, err = c.Lchown(ctx, rel, u, g)
-		}
-		if err == nil && times {
-			got, err = c.Lutimes(ctx, rel, at, mt)
-		}
-		if providers.IsCode(err, providers.Unsupported) {
-			unsupported = true
-			return nil
-		}
-		if err == nil {
-			fi = got
-		}
-		return err
-	}); errno != 0 {
-		return errno
-	}
-	if unsupported {
-		if errno := n.setattrLinkByCommand(ctx, rel, chown, u, g, at, mt); errno != 0 {
+	if chown || times {
+		if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
+			if chown {
+				if fi, err = c.Lchown(ctx, rel, u, g); err != nil {
+					return err
+				}
+			}
+			if times {
+				fi, err = c.Lutimes(ctx, rel, at, mt)
+			}
+			return err
+		}); errno != 0 {
 			return errno
 		}
-		if chown {
-			if u >= 0 {
-				fi.UID = uint32(u)
-			}
-			if g >= 0 {
-				fi.GID = uint32(g)
-			}
-		}
-		if !at.IsZero() {
-			fi.Atime = at
-		}
-		if !mt.IsZero() {
-			fi.Mtime = mt
-		}
-		fi.Ctime = time.Now()
 	}
 	fillAttr(&out.Attr, fi, n.StableAttr().Ino)
 	return 0
-}
-
-// setattrLinkByCommand changes a symbolic link's own owner and times with
-// linkAttrScript in the box, for a box whose files have no LinkAttrSetter,
-// and then drops the cache's copy of the link's attributes (only those).
-func (n *workNode) setattrLinkByCommand(ctx context.Context, rel string, chown bool, u, g int, at, mt time.Time) syscall.Errno {
-	var owner, ats, mts string
-	if chown {
-		if u >= 0 {
-			owner = strconv.Itoa(u)
-		}
-		if g >= 0 {
-			owner += ":" + strconv.Itoa(g)
-		}
-	}
-	if !at.IsZero() {
-		ats = touchTime(at)
-	}
-	if !mt.IsZero() {
-		mts = touchTime(mt)
-	}
-	h, c, err := n.b.parts(ctx)
-	if err == nil {
-		abs := strings.TrimSuffix(c.Root(), "/") + "/" + rel
-		err = n.b.do(ctx, true, 0, func(ctx context.Context) error {
-			p, err := h.Run(ctx, hands.Command{Argv: []string{"sh", "-c", linkAttrScript, "boxfs-setattr-link", abs, owner, ats, mts}})
-			if err != nil {
-				return err
-			}
-			code, err := p.Wait()
-			switch {
-			case err != nil:
-				return err
-			case code == 3:
-				return providers.PathError("setattr", n.b.name, abs, syscall.ENOENT)
-			case code != 0:
-				return providers.PathError("setattr", n.b.name, abs, syscall.ENOSYS)
-			}
-			return nil
-		})
-		c.Forget(rel) // the cache's copy of the link's attributes is old now
-	}
-	if err != nil {
-		n.b.setErr(err)
-		return toErrno(err)
-	}
-	return 0
-}
-
-// linkAttrScript sets a symbolic link's own owner and times: PATH OWNER
-// ATIME MTIME, an empty one left alone; exit 3 when PATH is no link.
-const linkAttrScript = `p=$1
-[ -L "$p" ] || exit 3
-if [ -n "$2" ]; then chown -h -- "$2" "$p" || exit 1; fi
-if [ -n "$3" ]; then touch -h -c -a -d "$3" -- "$p" || exit 1; fi
-if [ -n "$4" ]; then touch -h -c -m -d "$4" -- "$p" || exit 1; fi
-`
-
-// touchTime renders t as touch -d takes it, to the nanosecond.
-func touchTime(t time.Time) string {
-	sec, ns := t.Unix(), t.Nanosecond()
-	if sec < 0 && ns > 0 {
-		return fmt.Sprintf("@-%d.%09d", -sec-1, 1e9-ns)
-	}
-	return fmt.Sprintf("@%d.%09d", sec, ns)
 }
 
 func (n *workNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {

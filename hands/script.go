@@ -22,9 +22,10 @@ type scripts struct {
 }
 
 var (
-	_ providers.Files    = (*scripts)(nil)
-	_ providers.Walker   = (*scripts)(nil)
-	_ providers.Archiver = (*scripts)(nil)
+	_ providers.Files          = (*scripts)(nil)
+	_ providers.Walker         = (*scripts)(nil)
+	_ providers.Archiver       = (*scripts)(nil)
+	_ providers.LinkAttrSetter = (*scripts)(nil)
 )
 
 // errnoBase is added to an errno to make a script's exit status: 64+errno
@@ -319,6 +320,28 @@ if ! touch --version >/dev/null 2>&1; then
 fi
 if [ -n "$a" ]; then touch -c -a -d "$a" -- "$p" || exit 1; fi
 if [ -n "$m" ]; then touch -c -m -d "$m" -- "$p" || exit 1; fi
+`
+	// PATH OWNER: the owner of PATH itself, a final symlink not followed
+	scriptLchown = `p=$1
+par "$p"
+has "$p" || e 2
+[ -n "$2" ] || exit 0
+chown -h "$2" -- "$p" && exit 0
+[ "$(id -u)" = 0 ] || e 1
+exit 1
+`
+	// PATH ATIME MTIME: the times of PATH itself, as scriptUtimes
+	scriptLutimes = `p=$1
+par "$p"
+has "$p" || e 2
+a=$2
+m=$3
+if ! touch --version >/dev/null 2>&1; then
+	a=${a%.*}
+	m=${m%.*}
+fi
+if [ -n "$a" ]; then touch -h -c -a -d "$a" -- "$p" || exit 1; fi
+if [ -n "$m" ]; then touch -h -c -m -d "$m" -- "$p" || exit 1; fi
 `
 	// PATH SIZE
 	scriptTruncate = `p=$1
@@ -937,6 +960,17 @@ func (s *scripts) Chmod(ctx context.Context, name string, mode providers.FileMod
 
 // Chown sets name's owner, following symlinks.
 func (s *scripts) Chown(ctx context.Context, name string, uid, gid int) error {
+	return s.simple(ctx, "hands.Chown", name, scriptChown, ownerArg(uid, gid))
+}
+
+// Lchown sets the owner of name itself, never following a final symlink.
+func (s *scripts) Lchown(ctx context.Context, name string, uid, gid int) error {
+	return s.simple(ctx, "hands.Lchown", name, scriptLchown, ownerArg(uid, gid))
+}
+
+// ownerArg renders an owner for chown: uid, :gid or uid:gid; "" when both
+// are -1 (left as they are).
+func ownerArg(uid, gid int) string {
 	var owner string
 	if uid >= 0 {
 		owner = strconv.Itoa(uid)
@@ -944,7 +978,7 @@ func (s *scripts) Chown(ctx context.Context, name string, uid, gid int) error {
 	if gid >= 0 {
 		owner += ":" + strconv.Itoa(gid)
 	}
-	return s.simple(ctx, "hands.Chown", name, scriptChown, owner)
+	return owner
 }
 
 // touchTime renders t for touch -d: "@sec.ns", or "" for the zero time.
@@ -962,6 +996,11 @@ func touchTime(t time.Time) string {
 // Utimes sets times with touch -d @sec.ns.
 func (s *scripts) Utimes(ctx context.Context, name string, atime, mtime time.Time) error {
 	return s.simple(ctx, "hands.Utimes", name, scriptUtimes, touchTime(atime), touchTime(mtime))
+}
+
+// Lutimes sets the times of name itself, never following a final symlink.
+func (s *scripts) Lutimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	return s.simple(ctx, "hands.Lutimes", name, scriptLutimes, touchTime(atime), touchTime(mtime))
 }
 
 // Truncate sets name's size.
