@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/boxfs/boxfs/internal/shell"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -33,7 +34,7 @@ var (
 const errnoBase = 64
 
 // prelude is the fixed head of every script. It decodes escaped arguments
-// (see escapeArg) and defines the checks that recover errnos.
+// (see shell.Escape) and defines the checks that recover errnos.
 const prelude = decodeArgs + `
 # e N: end with errno N
 e() { exit $((64 + $1)); }
@@ -420,7 +421,7 @@ exec tar -C "$p" -xf -
 )
 
 // decodeArgs is the fixed head of every script hands runs: it decodes the
-// arguments escapeArg escaped, in place.
+// arguments shell.Escape escaped, in place.
 const decodeArgs = `LC_ALL=C
 export LC_ALL
 i=$#
@@ -432,32 +433,6 @@ while [ "$i" -gt 0 ]; do
 	i=$((i - 1))
 done
 `
-
-// escapeArg makes s safe to pass through any provider's argv (JSON
-// included): bytes outside printable ASCII, and the backslash, become \0ooo,
-// which the prelude decodes with printf %b.
-func escapeArg(s string) string {
-	clean := true
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '\\' {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c > 0x7e || c == '\\' {
-			fmt.Fprintf(&b, "\\0%03o", c)
-		} else {
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
-}
 
 // checkPath cleans a box-side path: absolute, no NUL byte, not over
 // PATH_MAX.
@@ -483,7 +458,7 @@ func (s *scripts) run(ctx context.Context, op, name, script string, stdin io.Rea
 	argv := make([]string, 0, 4+len(args))
 	argv = append(argv, "sh", "-c", prelude+script, "sh")
 	for _, a := range args {
-		argv = append(argv, escapeArg(a))
+		argv = append(argv, shell.Escape(a))
 	}
 	ectx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -857,12 +832,6 @@ func (w *fixedWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// octal renders a mode for chmod and mkdir -m: a leading 0 and four digits,
-// so GNU chmod clears a directory's setuid and setgid bits when asked to.
-func octal(m providers.FileMode) string {
-	return fmt.Sprintf("0%04o", providers.UnixMode(m)&0o7777)
-}
-
 // WriteFile writes r to a temporary name in name's directory and renames it
 // over name.
 func (s *scripts) WriteFile(ctx context.Context, name string, r io.Reader, perm providers.FileMode) error {
@@ -874,7 +843,7 @@ func (s *scripts) WriteFile(ctx context.Context, name string, r io.Reader, perm 
 	if r == nil {
 		r = bytes.NewReader(nil)
 	}
-	_, err = s.run(ctx, op, p, scriptWriteFile, r, nil, p, octal(perm))
+	_, err = s.run(ctx, op, p, scriptWriteFile, r, nil, p, shell.Octal(perm))
 	return err
 }
 
@@ -905,13 +874,13 @@ func (s *scripts) Create(ctx context.Context, name string, perm providers.FileMo
 	if exclusive {
 		excl = "1"
 	}
-	_, err = s.run(ctx, op, p, scriptCreate, nil, nil, p, octal(perm), excl)
+	_, err = s.run(ctx, op, p, scriptCreate, nil, nil, p, shell.Octal(perm), excl)
 	return err
 }
 
 // Mkdir makes a directory with exactly perm.
 func (s *scripts) Mkdir(ctx context.Context, name string, perm providers.FileMode) error {
-	return s.simple(ctx, "hands.Mkdir", name, scriptMkdir, octal(perm))
+	return s.simple(ctx, "hands.Mkdir", name, scriptMkdir, shell.Octal(perm))
 }
 
 // Remove unlinks a non-directory.
@@ -955,7 +924,7 @@ func (s *scripts) Rename(ctx context.Context, oldname, newname string) error {
 
 // Chmod sets name's mode, following symlinks.
 func (s *scripts) Chmod(ctx context.Context, name string, mode providers.FileMode) error {
-	return s.simple(ctx, "hands.Chmod", name, scriptChmod, octal(mode))
+	return s.simple(ctx, "hands.Chmod", name, scriptChmod, shell.Octal(mode))
 }
 
 // Chown sets name's owner, following symlinks.

@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/boxfs/boxfs/internal/shell"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -72,20 +73,13 @@ exit $r
 `
 
 // killScript kills the process group recorded in the pid file $1 and
-// confirms it gone, re-checking at growing intervals (about 10 s in all).
-// Exit 0: confirmed gone; 3: no group recorded (the command had ended);
-// 4: still there.
-const killScript = `f=$1
+// confirms it gone (killgroup). Exit 0: confirmed gone; 3: no group
+// recorded (the command had ended); 4: still there.
+const killScript = shell.KillGroup + `f=$1
 p=$(cat "$f" 2>/dev/null)
 case $p in ''|*[!0-9]*|0|1) exit 3 ;; esac
-kill -9 -$p 2>/dev/null
-for s in 0.005 0.01 0.02 0.05 0.1 0.2 0.3 0.5 0.5 1 1 2 2 2; do
-	if ! kill -0 -$p 2>/dev/null; then rm -f "$f"; exit 0; fi
-	sleep $s
-	kill -9 -$p 2>/dev/null
-done
-if ! kill -0 -$p 2>/dev/null; then rm -f "$f"; exit 0; fi
-exit 4
+killgroup "$p" || exit 4
+rm -f "$f"
 `
 
 // Marker bytes of wrapperScript.
@@ -136,7 +130,7 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 		env = append(env, k+"="+v)
 	}
 
-	pidfile := pidDir + "/exec-" + randomHex(8)
+	pidfile := pidDir + "/exec-" + providers.NewID(8)
 	// One writer for both streams: the command gets one (its stderr joins
 	// its stdout in the box), so the order it wrote in is kept.
 	join := "0"
@@ -146,7 +140,7 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 	cmd := []string{"/bin/sh", "-c", `eval "$1"`, "boxfs-exec", wrapperScript, "0", pidfile, dir, escaped, join}
 	for _, a := range req.Argv {
 		if escaped == "1" {
-			a = octalEscape(a)
+			a = shell.Escape(a)
 		}
 		cmd = append(cmd, a)
 	}
@@ -555,19 +549,4 @@ func copyFrames(w io.Writer, r *bufio.Reader) error {
 			return err
 		}
 	}
-}
-
-// octalEscape writes s for printf %b: printable ASCII as itself, every other
-// byte (and the backslash) as \0ooo.
-func octalEscape(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c < 0x7f && c != '\\' {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, `\0%03o`, c)
-		}
-	}
-	return b.String()
 }
