@@ -26,7 +26,7 @@ func appendTo(t *testing.T, name, data string) {
 // O_APPEND write at the size it holds of the file, which the command made
 // old.
 func TestAppendAfterBoxAppend(t *testing.T) {
-	mnt, _ := mount(t)
+	mnt := mount(t)
 	w := filepath.Join(newBox(t, mnt, "a"), "work")
 	f := filepath.Join(w, "log")
 	if err := os.WriteFile(f, []byte("host 1\n"), 0o644); err != nil {
@@ -49,7 +49,7 @@ func TestAppendAfterBoxAppend(t *testing.T) {
 // An append through one name of a hard link right after one through
 // another: both stay.
 func TestAppendThroughOtherLinkName(t *testing.T) {
-	mnt, _ := mount(t)
+	mnt := mount(t)
 	w := filepath.Join(newBox(t, mnt, "a"), "work")
 	h1, h2 := filepath.Join(w, "h1"), filepath.Join(w, "h2")
 	if err := os.WriteFile(h1, []byte("a\n"), 0o644); err != nil {
@@ -76,7 +76,7 @@ func TestAppendThroughOtherLinkName(t *testing.T) {
 // A name taken (O_EXCL create, mkdir, rmdir of a full directory) is an
 // answer, like a missing name: the box's err file keeps the last real error.
 func TestErrFileKeepsRealErrors(t *testing.T) {
-	mnt, _ := mount(t)
+	mnt := mount(t)
 	box := newBox(t, mnt, "a")
 	w := filepath.Join(box, "work")
 	if err := writeFile(t, filepath.Join(box, "ctl"), "frob\n"); err == nil {
@@ -108,7 +108,7 @@ func TestErrFileKeepsRealErrors(t *testing.T) {
 // A command that gives a name another kind of file (a directory becomes a
 // file, a file a link): right after it, the mount shows the new kind.
 func TestBoxChangesAKind(t *testing.T) {
-	mnt, _ := mount(t)
+	mnt := mount(t)
 	w := filepath.Join(newBox(t, mnt, "a"), "work")
 	x := filepath.Join(w, "x")
 	if err := os.WriteFile(x, []byte("data\n"), 0o644); err != nil {

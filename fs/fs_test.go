@@ -2,6 +2,7 @@ package fs_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -15,27 +16,52 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/boxfs/boxfs/boxes"
 	boxfs "github.com/boxfs/boxfs/fs"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/local"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
-// mount serves a fresh namespace over the local provider on a temporary
-// mount point, through the kernel, and returns the mount point.
-func mount(t *testing.T) (string, *boxfs.FS) {
+// serve mounts, through the kernel on a temporary mount point, a fresh
+// namespace over a Manager opened with opts (on a temporary state
+// directory, quiet unless -v), and returns the mount point and the
+// Manager. The boxes are pushed and the mount ended with the test.
+func serve(t *testing.T, opts boxes.Options) (string, *boxes.Manager) {
 	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skip("no /dev/fuse")
 	}
-	state := t.TempDir()
-	root := t.TempDir()
-	lp := local.New(root)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		logger = slog.Default()
+	if opts.StateDir == "" {
+		opts.StateDir = t.TempDir()
 	}
-	f, err := boxfs.New(boxfs.Options{
-		StateDir:        state,
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		if testing.Verbose() {
+			opts.Logger = slog.Default()
+		}
+	}
+	m, err := boxes.New(opts)
+	require.NoError(t, err)
+	mnt := t.TempDir()
+	server, err := boxfs.New(m).Mount(mnt, boxfs.MountOptions{Debug: testing.Verbose() && os.Getenv("BOXFS_FUSE_DEBUG") != ""})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		m.Shutdown(ctx)
+		assert.NoError(t, server.Unmount())
+	})
+	return mnt, m
+}
+
+// mount serves a fresh namespace over the local provider and returns the
+// mount point.
+func mount(t *testing.T) string {
+	t.Helper()
+	lp := local.New(t.TempDir())
+	mnt, _ := serve(t, boxes.Options{
 		DefaultProvider: "local",
 		OpenProvider: func(name string) (providers.Provider, error) {
 			if name != "local" {
@@ -45,28 +71,15 @@ func mount(t *testing.T) (string, *boxfs.FS) {
 		},
 		AttrTimeout: time.Second,
 		OpTimeout:   10 * time.Second,
-		Logger:      logger,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mnt := t.TempDir()
-	server, err := f.Mount(mnt, boxfs.MountOptions{Debug: testing.Verbose() && os.Getenv("BOXFS_FUSE_DEBUG") != ""})
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		f.Shutdown(t.Context())
-		if err := server.Unmount(); err != nil {
-			t.Errorf("unmount: %v", err)
-		}
 		// Destroy what the test made (local boxes run watchdogs).
-		bs, _ := lp.List(t.Context(), nil)
+		bs, _ := lp.List(context.Background(), nil)
 		for _, b := range bs {
-			b.Destroy(t.Context())
+			b.Destroy(context.Background())
 		}
 	})
-	return mnt, f
+	return mnt
 }
 
 func writeFile(t *testing.T, name, data string) error {
@@ -119,7 +132,7 @@ func newBox(t *testing.T, mnt, name string) string {
 }
 
 func TestRootCtl(t *testing.T) {
-	mnt, _ := mount(t)
+	mnt := mount(t)
 	newBox(t, mnt, "a")
 	if err := os.Mkdir(filepath.Join(mnt, "b"), 0o755); err != nil {
 		t.Fatalf("mkdir b: %v", err)
@@ -171,7 +184,7 @@ func TestRootCtl(t *testing.T) {
 }
 
 func TestExecConversation(t *testing.T) {
-	mnt, _ := mount(t)
+	mnt := mount(t)
 	box := newBox(t, mnt, "a")
 	out := run(t, mnt, "a", `echo to-out; echo to-err >&2; printf 'made\n' > made.txt; exit 3`)
 	if out != "to-out\nto-err\n" {
@@ -233,7 +246,7 @@ func TestExecConversation(t *testing.T) {
 }
 
 func TestExecKillAndEarlyClose(t *testing.T) {
-	mnt, _ := mount(t)
+	mnt := mount(t)
 	box := newBox(t, mnt, "a")
 	// Closing exec early does not kill the command.
 	f, err := os.OpenFile(filepath.Join(box, "exec"), os.O_RDWR, 0)
@@ -278,7 +291,7 @@ func TestExecKillAndEarlyClose(t *testing.T) {
 }
 
 func TestWorkTree(t *testing.T) {
-	mnt, _ := mount(t)
+	mnt := mount(t)
 	box := newBox(t, mnt, "a")
 	w := filepath.Join(box, "work")
 
@@ -425,7 +438,7 @@ func getxattr(path, name string) (int, error) {
 }
 
 func TestDestroyedBox(t *testing.T) {
-	mnt, _ := mount(t)
+	mnt := mount(t)
 	box := newBox(t, mnt, "a")
 	if err := os.WriteFile(filepath.Join(box, "work", "f"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
@@ -454,7 +467,7 @@ func TestDestroyedBox(t *testing.T) {
 }
 
 func TestMmapShared(t *testing.T) {
-	mnt, _ := mount(t)
+	mnt := mount(t)
 	box := newBox(t, mnt, "a")
 	name := filepath.Join(box, "work", "m")
 	if err := os.WriteFile(name, bytes.Repeat([]byte{'a'}, 8192), 0o644); err != nil {

@@ -3,8 +3,6 @@ package fs_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	boxfs "github.com/boxfs/boxfs/fs"
+	"github.com/boxfs/boxfs/boxes"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/fake"
 )
@@ -32,7 +30,7 @@ func lutimes(t *testing.T, p string, at, mt time.Time) {
 // touch -h and chown -h through the mount change the link itself in the
 // box, a dangling one too, and never its target.
 func TestSymlinkOwnAttrs(t *testing.T) {
-	mnt, _ := mount(t)
+	mnt := mount(t)
 	box := newBox(t, mnt, "a")
 	w := filepath.Join(box, "work")
 	if err := os.WriteFile(filepath.Join(w, "target"), []byte("data\n"), 0o644); err != nil {
@@ -80,9 +78,6 @@ func TestSymlinkOwnAttrs(t *testing.T) {
 // hands's fixed script, one command, and the cache keeps everything else
 // it holds: another directory's listing is not asked of the box again.
 func TestSymlinkOwnAttrsByScript(t *testing.T) {
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
-	}
 	fp := fake.New()
 	var mu sync.Mutex
 	var argvs [][]string
@@ -92,23 +87,11 @@ func TestSymlinkOwnAttrsByScript(t *testing.T) {
 		mu.Unlock()
 		return 0
 	})
-	f, err := boxfs.New(boxfs.Options{
-		StateDir:        t.TempDir(),
+	mnt, _ := serve(t, boxes.Options{
 		DefaultProvider: "fake",
 		OpenProvider:    func(string) (providers.Provider, error) { return fp, nil },
 		AttrTimeout:     time.Hour, // nothing expires during the test: a listing asked again was dropped
 		OpTimeout:       10 * time.Second,
-		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	require.NoError(t, err)
-	mnt := t.TempDir()
-	server, err := f.Mount(mnt, boxfs.MountOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		f.Shutdown(ctx)
-		assert.NoError(t, server.Unmount())
 	})
 	box := newBox(t, mnt, "a")
 	w := filepath.Join(box, "work")
@@ -117,7 +100,7 @@ func TestSymlinkOwnAttrsByScript(t *testing.T) {
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(w, "e", "f"), []byte("x"), 0o644))
 	require.NoError(t, os.Symlink("nowhere", filepath.Join(w, "d", "l")))
-	_, err = os.ReadDir(filepath.Join(w, "e"))
+	_, err := os.ReadDir(filepath.Join(w, "e"))
 	require.NoError(t, err)
 	fp.ResetCalls()
 

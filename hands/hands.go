@@ -36,6 +36,10 @@ type Options struct {
 	// Force pins the path: "agent", "native", "script", or "" to choose.
 	// A forced path the box cannot take is Unsupported.
 	Force string
+	// OnExec, when set, is told of every Exec hands makes on the box (its
+	// scripts, commands and agent), with the error it returned: the
+	// metering hook of a box billed per call. It must not block.
+	OnExec func(err error)
 }
 
 // Hands performs file operations and runs commands in one box. It
@@ -43,6 +47,7 @@ type Options struct {
 // layers above talk to hands only. It is safe for concurrent use.
 type Hands struct {
 	box      providers.Box
+	exec     execFunc // box.Exec, telling Options.OnExec
 	facts    providers.Facts
 	via      string
 	files    providers.Files
@@ -92,7 +97,15 @@ func New(ctx context.Context, box providers.Box, opts Options) (*Hands, error) {
 		h.log = slog.Default()
 	}
 	h.log = h.log.With("box", box.ID())
-	h.sh = &scripts{box: box, liveness: h.liveness}
+	h.exec = box.Exec
+	if on := opts.OnExec; on != nil {
+		h.exec = func(ctx context.Context, req providers.ExecRequest) (providers.Process, error) {
+			p, err := box.Exec(ctx, req)
+			on(err)
+			return p, err
+		}
+	}
+	h.sh = &scripts{box: box, exec: h.exec, liveness: h.liveness}
 
 	bf, boxHasFiles := box.(providers.Files)
 	agentOK := facts.Runs(runtime.GOOS, runtime.GOARCH) && facts.HasLiveProcesses() && facts.HasStdin() && opts.AgentBinary != ""

@@ -206,7 +206,7 @@ func (h *Hands) Run(ctx context.Context, cmd Command) (providers.Process, error)
 // provider's exec of req.Argv (argv wrapped in recordScript).
 func (h *Hands) execFor(argv []string, id string, viaAgent *atomic.Bool) execFunc {
 	if h.channel == nil {
-		return h.box.Exec
+		return h.exec
 	}
 	return func(ctx context.Context, req providers.ExecRequest) (providers.Process, error) {
 		areq := req
@@ -226,7 +226,7 @@ func (h *Hands) execFor(argv []string, id string, viaAgent *atomic.Bool) execFun
 			}
 			h.log.Debug("hands: the agent's command stream is not up; the provider runs the command", "err", err)
 		}
-		return h.box.Exec(ctx, req)
+		return h.exec(ctx, req)
 	}
 }
 

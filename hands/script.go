@@ -19,6 +19,7 @@ import (
 // scripts serves every file operation with one exec of a fixed sh script.
 type scripts struct {
 	box      providers.Box
+	exec     execFunc // box.Exec, telling Options.OnExec
 	liveness time.Duration
 }
 
@@ -474,7 +475,7 @@ func (s *scripts) run(ctx context.Context, op, name, script string, stdin io.Rea
 	if stdin != nil {
 		req.Stdin = actReader{stdin, act}
 	}
-	p, err := startLive(ectx, s.box.Exec, req, s.liveness, nil)
+	p, err := startLive(ectx, s.exec, req, s.liveness, nil)
 	if err != nil {
 		return nil, s.wrap(op, name, err)
 	}

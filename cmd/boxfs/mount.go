@@ -17,6 +17,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/boxfs/boxfs/boxes"
 	boxfs "github.com/boxfs/boxfs/fs"
 	"github.com/boxfs/boxfs/providers"
 )
@@ -186,16 +187,16 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 	if err := prepareMountpoint(e, mnt); err != nil {
 		return err
 	}
-	opts, err := e.fsOptions(true)
+	opts, err := e.boxOptions(true)
 	if err != nil {
 		return err
 	}
 	opts.AttrTimeout = mo.attrTimeout
-	f, err := boxfs.New(opts)
+	m, err := boxes.New(opts)
 	if err != nil {
 		return err
 	}
-	server, err := f.Mount(mnt, boxfs.MountOptions{AllowOther: mo.allowOther, Debug: mo.debug, FsName: "boxfs"})
+	server, err := boxfs.New(m).Mount(mnt, boxfs.MountOptions{AllowOther: mo.allowOther, Debug: mo.debug, FsName: "boxfs"})
 	if err != nil {
 		return providers.E(0, op, err).WithPath(mnt)
 	}
@@ -203,12 +204,12 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 		e.log.Error("mount record not written: other boxfs commands will not find this mount", "err", err)
 	}
 	defer os.Remove(filepath.Join(e.state, mountFile))
-	e.log.Info("mounted", "mountpoint", mnt, "state", e.state, "pid", os.Getpid(), "provider", e.provider, "boxes", len(f.Names()))
+	e.log.Info("mounted", "mountpoint", mnt, "state", e.state, "pid", os.Getpid(), "provider", e.provider, "boxes", len(m.Names()))
 
 	go func() {
 		rctx, cancel := context.WithTimeout(context.Background(), recoverBound)
 		defer cancel()
-		n, err := f.RecoverJournals(rctx)
+		n, err := m.RecoverJournals(rctx)
 		if err != nil {
 			e.log.Error("journaled writes of an earlier run not all pushed; they stay journaled", "boxes", n, "err", err)
 		} else if n > 0 {
@@ -238,7 +239,7 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 			os.Exit(exitError)
 		}()
 		fctx, cancel := context.WithTimeout(context.Background(), shutdownFlush)
-		if err := f.Shutdown(fctx); err != nil {
+		if err := m.Shutdown(fctx); err != nil {
 			e.log.Error("dirty files not all pushed; they stay journaled for the next mount", "err", err)
 		}
 		cancel()
@@ -251,7 +252,7 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 	} else {
 		e.log.Info("unmounted from outside; pushing dirty files", "mountpoint", mnt)
 		fctx, cancel := context.WithTimeout(context.Background(), shutdownFlush)
-		if err := f.Shutdown(fctx); err != nil {
+		if err := m.Shutdown(fctx); err != nil {
 			e.log.Error("dirty files not all pushed; they stay journaled for the next mount", "err", err)
 		}
 		cancel()

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	boxfs "github.com/boxfs/boxfs/fs"
+	"github.com/boxfs/boxfs/boxes"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/syncengine"
 )
@@ -23,9 +23,9 @@ import (
 func TestProgressCounts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	f, err := boxfs.New(boxfs.Options{StateDir: t.TempDir(), DefaultProvider: "local", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	f, err := boxes.New(boxes.Options{StateDir: t.TempDir(), DefaultProvider: "local", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	must(t, err)
-	must(t, f.NewBox(ctx, "p", "", providers.Spec{Lifetime: 5 * time.Minute}))
+	must(t, f.Create(ctx, "p", "", providers.Spec{Lifetime: 5 * time.Minute}))
 	t.Cleanup(func() {
 		f.Destroy(context.Background(), "p")
 		f.Shutdown(context.Background())

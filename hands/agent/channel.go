@@ -36,6 +36,10 @@ type ChannelOptions struct {
 	Liveness time.Duration
 	// Logger receives the channel's log lines; nil is slog.Default().
 	Logger *slog.Logger
+	// OnExec, when set, is told of every Exec the channel makes on the box
+	// (the upload, the agent, its command stream), with the error it
+	// returned. It must not block.
+	OnExec func(err error)
 }
 
 // Stats describes a channel, for facts.json.
@@ -192,6 +196,15 @@ func (ch *Channel) Stats() Stats {
 		}
 	}
 	return st
+}
+
+// exec runs req in the box, telling OnExec.
+func (ch *Channel) exec(ctx context.Context, req providers.ExecRequest) (providers.Process, error) {
+	p, err := ch.box.Exec(ctx, req)
+	if ch.opts.OnExec != nil {
+		ch.opts.OnExec(err)
+	}
+	return p, err
 }
 
 func (ch *Channel) recordError(err error) {
@@ -439,7 +452,7 @@ func (ch *Channel) upload(ctx context.Context, bin binaryInfo, facts providers.F
 	}
 	var stderr bytes.Buffer
 	tmp := dest + ".tmp-" + providers.NewID(8)
-	proc, err := ch.box.Exec(ctx, providers.ExecRequest{
+	proc, err := ch.exec(ctx, providers.ExecRequest{
 		Argv:   []string{shell, "-c", uploadScript, "boxfs-upload", tmp, dest},
 		Dir:    "/",
 		Stdin:  f,
@@ -473,7 +486,7 @@ func (ch *Channel) start(ctx context.Context, bin binaryInfo, dest string) (*ses
 		exited:   make(chan struct{}),
 		finished: make(chan struct{}),
 	}
-	proc, err := ch.box.Exec(pctx, providers.ExecRequest{
+	proc, err := ch.exec(pctx, providers.ExecRequest{
 		Argv:   []string{dest, "agent", "-sha256", bin.sha256},
 		Dir:    "/",
 		Stdin:  inR,

@@ -153,7 +153,7 @@ func (ch *Channel) startCmdConn(ctx context.Context, dest, sum string) (*cmdConn
 		done: make(chan struct{}), procs: map[uint32]*agentProc{},
 		kills: map[uint32][]chan error{},
 	}
-	proc, err := ch.box.Exec(pctx, providers.ExecRequest{
+	proc, err := ch.exec(pctx, providers.ExecRequest{
 		Argv:   []string{dest, "agent", "-sha256", sum, "-commands"},
 		Dir:    "/",
 		Stdin:  inR,
