@@ -74,71 +74,12 @@ func specOf(pairs []pair) (provider string, s providers.Spec, err error) {
 			return "", s, fmt.Errorf("key %q given twice", p.k)
 		}
 		seen[p.k] = true
-		switch {
-		case p.k == "provider":
+		if p.k == "provider" {
 			provider = p.v
-		case p.k == "image":
-			s.Image = p.v
-		case p.k == "snapshot":
-			s.Snapshot = p.v
-		case p.k == "region":
-			s.Region = p.v
-		case p.k == "gpu":
-			s.GPU = p.v
-		case p.k == "user":
-			s.User = p.v
-		case p.k == "workspace":
-			s.Workspace = p.v
-		case p.k == "isolation":
-			s.Isolation = providers.Isolation(p.v)
-		case p.k == "lifetime":
-			d, err := parseDuration(p.v)
-			if err != nil {
-				return "", s, fmt.Errorf("lifetime=%q: %v", p.v, err)
-			}
-			s.Lifetime = d
-		case p.k == "cpus":
-			f, err := strconv.ParseFloat(p.v, 64)
-			if err != nil || f <= 0 {
-				return "", s, fmt.Errorf("cpus=%q is not a positive number", p.v)
-			}
-			s.CPUs = f
-		case p.k == "memory":
-			mb, err := parseMegabytes(p.v)
-			if err != nil {
-				return "", s, fmt.Errorf("memory=%q: %v", p.v, err)
-			}
-			s.MemoryMB = mb
-		case p.k == "network":
-			switch p.v {
-			case "open", "none":
-				s.Network.Mode = providers.NetworkMode(p.v)
-			case "":
-				return "", s, fmt.Errorf("network= needs open, none or a comma list of domains")
-			default:
-				s.Network.Mode = providers.NetworkAllowlist
-				s.Network.Allow = strings.Split(p.v, ",")
-			}
-		case p.k == "ports":
-			for _, f := range strings.Split(p.v, ",") {
-				n, err := strconv.Atoi(f)
-				if err != nil {
-					return "", s, fmt.Errorf("ports=%q: %q is not a number", p.v, f)
-				}
-				s.Ports = append(s.Ports, n)
-			}
-		case strings.HasPrefix(p.k, "env."):
-			if s.Env == nil {
-				s.Env = map[string]string{}
-			}
-			s.Env[strings.TrimPrefix(p.k, "env.")] = p.v
-		case strings.HasPrefix(p.k, "label."):
-			if s.Labels == nil {
-				s.Labels = map[string]string{}
-			}
-			s.Labels[strings.TrimPrefix(p.k, "label.")] = p.v
-		default:
-			return "", s, fmt.Errorf("unknown key %q", p.k)
+			continue
+		}
+		if err := setSpec(&s, p.k, p.v); err != nil {
+			return "", s, err
 		}
 	}
 	if err := s.Validate(); err != nil {
@@ -149,6 +90,75 @@ func specOf(pairs []pair) (provider string, s providers.Spec, err error) {
 		return "", s, err
 	}
 	return provider, s, nil
+}
+
+// setSpec sets the field of s that the key k names to v.
+func setSpec(s *providers.Spec, k, v string) error {
+	switch {
+	case k == "image":
+		s.Image = v
+	case k == "snapshot":
+		s.Snapshot = v
+	case k == "region":
+		s.Region = v
+	case k == "gpu":
+		s.GPU = v
+	case k == "user":
+		s.User = v
+	case k == "workspace":
+		s.Workspace = v
+	case k == "isolation":
+		s.Isolation = providers.Isolation(v)
+	case k == "lifetime":
+		d, err := parseDuration(v)
+		if err != nil {
+			return fmt.Errorf("lifetime=%q: %v", v, err)
+		}
+		s.Lifetime = d
+	case k == "cpus":
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 {
+			return fmt.Errorf("cpus=%q is not a positive number", v)
+		}
+		s.CPUs = f
+	case k == "memory":
+		mb, err := parseMegabytes(v)
+		if err != nil {
+			return fmt.Errorf("memory=%q: %v", v, err)
+		}
+		s.MemoryMB = mb
+	case k == "network":
+		switch v {
+		case "open", "none":
+			s.Network.Mode = providers.NetworkMode(v)
+		case "":
+			return fmt.Errorf("network= needs open, none or a comma list of domains")
+		default:
+			s.Network.Mode = providers.NetworkAllowlist
+			s.Network.Allow = strings.Split(v, ",")
+		}
+	case k == "ports":
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				return fmt.Errorf("ports=%q: %q is not a number", v, f)
+			}
+			s.Ports = append(s.Ports, n)
+		}
+	case strings.HasPrefix(k, "env."):
+		if s.Env == nil {
+			s.Env = map[string]string{}
+		}
+		s.Env[strings.TrimPrefix(k, "env.")] = v
+	case strings.HasPrefix(k, "label."):
+		if s.Labels == nil {
+			s.Labels = map[string]string{}
+		}
+		s.Labels[strings.TrimPrefix(k, "label.")] = v
+	default:
+		return fmt.Errorf("unknown key %q", k)
+	}
+	return nil
 }
 
 // parseDuration takes a Go duration ("90m", "2h") or plain seconds ("300").

@@ -176,6 +176,9 @@ func (n *workNode) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.Att
 	return 0
 }
 
+// Setattr is truncate, chmod, chown and utimes, each a call to the box in
+// that order; on a symbolic link, setattrLink. An open file whose name is
+// gone can still be truncated through its handle.
 func (n *workNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	rel, relErr := n.rel()
 	wh, _ := f.(*workHandle)
@@ -186,75 +189,21 @@ func (n *workNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetA
 	have := false
 	if size, ok := in.GetSize(); ok {
 		if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
-			if wh != nil {
-				if err := wh.h.Truncate(int64(size)); err != nil {
-					return err
-				}
-				fi, have = wh.h.Attr()
-				return nil
-			}
-			fi, err = c.Truncate(ctx, rel, int64(size))
-			have = err == nil
+			fi, have, err = n.truncate(ctx, c, rel, wh, int64(size))
 			return err
 		}); errno != 0 {
 			return errno
 		}
 	}
 	if relErr != 0 {
-		// An unlinked open file: only its content is ours to change.
-		if size, ok := in.GetSize(); ok {
-			wh.resized(int64(size))
-		}
-		if fi, ok := wh.h.Attr(); ok {
-			fillAttr(&out.Attr, fi, n.StableAttr().Ino)
-		} else {
-			wh.unlinkedAttr(&out.Attr, n.StableAttr().Ino)
-		}
-		return 0
+		return wh.setattrUnlinked(in, out, n.StableAttr().Ino)
 	}
 	if n.StableAttr().Mode&syscall.S_IFMT == syscall.S_IFLNK {
 		return n.setattrLink(ctx, rel, in, out)
 	}
-	if mode, ok := in.GetMode(); ok {
+	for _, step := range setattrSteps(rel, in) {
 		if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
-			m := providers.FileModeFromUnix(mode) & (iofs.ModePerm | iofs.ModeSetuid | iofs.ModeSetgid | iofs.ModeSticky)
-			fi, err = c.Chmod(ctx, rel, m)
-			have = err == nil
-			return err
-		}); errno != 0 {
-			return errno
-		}
-	}
-	uid, uok := in.GetUID()
-	gid, gok := in.GetGID()
-	if uok || gok {
-		u, g := -1, -1
-		if uok {
-			u = int(uid)
-		}
-		if gok {
-			g = int(gid)
-		}
-		if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
-			fi, err = c.Chown(ctx, rel, u, g)
-			have = err == nil
-			return err
-		}); errno != 0 {
-			return errno
-		}
-	}
-	atime, aok := in.GetATime()
-	mtime, mok := in.GetMTime()
-	if aok || mok {
-		var at, mt time.Time
-		if aok {
-			at = atime
-		}
-		if mok {
-			mt = mtime
-		}
-		if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
-			fi, err = c.Utimes(ctx, rel, at, mt)
+			fi, err = step(ctx, c)
 			have = err == nil
 			return err
 		}); errno != 0 {
@@ -275,6 +224,76 @@ func (n *workNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetA
 	}
 	fillAttr(&out.Attr, fi, n.StableAttr().Ino)
 	return 0
+}
+
+// truncate sets the file's size: through the open handle when there is
+// one (its copy is the file's content), else in the cache and the box.
+// have says fi holds the file's attributes after.
+func (n *workNode) truncate(ctx context.Context, c *cache.Cache, rel string, wh *workHandle, size int64) (fi providers.FileInfo, have bool, err error) {
+	if wh != nil {
+		if err := wh.h.Truncate(size); err != nil {
+			return fi, false, err
+		}
+		fi, have = wh.h.Attr()
+		return fi, have, nil
+	}
+	fi, err = c.Truncate(ctx, rel, size)
+	return fi, err == nil, err
+}
+
+// setattrUnlinked answers a setattr on an open file whose name is gone:
+// only its content (its size) is ours to change, and that is done.
+func (wh *workHandle) setattrUnlinked(in *fuse.SetAttrIn, out *fuse.AttrOut, ino uint64) syscall.Errno {
+	if size, ok := in.GetSize(); ok {
+		wh.resized(int64(size))
+	}
+	if fi, ok := wh.h.Attr(); ok {
+		fillAttr(&out.Attr, fi, ino)
+	} else {
+		wh.unlinkedAttr(&out.Attr, ino)
+	}
+	return 0
+}
+
+// setattrSteps are the calls a setattr asks of the box besides truncate:
+// chmod, chown and utimes, the ones in asks for, in that order.
+func setattrSteps(rel string, in *fuse.SetAttrIn) []func(ctx context.Context, c *cache.Cache) (providers.FileInfo, error) {
+	var steps []func(ctx context.Context, c *cache.Cache) (providers.FileInfo, error)
+	if mode, ok := in.GetMode(); ok {
+		m := providers.FileModeFromUnix(mode) & (iofs.ModePerm | iofs.ModeSetuid | iofs.ModeSetgid | iofs.ModeSticky)
+		steps = append(steps, func(ctx context.Context, c *cache.Cache) (providers.FileInfo, error) {
+			return c.Chmod(ctx, rel, m)
+		})
+	}
+	uid, uok := in.GetUID()
+	gid, gok := in.GetGID()
+	if uok || gok {
+		u, g := -1, -1
+		if uok {
+			u = int(uid)
+		}
+		if gok {
+			g = int(gid)
+		}
+		steps = append(steps, func(ctx context.Context, c *cache.Cache) (providers.FileInfo, error) {
+			return c.Chown(ctx, rel, u, g)
+		})
+	}
+	atime, aok := in.GetATime()
+	mtime, mok := in.GetMTime()
+	if aok || mok {
+		var at, mt time.Time // zero: left as it is
+		if aok {
+			at = atime
+		}
+		if mok {
+			mt = mtime
+		}
+		steps = append(steps, func(ctx context.Context, c *cache.Cache) (providers.FileInfo, error) {
+			return c.Utimes(ctx, rel, at, mt)
+		})
+	}
+	return steps
 }
 
 // setattrLink is chown -h, touch -h, cp -a and tar on a symbolic link
