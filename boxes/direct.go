@@ -24,15 +24,24 @@ func (m *Manager) List() []Info {
 
 // Exec runs a command in the named box, not kept among its Commands.
 func (m *Manager) Exec(ctx context.Context, name string, cmd hands.Command) (providers.Process, error) {
-	b, err := m.Box(name)
-	if err != nil {
-		return nil, err
-	}
-	h, err := b.Hands(ctx)
+	_, h, err := m.hands(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	return h.Run(ctx, cmd)
+}
+
+// hands returns the named box and its hands (see Box.Hands).
+func (m *Manager) hands(ctx context.Context, name string) (*Box, *hands.Hands, error) {
+	b, err := m.Box(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := b.Hands(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, h, nil
 }
 
 // Destroy ends the named box.
@@ -59,11 +68,8 @@ func (m *Manager) Release(ctx context.Context, name string) error {
 
 // Facts renders the named box's facts.json.
 func (m *Manager) Facts(ctx context.Context, name string) ([]byte, error) {
-	b, err := m.Box(name)
+	b, _, err := m.hands(ctx, name)
 	if err != nil {
-		return nil, err
-	}
-	if _, err := b.Hands(ctx); err != nil {
 		return nil, err
 	}
 	return b.FactsJSON(ctx)

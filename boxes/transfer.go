@@ -34,11 +34,7 @@ func (m *Manager) Pull(ctx context.Context, name, dir string, opts syncengine.Pu
 
 // SeedProgress is Seed, telling progress the bytes moved as they go.
 func (m *Manager) SeedProgress(ctx context.Context, name, dir string, opts syncengine.SeedOptions, progress Progress) (syncengine.Receipt, error) {
-	b, err := m.Box(name)
-	if err != nil {
-		return syncengine.Receipt{}, err
-	}
-	h, err := b.Hands(ctx)
+	_, h, err := m.hands(ctx, name)
 	if err != nil {
 		return syncengine.Receipt{}, err
 	}
@@ -48,11 +44,7 @@ func (m *Manager) SeedProgress(ctx context.Context, name, dir string, opts synce
 // PullProgress is Pull, telling progress the bytes moved as they go. It
 // keeps its mark where Pull does, so the two continue each other.
 func (m *Manager) PullProgress(ctx context.Context, name, dir string, opts syncengine.PullOptions, progress Progress) (syncengine.Receipt, error) {
-	b, err := m.Box(name)
-	if err != nil {
-		return syncengine.Receipt{}, err
-	}
-	h, err := b.Hands(ctx)
+	b, h, err := m.hands(ctx, name)
 	if err != nil {
 		return syncengine.Receipt{}, err
 	}

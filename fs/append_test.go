@@ -4,21 +4,19 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // appendTo is a shell's >>: an O_APPEND open and one write, no stat.
 func appendTo(t *testing.T, name, data string) {
 	t.Helper()
 	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := f.WriteString(data); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.Close())
 }
 
 // An append through the mount right after a command in the box appended
@@ -29,9 +27,7 @@ func TestAppendAfterBoxAppend(t *testing.T) {
 	mnt := mount(t)
 	w := filepath.Join(newBox(t, mnt, "a"), "work")
 	f := filepath.Join(w, "log")
-	if err := os.WriteFile(f, []byte("host 1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(f, []byte("host 1\n"), 0o644))
 	if _, err := os.Stat(f); err != nil { // the kernel holds the size: 7
 		t.Fatal(err)
 	}
@@ -52,12 +48,8 @@ func TestAppendThroughOtherLinkName(t *testing.T) {
 	mnt := mount(t)
 	w := filepath.Join(newBox(t, mnt, "a"), "work")
 	h1, h2 := filepath.Join(w, "h1"), filepath.Join(w, "h2")
-	if err := os.WriteFile(h1, []byte("a\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Link(h1, h2); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(h1, []byte("a\n"), 0o644))
+	require.NoError(t, os.Link(h1, h2))
 	if got := readFile(t, h2); got != "a\n" {
 		t.Fatalf("h2: %q", got)
 	}
@@ -111,9 +103,7 @@ func TestBoxChangesAKind(t *testing.T) {
 	mnt := mount(t)
 	w := filepath.Join(newBox(t, mnt, "a"), "work")
 	x := filepath.Join(w, "x")
-	if err := os.WriteFile(x, []byte("data\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(x, []byte("data\n"), 0o644))
 	steps := []struct {
 		cmd  string
 		kind os.FileMode

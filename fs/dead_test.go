@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/boxfs/boxfs/boxes"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/fake"
@@ -79,9 +81,7 @@ func TestHungBoxAnswersWithinBound(t *testing.T) {
 	mnt, fp := mountFake(t, clk)
 	box := newBox(t, mnt, "a")
 	w := filepath.Join(box, "work")
-	if err := os.WriteFile(filepath.Join(w, "f"), []byte("content"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(w, "f"), []byte("content"), 0o644))
 
 	// Mid-read: the box stops answering reads. The box's copy is made
 	// newer and the attribute timeout let pass before the read, outside
@@ -104,7 +104,7 @@ func TestHungBoxAnswersWithinBound(t *testing.T) {
 	}
 	// While unhealthy, calls fail fast; facts.json says so, until the
 	// background probe (its first a second after the timeout) gets an
-	// answer, which on a loaded machine can come before this look: "ok"
+	// answer, which can come before this look: "ok"
 	// is right only once the probe's Lstat of the workspace has answered.
 	var facts struct{ Health, LastError string }
 	b, _ := os.ReadFile(filepath.Join(box, "facts.json"))

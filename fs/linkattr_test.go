@@ -33,15 +33,11 @@ func TestSymlinkOwnAttrs(t *testing.T) {
 	mnt := mount(t)
 	box := newBox(t, mnt, "a")
 	w := filepath.Join(box, "work")
-	if err := os.WriteFile(filepath.Join(w, "target"), []byte("data\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(w, "target"), []byte("data\n"), 0o644))
 	old := time.Date(2003, 3, 3, 0, 0, 0, 0, time.UTC)
 	os.Chtimes(filepath.Join(w, "target"), old, old)
 	for name, to := range map[string]string{"link": "target", "dangling": "missing"} {
-		if err := os.Symlink(to, filepath.Join(w, name)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.Symlink(to, filepath.Join(w, name)))
 	}
 	at := time.Date(2001, 1, 1, 0, 0, 0, 500, time.UTC)
 	mt := time.Date(2002, 2, 2, 2, 2, 2, 123456789, time.UTC)
@@ -59,12 +55,8 @@ func TestSymlinkOwnAttrs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		return
 	}
-	if err := os.Lchown(filepath.Join(w, "dangling"), 1234, 1235); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Lchown(filepath.Join(w, "link"), -1, 1236); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Lchown(filepath.Join(w, "dangling"), 1234, 1235))
+	require.NoError(t, os.Lchown(filepath.Join(w, "link"), -1, 1236))
 	if got := run(t, mnt, "a", "stat -c '%n %u:%g' target link dangling"); got != "target 0:0\nlink 0:1236\ndangling 1234:1235\n" {
 		t.Errorf("after lchown the box sees %q", got)
 	}

@@ -103,13 +103,7 @@ func inFile(cfg *Config) string {
 }
 
 // boxRow is one line of `boxfs ls`.
-type boxRow struct {
-	Name     string    `json:"name"`
-	Provider string    `json:"provider"`
-	ID       string    `json:"id"`
-	State    string    `json:"state"`
-	Created  time.Time `json:"created,omitzero"`
-}
+type boxRow = boxes.Info
 
 func lsCommand() *cli.Command {
 	return &cli.Command{
@@ -131,9 +125,7 @@ func lsCommand() *cli.Command {
 					}
 					rows = parseListing(string(b))
 				} else {
-					for _, bi := range t.m.List() {
-						rows = append(rows, boxRow(bi))
-					}
+					rows = t.m.List()
 				}
 				if rows == nil {
 					rows = []boxRow{}
@@ -194,7 +186,7 @@ func boxVerbCommand(name, usage, verb string, direct func(ctx context.Context, t
 			return withTarget(c, func(ctx context.Context, e *env, t *target) error {
 				// A declared box never made has nothing to end or push:
 				// ending it would make it first.
-				if st, ok := t.boxState(box); ok && st == "declared" {
+				if st, ok := t.boxState(box); ok && st == boxes.StateDeclared {
 					fmt.Fprintf(e.stderr, "boxfs: %s: box %q was never made (the configuration declares it); nothing to do\n", name, box)
 					return nil
 				}
@@ -229,9 +221,7 @@ func (t *target) boxState(box string) (string, bool) {
 		}
 		rows = parseListing(string(b))
 	} else {
-		for _, bi := range t.m.List() {
-			rows = append(rows, boxRow(bi))
-		}
+		rows = t.m.List()
 	}
 	r, ok := findBoxRow(rows, box)
 	return r.State, ok
