@@ -4,21 +4,19 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // appendTo is a shell's >>: an O_APPEND open and one write, no stat.
 func appendTo(t *testing.T, name, data string) {
 	t.Helper()
 	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := f.WriteString(data); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.Close())
 }
 
 // An append through the mount right after a command in the box appended
@@ -26,12 +24,10 @@ func appendTo(t *testing.T, name, data string) {
 // O_APPEND write at the size it holds of the file, which the command made
 // old.
 func TestAppendAfterBoxAppend(t *testing.T) {
-	mnt, _ := mount(t)
+	mnt := mount(t)
 	w := filepath.Join(newBox(t, mnt, "a"), "work")
 	f := filepath.Join(w, "log")
-	if err := os.WriteFile(f, []byte("host 1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(f, []byte("host 1\n"), 0o644))
 	if _, err := os.Stat(f); err != nil { // the kernel holds the size: 7
 		t.Fatal(err)
 	}
@@ -49,15 +45,11 @@ func TestAppendAfterBoxAppend(t *testing.T) {
 // An append through one name of a hard link right after one through
 // another: both stay.
 func TestAppendThroughOtherLinkName(t *testing.T) {
-	mnt, _ := mount(t)
+	mnt := mount(t)
 	w := filepath.Join(newBox(t, mnt, "a"), "work")
 	h1, h2 := filepath.Join(w, "h1"), filepath.Join(w, "h2")
-	if err := os.WriteFile(h1, []byte("a\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Link(h1, h2); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(h1, []byte("a\n"), 0o644))
+	require.NoError(t, os.Link(h1, h2))
 	if got := readFile(t, h2); got != "a\n" {
 		t.Fatalf("h2: %q", got)
 	}
@@ -76,7 +68,7 @@ func TestAppendThroughOtherLinkName(t *testing.T) {
 // A name taken (O_EXCL create, mkdir, rmdir of a full directory) is an
 // answer, like a missing name: the box's err file keeps the last real error.
 func TestErrFileKeepsRealErrors(t *testing.T) {
-	mnt, _ := mount(t)
+	mnt := mount(t)
 	box := newBox(t, mnt, "a")
 	w := filepath.Join(box, "work")
 	if err := writeFile(t, filepath.Join(box, "ctl"), "frob\n"); err == nil {
@@ -108,12 +100,10 @@ func TestErrFileKeepsRealErrors(t *testing.T) {
 // A command that gives a name another kind of file (a directory becomes a
 // file, a file a link): right after it, the mount shows the new kind.
 func TestBoxChangesAKind(t *testing.T) {
-	mnt, _ := mount(t)
+	mnt := mount(t)
 	w := filepath.Join(newBox(t, mnt, "a"), "work")
 	x := filepath.Join(w, "x")
-	if err := os.WriteFile(x, []byte("data\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(x, []byte("data\n"), 0o644))
 	steps := []struct {
 		cmd  string
 		kind os.FileMode

@@ -3,11 +3,9 @@ package fs
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
-	"unicode/utf8"
 
+	"github.com/boxfs/boxfs/boxes"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -104,26 +102,6 @@ func parseMessage(line string) (ctlMsg, error) {
 	return m, nil
 }
 
-// checkName checks a box name: 1..63 bytes of UTF-8, no '/', no NUL, no
-// leading '.', not one of the root's own file names.
-func checkName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("a box name is needed")
-	case len(name) > 63:
-		return fmt.Errorf("box name %q is longer than 63 bytes", name)
-	case strings.ContainsAny(name, "/\x00\n"):
-		return fmt.Errorf("box name %q holds '/', NUL or a newline", name)
-	case strings.HasPrefix(name, "."):
-		return fmt.Errorf("box name %q starts with '.'", name)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("box name %q is not UTF-8", name)
-	case name == "ctl" || name == "err":
-		return fmt.Errorf("box name %q is taken by the root's own file", name)
-	}
-	return nil
-}
-
 // rootCmd is a parsed root ctl message.
 type rootCmd struct {
 	verb     string // new, attach, forget
@@ -167,8 +145,8 @@ func rootCmdOf(m ctlMsg) (rootCmd, error) {
 		return c, fmt.Errorf("%s takes one box name, got %d words", m.verb, len(m.args))
 	}
 	c.name = m.args[0]
-	if err := checkName(c.name); err != nil {
-		return c, err
+	if err := boxes.CheckName(c.name); err != nil {
+		return c, cause(err)
 	}
 	switch m.verb {
 	case "forget":
@@ -190,135 +168,17 @@ func rootCmdOf(m ctlMsg) (rootCmd, error) {
 			return c, fmt.Errorf("attach needs provider= and id=")
 		}
 	case "new":
+		words := make([]string, len(m.kv))
+		for i, p := range m.kv {
+			words[i] = p.k + "=" + p.v
+		}
 		var err error
-		c.provider, c.spec, err = specOf(m.kv)
+		c.provider, c.spec, err = boxes.ParseSpec(words)
 		if err != nil {
-			return c, err
+			return c, cause(err)
 		}
 	}
 	return c, nil
-}
-
-// specOf reads the keys of a new message (and of a config environment) into
-// a Spec. Unknown keys and malformed values are errors; whether the provider
-// can honour a field is the provider's to say.
-func specOf(pairs []kv) (provider string, s providers.Spec, err error) {
-	seen := map[string]bool{}
-	for _, p := range pairs {
-		if seen[p.k] && !strings.HasPrefix(p.k, "env.") && !strings.HasPrefix(p.k, "label.") {
-			return "", s, fmt.Errorf("key %q given twice", p.k)
-		}
-		seen[p.k] = true
-		switch {
-		case p.k == "provider":
-			provider = p.v
-		case p.k == "image":
-			s.Image = p.v
-		case p.k == "snapshot":
-			s.Snapshot = p.v
-		case p.k == "region":
-			s.Region = p.v
-		case p.k == "gpu":
-			s.GPU = p.v
-		case p.k == "user":
-			s.User = p.v
-		case p.k == "workspace":
-			s.Workspace = p.v
-		case p.k == "isolation":
-			s.Isolation = providers.Isolation(p.v)
-		case p.k == "lifetime":
-			d, err := parseDuration(p.v)
-			if err != nil {
-				return "", s, fmt.Errorf("lifetime=%q: %v", p.v, err)
-			}
-			s.Lifetime = d
-		case p.k == "cpus":
-			f, err := strconv.ParseFloat(p.v, 64)
-			if err != nil || f <= 0 {
-				return "", s, fmt.Errorf("cpus=%q is not a positive number", p.v)
-			}
-			s.CPUs = f
-		case p.k == "memory":
-			mb, err := parseMegabytes(p.v)
-			if err != nil {
-				return "", s, fmt.Errorf("memory=%q: %v", p.v, err)
-			}
-			s.MemoryMB = mb
-		case p.k == "network":
-			switch p.v {
-			case "open", "none":
-				s.Network.Mode = providers.NetworkMode(p.v)
-			case "":
-				return "", s, fmt.Errorf("network= needs open, none or a comma list of domains")
-			default:
-				s.Network.Mode = providers.NetworkAllowlist
-				s.Network.Allow = strings.Split(p.v, ",")
-			}
-		case p.k == "ports":
-			for _, f := range strings.Split(p.v, ",") {
-				n, err := strconv.Atoi(f)
-				if err != nil {
-					return "", s, fmt.Errorf("ports=%q: %q is not a number", p.v, f)
-				}
-				s.Ports = append(s.Ports, n)
-			}
-		case strings.HasPrefix(p.k, "env."):
-			if s.Env == nil {
-				s.Env = map[string]string{}
-			}
-			s.Env[strings.TrimPrefix(p.k, "env.")] = p.v
-		case strings.HasPrefix(p.k, "label."):
-			if s.Labels == nil {
-				s.Labels = map[string]string{}
-			}
-			s.Labels[strings.TrimPrefix(p.k, "label.")] = p.v
-		default:
-			return "", s, fmt.Errorf("unknown key %q", p.k)
-		}
-	}
-	if err := s.Validate(); err != nil {
-		var e *providers.Error
-		if errors.As(err, &e) && e.Err != nil {
-			return "", s, e.Err
-		}
-		return "", s, err
-	}
-	return provider, s, nil
-}
-
-// parseDuration takes a Go duration ("90m", "2h") or plain seconds ("300").
-func parseDuration(v string) (time.Duration, error) {
-	if n, err := strconv.Atoi(v); err == nil {
-		if n <= 0 {
-			return 0, fmt.Errorf("must be positive")
-		}
-		return time.Duration(n) * time.Second, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		return 0, fmt.Errorf("not a duration (use 300, 90m or 2h)")
-	}
-	if d <= 0 {
-		return 0, fmt.Errorf("must be positive")
-	}
-	return d, nil
-}
-
-// parseMegabytes takes megabytes ("512"), or a number with m/g ("512m", "2g").
-func parseMegabytes(v string) (int, error) {
-	mult := 1
-	s := strings.ToLower(v)
-	switch {
-	case strings.HasSuffix(s, "g"):
-		mult, s = 1024, strings.TrimSuffix(s, "g")
-	case strings.HasSuffix(s, "m"):
-		s = strings.TrimSuffix(s, "m")
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("not a size (use 512, 512m or 2g)")
-	}
-	return n * mult, nil
 }
 
 // boxVerbs are what a box's ctl takes.
@@ -352,4 +212,14 @@ func parseBoxCtl(text string) ([]string, error) {
 		verbs = append(verbs, m.verb)
 	}
 	return verbs, nil
+}
+
+// cause is what a boxes error says without its op and code, for an error
+// that names the ctl message instead.
+func cause(err error) error {
+	var e *providers.Error
+	if errors.As(err, &e) && e.Err != nil {
+		return e.Err
+	}
+	return err
 }

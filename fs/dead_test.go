@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,43 +11,26 @@ import (
 	"testing"
 	"time"
 
-	boxfs "github.com/boxfs/boxfs/fs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/boxfs/boxfs/boxes"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/fake"
 )
 
 const opTimeout = 2 * time.Second
 
-// mountFake serves a namespace over the scriptable fake provider.
-func mountFake(t *testing.T) (string, *fake.Provider) {
+// mountFake serves a namespace over the scriptable fake provider, its
+// caches on clk.
+func mountFake(t *testing.T, clk *fake.Clock) (string, *fake.Provider) {
 	t.Helper()
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
-	}
 	fp := fake.New()
-	f, err := boxfs.New(boxfs.Options{
-		StateDir:        t.TempDir(),
+	mnt, _ := serve(t, boxes.Options{
 		DefaultProvider: "fake",
 		OpenProvider:    func(string) (providers.Provider, error) { return fp, nil },
 		AttrTimeout:     time.Second,
 		OpTimeout:       opTimeout,
-		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mnt := t.TempDir()
-	server, err := f.Mount(mnt, boxfs.MountOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		f.Shutdown(ctx)
-		if err := server.Unmount(); err != nil {
-			t.Errorf("unmount: %v", err)
-		}
+		Now:             clk.Now,
 	})
 	return mnt, fp
 }
@@ -96,12 +77,11 @@ func probeAnswered(fp *fake.Provider, mark int) bool {
 }
 
 func TestHungBoxAnswersWithinBound(t *testing.T) {
-	mnt, fp := mountFake(t)
+	clk := fake.NewClock(time.Now())
+	mnt, fp := mountFake(t, clk)
 	box := newBox(t, mnt, "a")
 	w := filepath.Join(box, "work")
-	if err := os.WriteFile(filepath.Join(w, "f"), []byte("content"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(w, "f"), []byte("content"), 0o644))
 
 	// Mid-read: the box stops answering reads. The box's copy is made
 	// newer and the attribute timeout let pass before the read, outside
@@ -110,7 +90,7 @@ func TestHungBoxAnswersWithinBound(t *testing.T) {
 	os.WriteFile(filepath.Join(box, "ctl"), []byte("sync\n"), 0) // drop the host's copy's validity
 	// A new size: no mtime granularity can make it look unchanged.
 	fp.Boxes()[0].Files().WriteFile(context.Background(), "/work/f", strings.NewReader("changed, and longer"), 0o644)
-	time.Sleep(1100 * time.Millisecond) // past the attribute timeout
+	clk.Advance(2 * time.Second) // past the attribute timeout
 	// Every fetch of f hangs until the read is done (a retry, too).
 	hang := fp.On(fake.Match{Op: "ReadFile", Path: "/work/f"}).Hang()
 	mark := len(fp.Calls())
@@ -124,7 +104,7 @@ func TestHungBoxAnswersWithinBound(t *testing.T) {
 	}
 	// While unhealthy, calls fail fast; facts.json says so, until the
 	// background probe (its first a second after the timeout) gets an
-	// answer, which on a loaded machine can come before this look: "ok"
+	// answer, which can come before this look: "ok"
 	// is right only once the probe's Lstat of the workspace has answered.
 	var facts struct{ Health, LastError string }
 	b, _ := os.ReadFile(filepath.Join(box, "facts.json"))
@@ -160,7 +140,7 @@ func TestHungBoxAnswersWithinBound(t *testing.T) {
 	// listing, after the sync, so no background listing of the parent can
 	// take it first.
 	os.WriteFile(filepath.Join(box, "ctl"), []byte("sync\n"), 0)
-	time.Sleep(1100 * time.Millisecond)
+	clk.Advance(2 * time.Second)
 	mk := filepath.Join(w, "sub")
 	fp.Boxes()[0].Files().Mkdir(context.Background(), "/work/sub", 0o755)
 	fp.On(fake.Match{Op: "ReadDir", Path: "/work/sub"}).Hang().Once()

@@ -2,6 +2,7 @@ package fs_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -15,27 +16,52 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/boxfs/boxfs/boxes"
 	boxfs "github.com/boxfs/boxfs/fs"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/local"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
-// mount serves a fresh namespace over the local provider on a temporary
-// mount point, through the kernel, and returns the mount point.
-func mount(t *testing.T) (string, *boxfs.FS) {
+// serve mounts, through the kernel on a temporary mount point, a fresh
+// namespace over a Manager opened with opts (on a temporary state
+// directory, quiet unless -v), and returns the mount point and the
+// Manager. The boxes are pushed and the mount ended with the test.
+func serve(t *testing.T, opts boxes.Options) (string, *boxes.Manager) {
 	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skip("no /dev/fuse")
 	}
-	state := t.TempDir()
-	root := t.TempDir()
-	lp := local.New(root)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		logger = slog.Default()
+	if opts.StateDir == "" {
+		opts.StateDir = t.TempDir()
 	}
-	f, err := boxfs.New(boxfs.Options{
-		StateDir:        state,
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		if testing.Verbose() {
+			opts.Logger = slog.Default()
+		}
+	}
+	m, err := boxes.New(opts)
+	require.NoError(t, err)
+	mnt := t.TempDir()
+	server, err := boxfs.New(m).Mount(mnt, boxfs.MountOptions{Debug: testing.Verbose() && os.Getenv("BOXFS_FUSE_DEBUG") != ""})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		m.Shutdown(ctx)
+		assert.NoError(t, server.Unmount())
+	})
+	return mnt, m
+}
+
+// mount serves a fresh namespace over the local provider and returns the
+// mount point.
+func mount(t *testing.T) string {
+	t.Helper()
+	lp := local.New(t.TempDir())
+	mnt, _ := serve(t, boxes.Options{
 		DefaultProvider: "local",
 		OpenProvider: func(name string) (providers.Provider, error) {
 			if name != "local" {
@@ -45,28 +71,15 @@ func mount(t *testing.T) (string, *boxfs.FS) {
 		},
 		AttrTimeout: time.Second,
 		OpTimeout:   10 * time.Second,
-		Logger:      logger,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mnt := t.TempDir()
-	server, err := f.Mount(mnt, boxfs.MountOptions{Debug: testing.Verbose() && os.Getenv("BOXFS_FUSE_DEBUG") != ""})
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		f.Shutdown(t.Context())
-		if err := server.Unmount(); err != nil {
-			t.Errorf("unmount: %v", err)
-		}
 		// Destroy what the test made (local boxes run watchdogs).
-		bs, _ := lp.List(t.Context(), nil)
+		bs, _ := lp.List(context.Background(), nil)
 		for _, b := range bs {
-			b.Destroy(t.Context())
+			b.Destroy(context.Background())
 		}
 	})
-	return mnt, f
+	return mnt
 }
 
 func writeFile(t *testing.T, name, data string) error {
@@ -85,9 +98,7 @@ func writeFile(t *testing.T, name, data string) error {
 func readFile(t *testing.T, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatalf("read %s: %v", name, err)
-	}
+	require.NoError(t, err, "read %s", name)
 	return string(b)
 }
 
@@ -96,43 +107,39 @@ func readFile(t *testing.T, name string) string {
 func run(t *testing.T, mnt, box, line string) string {
 	t.Helper()
 	f, err := os.OpenFile(filepath.Join(mnt, box, "exec"), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
-	if _, err := f.Write([]byte(line + "\n")); err != nil {
-		t.Fatalf("exec %q: %v", line, err)
-	}
+	_, err = f.Write([]byte(line + "\n"))
+	require.NoError(t, err, "exec %q", line)
 	out, err := io.ReadAll(f)
-	if err != nil {
-		t.Fatalf("exec %q: read: %v", line, err)
-	}
+	require.NoError(t, err, "exec %q: read", line)
 	return string(out)
+}
+
+// readErr is the text of the root's err file, for a failure's message.
+func readErr(mnt string) string {
+	b, _ := os.ReadFile(filepath.Join(mnt, "err"))
+	return string(b)
 }
 
 func newBox(t *testing.T, mnt, name string) string {
 	t.Helper()
-	if err := writeFile(t, filepath.Join(mnt, "ctl"), "new "+name+"\n"); err != nil {
-		t.Fatalf("new %s: %v (err: %s)", name, err, readFile(t, filepath.Join(mnt, "err")))
-	}
+	err := writeFile(t, filepath.Join(mnt, "ctl"), "new "+name+"\n")
+	require.NoError(t, err, "new %s (err: %s)", name, readErr(mnt))
 	return filepath.Join(mnt, name)
 }
 
 func TestRootCtl(t *testing.T) {
-	mnt, _ := mount(t)
+	mnt := mount(t)
 	newBox(t, mnt, "a")
-	if err := os.Mkdir(filepath.Join(mnt, "b"), 0o755); err != nil {
-		t.Fatalf("mkdir b: %v", err)
-	}
+	require.NoError(t, os.Mkdir(filepath.Join(mnt, "b"), 0o755), "mkdir b")
 	listing := readFile(t, filepath.Join(mnt, "ctl"))
 	lines := strings.Split(strings.TrimSpace(listing), "\n")
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "a local ") || !strings.HasSuffix(lines[0], " ready") || !strings.HasPrefix(lines[1], "b local ") {
 		t.Errorf("root ctl reads %q", listing)
 	}
 	ents, err := os.ReadDir(mnt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var names []string
 	for _, e := range ents {
 		names = append(names, e.Name())
@@ -162,16 +169,14 @@ func TestRootCtl(t *testing.T) {
 		t.Errorf("mkdir .hidden: %v, want EINVAL", err)
 	}
 	// forget drops the name and leaves the box alone.
-	if err := writeFile(t, filepath.Join(mnt, "ctl"), "forget b\n"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, writeFile(t, filepath.Join(mnt, "ctl"), "forget b\n"))
 	if _, err := os.Stat(filepath.Join(mnt, "b")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("b still there after forget: %v", err)
 	}
 }
 
 func TestExecConversation(t *testing.T) {
-	mnt, _ := mount(t)
+	mnt := mount(t)
 	box := newBox(t, mnt, "a")
 	out := run(t, mnt, "a", `echo to-out; echo to-err >&2; printf 'made\n' > made.txt; exit 3`)
 	if out != "to-out\nto-err\n" {
@@ -194,9 +199,7 @@ func TestExecConversation(t *testing.T) {
 		t.Errorf("work/made.txt %q", got)
 	}
 	// A file written through work/ is in the box once closed.
-	if err := os.WriteFile(filepath.Join(box, "work", "host.txt"), []byte("from host\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(box, "work", "host.txt"), []byte("from host\n"), 0o644))
 	if out := run(t, mnt, "a", "cat host.txt"); out != "from host\n" {
 		t.Errorf("box sees %q", out)
 	}
@@ -224,22 +227,18 @@ func TestExecConversation(t *testing.T) {
 		t.Errorf("err %q", e)
 	}
 	var facts map[string]any
-	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(box, "facts.json"))), &facts); err != nil {
-		t.Fatalf("facts.json: %v", err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(readFile(t, filepath.Join(box, "facts.json"))), &facts), "facts.json")
 	if facts["provider"] != "local" || facts["health"] != "ok" {
 		t.Errorf("facts %v", facts)
 	}
 }
 
 func TestExecKillAndEarlyClose(t *testing.T) {
-	mnt, _ := mount(t)
+	mnt := mount(t)
 	box := newBox(t, mnt, "a")
 	// Closing exec early does not kill the command.
 	f, err := os.OpenFile(filepath.Join(box, "exec"), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := f.Write([]byte("sleep 1; echo done > after.txt\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -256,9 +255,7 @@ func TestExecKillAndEarlyClose(t *testing.T) {
 	}
 	// A kill through cmds/N/ctl ends a long command.
 	f, err = os.OpenFile(filepath.Join(box, "exec"), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	if _, err := f.Write([]byte("sleep 300\n")); err != nil {
 		t.Fatal(err)
@@ -266,9 +263,7 @@ func TestExecKillAndEarlyClose(t *testing.T) {
 	if fi, err := f.Stat(); err != nil || fi.Size() != 2 {
 		t.Errorf("fstat of exec after a write: size %d, %v; want the command's number 2", fi.Size(), err)
 	}
-	if err := writeFile(t, filepath.Join(box, "cmds", "2", "ctl"), "kill\n"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, writeFile(t, filepath.Join(box, "cmds", "2", "ctl"), "kill\n"))
 	if _, err := io.ReadAll(f); err != nil {
 		t.Fatal(err)
 	}
@@ -278,14 +273,12 @@ func TestExecKillAndEarlyClose(t *testing.T) {
 }
 
 func TestWorkTree(t *testing.T) {
-	mnt, _ := mount(t)
+	mnt := mount(t)
 	box := newBox(t, mnt, "a")
 	w := filepath.Join(box, "work")
 
 	// Create, write, read back, stat.
-	if err := os.WriteFile(filepath.Join(w, "a.txt"), []byte("hello"), 0o640); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(w, "a.txt"), []byte("hello"), 0o640))
 	fi, err := os.Stat(filepath.Join(w, "a.txt"))
 	if err != nil || fi.Size() != 5 || fi.Mode().Perm() != 0o640 {
 		t.Errorf("stat a.txt: %v %v", fi, err)
@@ -293,39 +286,27 @@ func TestWorkTree(t *testing.T) {
 	// Append from two opens.
 	for _, s := range []string{" one", " two"} {
 		af, err := os.OpenFile(filepath.Join(w, "a.txt"), os.O_WRONLY|os.O_APPEND, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if _, err := af.Write([]byte(s)); err != nil {
 			t.Fatal(err)
 		}
-		if err := af.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, af.Close())
 	}
 	if got := readFile(t, filepath.Join(w, "a.txt")); got != "hello one two" {
 		t.Errorf("after appends %q", got)
 	}
 	// Truncate by path and through a handle.
-	if err := os.Truncate(filepath.Join(w, "a.txt"), 5); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Truncate(filepath.Join(w, "a.txt"), 5))
 	if got := readFile(t, filepath.Join(w, "a.txt")); got != "hello" {
 		t.Errorf("after truncate %q", got)
 	}
 	// An editor's atomic save: temp, fsync, rename over.
 	tmp, err := os.Create(filepath.Join(w, ".a.txt.swp"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tmp.Write([]byte("saved"))
-	if err := tmp.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tmp.Sync())
 	tmp.Close()
-	if err := os.Rename(filepath.Join(w, ".a.txt.swp"), filepath.Join(w, "a.txt")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Rename(filepath.Join(w, ".a.txt.swp"), filepath.Join(w, "a.txt")))
 	if got := readFile(t, filepath.Join(w, "a.txt")); got != "saved" {
 		t.Errorf("after save %q", got)
 	}
@@ -333,30 +314,20 @@ func TestWorkTree(t *testing.T) {
 		t.Errorf("box sees %q", out)
 	}
 	// Directories, symlinks, hard links, chmod +x then run it in the box.
-	if err := os.MkdirAll(filepath.Join(w, "d", "e"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("../a.txt", filepath.Join(w, "d", "link")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(filepath.Join(w, "d", "e"), 0o755))
+	require.NoError(t, os.Symlink("../a.txt", filepath.Join(w, "d", "link")))
 	if target, err := os.Readlink(filepath.Join(w, "d", "link")); err != nil || target != "../a.txt" {
 		t.Errorf("readlink %q %v", target, err)
 	}
 	if got := readFile(t, filepath.Join(w, "d", "link")); got != "saved" {
 		t.Errorf("through link %q", got)
 	}
-	if err := os.Link(filepath.Join(w, "a.txt"), filepath.Join(w, "d", "hard")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Link(filepath.Join(w, "a.txt"), filepath.Join(w, "d", "hard")))
 	if fi, err := os.Stat(filepath.Join(w, "d", "hard")); err != nil || fi.Sys().(*syscall.Stat_t).Nlink != 2 {
 		t.Errorf("hard link: %v %v", fi, err)
 	}
-	if err := os.WriteFile(filepath.Join(w, "run.sh"), []byte("#!/bin/sh\necho ran $1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(filepath.Join(w, "run.sh"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(w, "run.sh"), []byte("#!/bin/sh\necho ran $1\n"), 0o644))
+	require.NoError(t, os.Chmod(filepath.Join(w, "run.sh"), 0o755))
 	if out := run(t, mnt, "a", "./run.sh ok"); out != "ran ok\n" {
 		t.Errorf("run.sh: %q", out)
 	}
@@ -372,9 +343,7 @@ func TestWorkTree(t *testing.T) {
 	}
 	// Times to the nanosecond.
 	mt := time.Date(2024, 5, 6, 7, 8, 9, 123456789, time.UTC)
-	if err := os.Chtimes(filepath.Join(w, "a.txt"), mt, mt); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Chtimes(filepath.Join(w, "a.txt"), mt, mt))
 	if fi, err := os.Stat(filepath.Join(w, "a.txt")); err != nil || !fi.ModTime().Equal(mt) {
 		t.Errorf("mtime %v, want %v (%v)", fi.ModTime(), mt, err)
 	}
@@ -384,18 +353,14 @@ func TestWorkTree(t *testing.T) {
 	if st1.Sys().(*syscall.Stat_t).Ino != st2.Sys().(*syscall.Stat_t).Ino {
 		t.Error("inode number changed between stats")
 	}
-	if err := os.Rename(filepath.Join(w, "run.sh"), filepath.Join(w, "d", "run2.sh")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Rename(filepath.Join(w, "run.sh"), filepath.Join(w, "d", "run2.sh")))
 	st3, _ := os.Stat(filepath.Join(w, "d", "run2.sh"))
 	if st3.Sys().(*syscall.Stat_t).Ino != st1.Sys().(*syscall.Stat_t).Ino {
 		t.Error("rename changed the inode number")
 	}
 	// Listing.
 	ents, err := os.ReadDir(w)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var names []string
 	for _, e := range ents {
 		names = append(names, e.Name())
@@ -409,9 +374,7 @@ func TestWorkTree(t *testing.T) {
 	}
 	// Random writes keep the rest of the file.
 	rw, err := os.OpenFile(filepath.Join(w, "a.txt"), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rw.WriteAt([]byte("V"), 2)
 	rw.Close()
 	if got := readFile(t, filepath.Join(w, "a.txt")); got != "saVed" {
@@ -425,14 +388,10 @@ func getxattr(path, name string) (int, error) {
 }
 
 func TestDestroyedBox(t *testing.T) {
-	mnt, _ := mount(t)
+	mnt := mount(t)
 	box := newBox(t, mnt, "a")
-	if err := os.WriteFile(filepath.Join(box, "work", "f"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeFile(t, filepath.Join(box, "ctl"), "destroy\n"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(box, "work", "f"), []byte("x"), 0o644))
+	require.NoError(t, writeFile(t, filepath.Join(box, "ctl"), "destroy\n"))
 	if st := readFile(t, filepath.Join(box, "ctl")); !strings.Contains(st, "state=gone") {
 		t.Errorf("ctl after destroy %q", st)
 	}
@@ -454,28 +413,18 @@ func TestDestroyedBox(t *testing.T) {
 }
 
 func TestMmapShared(t *testing.T) {
-	mnt, _ := mount(t)
+	mnt := mount(t)
 	box := newBox(t, mnt, "a")
 	name := filepath.Join(box, "work", "m")
-	if err := os.WriteFile(name, bytes.Repeat([]byte{'a'}, 8192), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(name, bytes.Repeat([]byte{'a'}, 8192), 0o644))
 	f, err := os.OpenFile(name, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	data, err := syscall.Mmap(int(f.Fd()), 0, 8192, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
-	if err != nil {
-		t.Fatalf("mmap: %v", err)
-	}
+	require.NoError(t, err, "mmap")
 	copy(data[100:], "mapped")
-	if err := msync(data); err != nil {
-		t.Fatalf("msync: %v", err)
-	}
+	require.NoError(t, msync(data), "msync")
 	syscall.Munmap(data)
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.Close())
 	if out := run(t, mnt, "a", "dd if=m bs=1 skip=100 count=6 2>/dev/null"); out != "mapped" {
 		t.Errorf("box sees %q", out)
 	}

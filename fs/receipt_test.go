@@ -4,50 +4,43 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	boxfs "github.com/boxfs/boxfs/fs"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/boxfs/boxfs/boxes"
 	"github.com/boxfs/boxfs/ledger"
 	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/providers/fake"
 	"github.com/boxfs/boxfs/providers/local"
 )
 
 // receipt.json of a live box is a running estimate that grows as time
 // passes, and becomes the final receipt once the box is destroyed.
 func TestReceiptThroughTheMount(t *testing.T) {
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
-	}
 	state := t.TempDir()
 	rate := 0.001
+	// The box reports its own start (the wall clock's): the ledger's clock
+	// runs ahead of it, so every estimate is a whole number of clock steps
+	// past a fixed start.
+	clk := fake.NewClock(time.Now().Add(time.Minute))
 	l, err := ledger.Open(ledger.Config{
 		StateDir: state,
 		Prices:   ledger.Prices{"local": {USDPerSecond: &rate, Source: "test price list", Priced: "2026-12-01"}},
+		Clock:    clk,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lp := l.Wrap(local.New(t.TempDir()))
-	f, err := boxfs.New(boxfs.Options{
+	require.NoError(t, err)
+	lp := local.New(t.TempDir())
+	mnt, _ := serve(t, boxes.Options{
 		StateDir:        state,
 		DefaultProvider: "local",
 		OpenProvider:    func(string) (providers.Provider, error) { return lp, nil },
-		Receipt:         l.ReceiptJSON,
-		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Meter:           l,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mnt := t.TempDir()
-	server, err := f.Mount(mnt, boxfs.MountOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { server.Unmount() })
 	box := newBox(t, mnt, "a")
 
 	type receipt struct {
@@ -61,31 +54,29 @@ func TestReceiptThroughTheMount(t *testing.T) {
 		t.Helper()
 		var r receipt
 		b := readFile(t, filepath.Join(box, "receipt.json"))
-		if err := json.Unmarshal([]byte(b), &r); err != nil {
-			t.Fatalf("receipt.json %q: %v", b, err)
-		}
+		require.NoError(t, json.Unmarshal([]byte(b), &r), "receipt.json %q", b)
 		return r
 	}
 	first := readReceipt()
-	if first.Box != "box-1" || first.CostUSD == nil || first.Source != "test price list" {
-		t.Fatalf("first estimate %+v", first)
-	}
-	time.Sleep(1500 * time.Millisecond)
+	require.Equal(t, "box-1", first.Box)
+	require.NotNil(t, first.CostUSD)
+	assert.Equal(t, "test price list", first.Source)
+	clk.Advance(90 * time.Second)
 	second := readReceipt()
-	if second.CostUSD == nil || *second.CostUSD <= *first.CostUSD || second.Seconds <= first.Seconds {
-		t.Errorf("estimate did not grow: %+v then %+v", first, second)
-	}
-	if err := writeFile(t, filepath.Join(box, "ctl"), "destroy\n"); err != nil {
-		t.Fatal(err)
-	}
+	require.NotNil(t, second.CostUSD)
+	assert.InDelta(t, first.Seconds+90, second.Seconds, 1e-9, "the estimate grows with the clock")
+	assert.InDelta(t, *first.CostUSD+0.09, *second.CostUSD, 2e-9)
+
+	require.NoError(t, writeFile(t, filepath.Join(box, "ctl"), "destroy\n"))
 	final := readReceipt()
-	time.Sleep(1100 * time.Millisecond)
+	clk.Advance(time.Hour)
 	again := readReceipt()
-	if final.To == "" || final.CostUSD == nil || again.CostUSD == nil || *again.CostUSD != *final.CostUSD {
-		t.Errorf("after destroy: %+v then %+v; want a fixed final receipt", final, again)
-	}
+	assert.NotEmpty(t, final.To)
+	require.NotNil(t, final.CostUSD)
+	require.NotNil(t, again.CostUSD)
+	assert.Equal(t, *final.CostUSD, *again.CostUSD, "the final receipt stays fixed")
+	assert.Equal(t, final.Seconds, second.Seconds, "the box ended when it was destroyed")
 	all, err := ledger.ReadAll(state)
-	if err != nil || len(all) != 1 {
-		t.Errorf("receipts file holds %d receipts, %v", len(all), err)
-	}
+	require.NoError(t, err)
+	assert.Len(t, all, 1)
 }

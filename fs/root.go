@@ -11,6 +11,7 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/boxfs/boxfs/boxes"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -68,22 +69,12 @@ func (r *rootNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.At
 // rootListing renders the root ctl: one line per box.
 func (f *FS) rootListing() string {
 	var b strings.Builder
-	for _, name := range f.Names() {
-		bs := f.lookupBox(name)
-		if bs == nil {
-			continue
-		}
-		bs.mu.Lock()
-		state := bs.state
-		if bs.health.bad && state == stateReady {
-			state = "unhealthy"
-		}
-		id := bs.rec.ID
+	for _, bi := range f.m.List() {
+		id := bi.ID
 		if id == "" {
 			id = "-"
 		}
-		fmt.Fprintf(&b, "%s %s %s %s\n", name, bs.rec.Provider, id, state)
-		bs.mu.Unlock()
+		fmt.Fprintf(&b, "%s %s %s %s\n", bi.Name, bi.Provider, id, bi.State)
 	}
 	return b.String()
 }
@@ -101,16 +92,17 @@ func (f *FS) rootCtl(ctx context.Context, text string) error {
 		var err error
 		switch c.verb {
 		case "new":
-			if err = f.NewBox(ctx, c.name, c.provider, c.spec); err == nil {
+			if err = f.m.Create(ctx, c.name, c.provider, c.spec); err == nil {
 				f.notifyRoot(c.name)
 			}
 		case "attach":
-			if err = f.AttachBox(ctx, c.name, c.provider, c.id); err == nil {
+			if err = f.m.Attach(ctx, c.name, c.provider, c.id); err == nil {
 				f.notifyRoot(c.name)
 			}
 		case "forget":
-			if err = f.Forget(ctx, c.name); err == nil {
-				f.notifyRootGone(c.name)
+			b := f.m.Lookup(c.name)
+			if err = f.m.Forget(ctx, c.name); err == nil {
+				f.notifyRootGone(c.name, b)
 			}
 		}
 		if err != nil {
@@ -129,15 +121,16 @@ func boxDirIno(name string) uint64 {
 // boxNode returns the box's directory node, making it once: go-fuse runs
 // OnAdd (which makes the control files) every time a node is passed to
 // NewPersistentInode, so an existing node is never passed again.
-func (r *rootNode) boxNode(ctx context.Context, b *boxState) *gofs.Inode {
-	b.dirMu.Lock()
-	defer b.dirMu.Unlock()
-	if b.dir == nil {
-		d := &boxDir{b: b}
-		r.NewPersistentInode(ctx, d, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: boxDirIno(b.name)})
-		b.dir = d
+func (r *rootNode) boxNode(ctx context.Context, b *boxes.Box) *gofs.Inode {
+	v := r.fs.view(b)
+	v.dirMu.Lock()
+	defer v.dirMu.Unlock()
+	if v.dir == nil {
+		d := &boxDir{v: v}
+		r.NewPersistentInode(ctx, d, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: boxDirIno(b.Name())})
+		v.dir = d
 	}
-	return b.dir.EmbeddedInode()
+	return v.dir.EmbeddedInode()
 }
 
 func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
@@ -148,7 +141,7 @@ func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		out.Attr = a.Attr
 		return ch, 0
 	}
-	b := r.fs.lookupBox(name)
+	b := r.fs.m.Lookup(name)
 	if b == nil {
 		return nil, syscall.ENOENT
 	}
@@ -160,7 +153,7 @@ func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 
 func (r *rootNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 	ents := []fuse.DirEntry{{Name: "ctl", Mode: syscall.S_IFREG}, {Name: "err", Mode: syscall.S_IFREG}}
-	for _, n := range r.fs.Names() {
+	for _, n := range r.fs.m.Names() {
 		ents = append(ents, fuse.DirEntry{Name: n, Mode: syscall.S_IFDIR, Ino: boxDirIno(n)})
 	}
 	return gofs.NewListDirStream(ents), 0
@@ -168,18 +161,18 @@ func (r *rootNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) 
 
 // Mkdir NAME is `new NAME` with the default provider and spec.
 func (r *rootNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if err := checkName(name); err != nil {
-		err := providers.E(providers.Invalid, "mkdir", err)
+	if err := boxes.CheckName(name); err != nil {
+		err := providers.E(providers.Invalid, "mkdir", cause(err))
 		r.fs.setErr(err)
 		return nil, toErrno(err)
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancel()
-	if err := r.fs.NewBox(cctx, name, "", providers.Spec{}); err != nil {
+	if err := r.fs.m.Create(cctx, name, "", providers.Spec{}); err != nil {
 		r.fs.setErr(providers.E(0, "mkdir "+name, err))
 		return nil, toErrno(err)
 	}
-	b := r.fs.lookupBox(name)
+	b := r.fs.m.Lookup(name)
 	out.Mode = syscall.S_IFDIR | 0o755
 	out.SetEntryTimeout(boxEntryTimeout)
 	return r.boxNode(ctx, b), 0
@@ -188,7 +181,7 @@ func (r *rootNode) Mkdir(ctx context.Context, name string, mode uint32, out *fus
 // Rmdir of a box is refused: destroying takes `echo destroy > NAME/ctl`, so
 // that `rm -rf MOUNT/*` cannot end every box.
 func (r *rootNode) Rmdir(ctx context.Context, name string) syscall.Errno {
-	if r.fs.lookupBox(name) == nil {
+	if r.fs.m.Lookup(name) == nil {
 		return syscall.ENOENT
 	}
 	r.fs.setErr(providers.Errorf(providers.Refused, "rmdir "+name, "boxes are ended with `echo destroy > %s/ctl` or forgotten with `echo forget %s > ctl`", name, name))
@@ -207,8 +200,12 @@ func (f *FS) notifyRoot(name string) {
 	f.root.NotifyEntry(name)
 }
 
-// notifyRootGone drops a box's name from the kernel and the tree.
-func (f *FS) notifyRootGone(name string) {
+// notifyRootGone drops a box's name from the kernel and the tree, and
+// what the namespace kept of b, the box it named.
+func (f *FS) notifyRootGone(name string, b *boxes.Box) {
+	if b != nil {
+		f.dropView(b)
+	}
 	if !f.mounted() {
 		return
 	}
@@ -221,16 +218,10 @@ func (f *FS) notifyRootGone(name string) {
 	}
 }
 
-func (f *FS) mounted() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.server != nil
-}
-
 // boxDir is MOUNT/NAME/: the box's control files, cmds/ and work/.
 type boxDir struct {
 	gofs.Inode
-	b *boxState
+	v *boxView
 }
 
 var (
@@ -245,94 +236,92 @@ func (d *boxDir) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.Attr
 }
 
 func (d *boxDir) OnAdd(ctx context.Context) {
-	b := d.b
+	v := d.v
+	b := v.b
 	add := func(name string, node gofs.InodeEmbedder, mode uint32) {
 		d.AddChild(name, d.NewPersistentInode(ctx, node, gofs.StableAttr{Mode: mode}), false)
 	}
 	add("ctl", &ctlFile{
 		mode:  0o644,
-		read:  func(ctx context.Context) ([]byte, error) { return []byte(b.statusLine()), nil },
-		write: b.ctl,
-		onErr: b.setErr,
+		read:  func(ctx context.Context) ([]byte, error) { return []byte(statusLine(b.Status())), nil },
+		write: v.ctl,
+		onErr: b.SetErr,
 	}, syscall.S_IFREG)
-	add("exec", &execFile{b: b}, syscall.S_IFREG)
-	add("cmds", &cmdsDir{b: b}, syscall.S_IFDIR)
-	add("facts.json", textFile(0o444, b.factsJSON), syscall.S_IFREG)
-	add("receipt.json", textFile(0o444, b.receiptJSON), syscall.S_IFREG)
+	add("exec", &execFile{v: v}, syscall.S_IFREG)
+	add("cmds", &cmdsDir{v: v}, syscall.S_IFDIR)
+	add("facts.json", textFile(0o444, b.FactsJSON), syscall.S_IFREG)
+	add("receipt.json", textFile(0o444, b.ReceiptJSON), syscall.S_IFREG)
 	add("err", textFile(0o444, func(ctx context.Context) ([]byte, error) {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if b.errText == "" {
-			return nil, nil
+		if text := b.Err(); text != "" {
+			return []byte(text + "\n"), nil
 		}
-		return []byte(b.errText + "\n"), nil
+		return nil, nil
 	}), syscall.S_IFREG)
-	w := &workNode{b: b}
-	d.AddChild("work", d.NewPersistentInode(ctx, w, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: boxDirIno(b.name + "\x00work")}), false)
-	b.mu.Lock()
-	b.workRoot = w
-	b.mu.Unlock()
+	w := &workNode{v: v}
+	d.AddChild("work", d.NewPersistentInode(ctx, w, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: boxDirIno(b.Name() + "\x00work")}), false)
+	v.mu.Lock()
+	v.workRoot = w
+	v.mu.Unlock()
 }
 
-// ctl runs a write to the box's ctl.
-func (b *boxState) ctl(ctx context.Context, data []byte) error {
+// statusLine renders a box's ctl: one key=value line.
+func statusLine(st boxes.Status) string {
+	id := st.ID
+	fields := []string{
+		"state=" + st.State,
+		"provider=" + st.Provider,
+		"id=" + id,
+		fmt.Sprintf("dirty=%d", st.Dirty),
+	}
+	if st.Via != "" {
+		fields = append(fields, "via="+st.Via)
+	}
+	if st.LastCmd > 0 {
+		fields = append(fields, fmt.Sprintf("last_cmd=%d", st.LastCmd), "last_status="+strings.ReplaceAll(st.LastStatus, " ", "_"))
+	}
+	return strings.Join(fields, " ") + "\n"
+}
+
+// ctl runs a write to the box's ctl: every message is parsed first, then
+// they run in order; the first failure stops the rest.
+func (v *boxView) ctl(ctx context.Context, data []byte) error {
 	verbs, err := parseBoxCtl(string(data))
 	if err != nil {
 		return err
 	}
 	ctx = context.WithoutCancel(ctx)
-	for _, v := range verbs {
-		var err error
-		switch v {
-		case "destroy":
-			cctx, cancel := context.WithTimeout(ctx, createTimeout)
-			err = b.destroy(cctx)
-			cancel()
-		case "release":
-			cctx, cancel := context.WithTimeout(ctx, createTimeout)
-			err = b.flush(cctx)
-			cancel()
-			if err == nil {
-				if err = b.fs.Forget(ctx, b.name); err == nil {
-					b.fs.notifyRootGone(b.name)
-				}
-			}
-		case "flush":
-			cctx, cancel := context.WithTimeout(ctx, createTimeout)
-			err = b.flush(cctx)
-			cancel()
-		case "sync":
-			cctx, cancel := context.WithTimeout(ctx, createTimeout)
-			err = b.sync(cctx)
-			cancel()
-		case "kill":
-			cctx, cancel := context.WithTimeout(ctx, b.fs.opts.OpTimeout)
-			err = b.cmds.killAll(cctx)
-			cancel()
-		}
-		if err != nil {
-			return providers.E(0, "ctl "+v, err)
+	for _, verb := range verbs {
+		if err := v.runVerb(ctx, verb); err != nil {
+			return providers.E(0, "ctl "+verb, err)
 		}
 	}
 	return nil
 }
 
-// sync pushes dirty files, then reads the box's whole listing again and
-// tells the kernel what changed.
-func (b *boxState) sync(ctx context.Context) error {
-	if err := b.flush(ctx); err != nil {
-		return err
+// runVerb runs one verb of a box's ctl, within its bound.
+func (v *boxView) runVerb(ctx context.Context, verb string) error {
+	b := v.b
+	bound := createTimeout
+	if verb == "kill" {
+		bound = v.fs.m.Options().OpTimeout
 	}
-	return b.refresh(ctx)
-}
-
-// receiptJSON renders receipt.json through the configured ledger.
-func (b *boxState) receiptJSON(ctx context.Context) ([]byte, error) {
-	b.mu.Lock()
-	prov, id := b.rec.Provider, b.rec.ID
-	b.mu.Unlock()
-	if b.fs.opts.Receipt == nil {
-		return []byte(fmt.Sprintf("{\"box\": %q, \"cost_usd\": null, \"note\": \"no prices configured\"}\n", b.name)), nil
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	switch verb {
+	case "destroy":
+		return b.Destroy(ctx)
+	case "release":
+		if err := v.fs.m.Release(ctx, b.Name()); err != nil {
+			return err
+		}
+		v.fs.notifyRootGone(b.Name(), b)
+		return nil
+	case "flush":
+		return b.Flush(ctx)
+	case "sync":
+		return b.Sync(ctx)
+	case "kill":
+		return b.Commands().KillAll(ctx)
 	}
-	return b.fs.opts.Receipt(ctx, prov, id)
+	return providers.Errorf(providers.Invalid, "ctl", "unknown verb %q", verb)
 }

@@ -2,9 +2,7 @@ package fs
 
 import (
 	"context"
-	"fmt"
 	iofs "io/fs"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,7 +12,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"github.com/boxfs/boxfs/hands"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/syncengine/cache"
 )
@@ -23,7 +20,7 @@ import (
 // workspace, served through the box's cache.
 type workNode struct {
 	gofs.Inode
-	b *boxState
+	v *boxView
 }
 
 var (
@@ -48,9 +45,9 @@ var (
 // rel is the node's path under work/, or ENOENT for a node whose name went
 // away (an unlinked file still open).
 func (n *workNode) rel() (string, syscall.Errno) {
-	n.b.mu.Lock()
-	root := n.b.workRoot
-	n.b.mu.Unlock()
+	n.v.mu.Lock()
+	root := n.v.workRoot
+	n.v.mu.Unlock()
 	if root == nil {
 		return "", syscall.ENOENT
 	}
@@ -84,13 +81,13 @@ func joinRel(dir, name string) string {
 // of every directory a checkout left would otherwise bury the last real
 // error (a push that failed at close) under routine ones.
 func (n *workNode) run(ctx context.Context, mutation bool, extra time.Duration, fn func(ctx context.Context, c *cache.Cache) error) syscall.Errno {
-	_, c, err := n.b.parts(ctx)
+	_, c, err := n.v.b.Parts(ctx)
 	if err == nil {
-		err = n.b.do(ctx, mutation, extra, func(ctx context.Context) error { return fn(ctx, c) })
+		err = n.v.b.Do(ctx, mutation, extra, func(ctx context.Context) error { return fn(ctx, c) })
 	}
 	if err != nil {
 		if code := providers.CodeOf(err); code != providers.NotFound && code != providers.Exists {
-			n.b.setErr(err)
+			n.v.b.SetErr(err)
 		}
 		return toErrno(err)
 	}
@@ -124,10 +121,10 @@ func fillAttr(a *fuse.Attr, fi providers.FileInfo, ino uint64) {
 
 // child returns the node for rel, of the kind fi says.
 func (n *workNode) child(ctx context.Context, rel string, fi providers.FileInfo, out *fuse.EntryOut) *gofs.Inode {
-	ino := n.b.inos.get(rel)
+	ino := n.v.inos().get(rel)
 	fillAttr(&out.Attr, fi, ino)
 	mode := providers.UnixMode(fi.Mode) & syscall.S_IFMT
-	return n.NewInode(ctx, &workNode{b: n.b}, gofs.StableAttr{Mode: mode, Ino: ino})
+	return n.NewInode(ctx, &workNode{v: n.v}, gofs.StableAttr{Mode: mode, Ino: ino})
 }
 
 func (n *workNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
@@ -179,6 +176,9 @@ func (n *workNode) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.Att
 	return 0
 }
 
+// Setattr is truncate, chmod, chown and utimes, each a call to the box in
+// that order; on a symbolic link, setattrLink. An open file whose name is
+// gone can still be truncated through its handle.
 func (n *workNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	rel, relErr := n.rel()
 	wh, _ := f.(*workHandle)
@@ -189,75 +189,21 @@ func (n *workNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetA
 	have := false
 	if size, ok := in.GetSize(); ok {
 		if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
-			if wh != nil {
-				if err := wh.h.Truncate(int64(size)); err != nil {
-					return err
-				}
-				fi, have = wh.h.Attr()
-				return nil
-			}
-			fi, err = c.Truncate(ctx, rel, int64(size))
-			have = err == nil
+			fi, have, err = n.truncate(ctx, c, rel, wh, int64(size))
 			return err
 		}); errno != 0 {
 			return errno
 		}
 	}
 	if relErr != 0 {
-		// An unlinked open file: only its content is ours to change.
-		if size, ok := in.GetSize(); ok {
-			wh.resized(int64(size))
-		}
-		if fi, ok := wh.h.Attr(); ok {
-			fillAttr(&out.Attr, fi, n.StableAttr().Ino)
-		} else {
-			wh.unlinkedAttr(&out.Attr, n.StableAttr().Ino)
-		}
-		return 0
+		return wh.setattrUnlinked(in, out, n.StableAttr().Ino)
 	}
 	if n.StableAttr().Mode&syscall.S_IFMT == syscall.S_IFLNK {
 		return n.setattrLink(ctx, rel, in, out)
 	}
-	if mode, ok := in.GetMode(); ok {
+	for _, step := range setattrSteps(rel, in) {
 		if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
-			m := providers.FileModeFromUnix(mode) & (iofs.ModePerm | iofs.ModeSetuid | iofs.ModeSetgid | iofs.ModeSticky)
-			fi, err = c.Chmod(ctx, rel, m)
-			have = err == nil
-			return err
-		}); errno != 0 {
-			return errno
-		}
-	}
-	uid, uok := in.GetUID()
-	gid, gok := in.GetGID()
-	if uok || gok {
-		u, g := -1, -1
-		if uok {
-			u = int(uid)
-		}
-		if gok {
-			g = int(gid)
-		}
-		if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
-			fi, err = c.Chown(ctx, rel, u, g)
-			have = err == nil
-			return err
-		}); errno != 0 {
-			return errno
-		}
-	}
-	atime, aok := in.GetATime()
-	mtime, mok := in.GetMTime()
-	if aok || mok {
-		var at, mt time.Time
-		if aok {
-			at = atime
-		}
-		if mok {
-			mt = mtime
-		}
-		if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
-			fi, err = c.Utimes(ctx, rel, at, mt)
+			fi, err = step(ctx, c)
 			have = err == nil
 			return err
 		}); errno != 0 {
@@ -268,7 +214,7 @@ func (n *workNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetA
 		return n.Getattr(ctx, f, out)
 	}
 	if fi.Nlink > 1 {
-		n.b.notifyLinked(ctx, rel, true) // a chmod, chown, utimes or truncate of one name is of them all
+		n.v.notifyLinked(ctx, rel, true) // a chmod, chown, utimes or truncate of one name is of them all
 	}
 	if wh != nil {
 		if lfi, ok := wh.h.Attr(); ok {
@@ -280,16 +226,82 @@ func (n *workNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetA
 	return 0
 }
 
+// truncate sets the file's size: through the open handle when there is
+// one (its copy is the file's content), else in the cache and the box.
+// have says fi holds the file's attributes after.
+func (n *workNode) truncate(ctx context.Context, c *cache.Cache, rel string, wh *workHandle, size int64) (fi providers.FileInfo, have bool, err error) {
+	if wh != nil {
+		if err := wh.h.Truncate(size); err != nil {
+			return fi, false, err
+		}
+		fi, have = wh.h.Attr()
+		return fi, have, nil
+	}
+	fi, err = c.Truncate(ctx, rel, size)
+	return fi, err == nil, err
+}
+
+// setattrUnlinked answers a setattr on an open file whose name is gone:
+// only its content (its size) is ours to change, and that is done.
+func (wh *workHandle) setattrUnlinked(in *fuse.SetAttrIn, out *fuse.AttrOut, ino uint64) syscall.Errno {
+	if size, ok := in.GetSize(); ok {
+		wh.resized(int64(size))
+	}
+	if fi, ok := wh.h.Attr(); ok {
+		fillAttr(&out.Attr, fi, ino)
+	} else {
+		wh.unlinkedAttr(&out.Attr, ino)
+	}
+	return 0
+}
+
+// setattrSteps are the calls a setattr asks of the box besides truncate:
+// chmod, chown and utimes, the ones in asks for, in that order.
+func setattrSteps(rel string, in *fuse.SetAttrIn) []func(ctx context.Context, c *cache.Cache) (providers.FileInfo, error) {
+	var steps []func(ctx context.Context, c *cache.Cache) (providers.FileInfo, error)
+	if mode, ok := in.GetMode(); ok {
+		m := providers.FileModeFromUnix(mode) & (iofs.ModePerm | iofs.ModeSetuid | iofs.ModeSetgid | iofs.ModeSticky)
+		steps = append(steps, func(ctx context.Context, c *cache.Cache) (providers.FileInfo, error) {
+			return c.Chmod(ctx, rel, m)
+		})
+	}
+	uid, uok := in.GetUID()
+	gid, gok := in.GetGID()
+	if uok || gok {
+		u, g := -1, -1
+		if uok {
+			u = int(uid)
+		}
+		if gok {
+			g = int(gid)
+		}
+		steps = append(steps, func(ctx context.Context, c *cache.Cache) (providers.FileInfo, error) {
+			return c.Chown(ctx, rel, u, g)
+		})
+	}
+	atime, aok := in.GetATime()
+	mtime, mok := in.GetMTime()
+	if aok || mok {
+		var at, mt time.Time // zero: left as it is
+		if aok {
+			at = atime
+		}
+		if mok {
+			mt = mtime
+		}
+		steps = append(steps, func(ctx context.Context, c *cache.Cache) (providers.FileInfo, error) {
+			return c.Utimes(ctx, rel, at, mt)
+		})
+	}
+	return steps
+}
+
 // setattrLink is chown -h, touch -h, cp -a and tar on a symbolic link
 // (lchown, utimensat with AT_SYMLINK_NOFOLLOW). The box's Chown and Utimes
 // follow links, so passing them on would change the link's target (or
 // fail with ENOENT for a dangling link): the cache's Lchown and Lutimes
-// change the link itself, one round trip each on the agent channel or a
-// system call on a local box, and record what they set. Where the box's
-// path has no such call (Unsupported), chown -h and touch -h run in the
-// box, one command, and only the link's cached attributes are dropped. A
-// change the link already has costs nothing; a box that cannot run the
-// command says ENOSYS.
+// change the link itself and record what they set. A change the link
+// already has costs nothing.
 func (n *workNode) setattrLink(ctx context.Context, rel string, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	var fi providers.FileInfo
 	if errno := n.run(ctx, false, 0, func(ctx context.Context, c *cache.Cache) (err error) {
@@ -324,117 +336,23 @@ func (n *workNode) setattrLink(ctx context.Context, rel string, in *fuse.SetAttr
 		mt = t
 	}
 	times := !at.IsZero() || !mt.IsZero()
-	if !chown && !times {
-		fillAttr(&out.Attr, fi, n.StableAttr().Ino)
-		return 0
-	}
-	unsupported := false
-	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) error {
-		got, err := fi, error(nil)
-		if chown {
-			got, err = c.Lchown(ctx, rel, u, g)
-		}
-		if err == nil && times {
-			got, err = c.Lutimes(ctx, rel, at, mt)
-		}
-		if providers.IsCode(err, providers.Unsupported) {
-			unsupported = true
-			return nil
-		}
-		if err == nil {
-			fi = got
-		}
-		return err
-	}); errno != 0 {
-		return errno
-	}
-	if unsupported {
-		if errno := n.setattrLinkByCommand(ctx, rel, chown, u, g, at, mt); errno != 0 {
+	if chown || times {
+		if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
+			if chown {
+				if fi, err = c.Lchown(ctx, rel, u, g); err != nil {
+					return err
+				}
+			}
+			if times {
+				fi, err = c.Lutimes(ctx, rel, at, mt)
+			}
+			return err
+		}); errno != 0 {
 			return errno
 		}
-		if chown {
-			if u >= 0 {
-				fi.UID = uint32(u)
-			}
-			if g >= 0 {
-				fi.GID = uint32(g)
-			}
-		}
-		if !at.IsZero() {
-			fi.Atime = at
-		}
-		if !mt.IsZero() {
-			fi.Mtime = mt
-		}
-		fi.Ctime = time.Now()
 	}
 	fillAttr(&out.Attr, fi, n.StableAttr().Ino)
 	return 0
-}
-
-// setattrLinkByCommand changes a symbolic link's own owner and times with
-// linkAttrScript in the box, for a box whose files have no LinkAttrSetter,
-// and then drops the cache's copy of the link's attributes (only those).
-func (n *workNode) setattrLinkByCommand(ctx context.Context, rel string, chown bool, u, g int, at, mt time.Time) syscall.Errno {
-	var owner, ats, mts string
-	if chown {
-		if u >= 0 {
-			owner = strconv.Itoa(u)
-		}
-		if g >= 0 {
-			owner += ":" + strconv.Itoa(g)
-		}
-	}
-	if !at.IsZero() {
-		ats = touchTime(at)
-	}
-	if !mt.IsZero() {
-		mts = touchTime(mt)
-	}
-	h, c, err := n.b.parts(ctx)
-	if err == nil {
-		abs := strings.TrimSuffix(c.Root(), "/") + "/" + rel
-		err = n.b.do(ctx, true, 0, func(ctx context.Context) error {
-			p, err := h.Run(ctx, hands.Command{Argv: []string{"sh", "-c", linkAttrScript, "boxfs-setattr-link", abs, owner, ats, mts}})
-			if err != nil {
-				return err
-			}
-			code, err := p.Wait()
-			switch {
-			case err != nil:
-				return err
-			case code == 3:
-				return providers.PathError("setattr", n.b.name, abs, syscall.ENOENT)
-			case code != 0:
-				return providers.PathError("setattr", n.b.name, abs, syscall.ENOSYS)
-			}
-			return nil
-		})
-		c.Forget(rel) // the cache's copy of the link's attributes is old now
-	}
-	if err != nil {
-		n.b.setErr(err)
-		return toErrno(err)
-	}
-	return 0
-}
-
-// linkAttrScript sets a symbolic link's own owner and times: PATH OWNER
-// ATIME MTIME, an empty one left alone; exit 3 when PATH is no link.
-const linkAttrScript = `p=$1
-[ -L "$p" ] || exit 3
-if [ -n "$2" ]; then chown -h -- "$2" "$p" || exit 1; fi
-if [ -n "$3" ]; then touch -h -c -a -d "$3" -- "$p" || exit 1; fi
-if [ -n "$4" ]; then touch -h -c -m -d "$4" -- "$p" || exit 1; fi
-`
-
-// touchTime renders t as touch -d takes it, to the nanosecond.
-func touchTime(t time.Time) string {
-	sec, ns := t.Unix(), t.Nanosecond()
-	if sec < 0 && ns > 0 {
-		return fmt.Sprintf("@-%d.%09d", -sec-1, 1e9-ns)
-	}
-	return fmt.Sprintf("@%d.%09d", sec, ns)
 }
 
 func (n *workNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
@@ -461,7 +379,7 @@ func (n *workNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) 
 		ents = append(ents, fuse.DirEntry{
 			Name: fi.Name,
 			Mode: providers.UnixMode(fi.Mode) & syscall.S_IFMT,
-			Ino:  n.b.inos.get(joinRel(rel, fi.Name)),
+			Ino:  n.v.inos().get(joinRel(rel, fi.Name)),
 		})
 	}
 	return gofs.NewListDirStream(ents), 0
@@ -483,7 +401,7 @@ func (n *workNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	var size int64
 	var before providers.FileInfo
 	haveBefore := false
-	if _, c, err := n.b.parts(ctx); err == nil {
+	if _, c, err := n.v.b.Parts(ctx); err == nil {
 		if fi, err := c.Getattr(ctx, rel); err == nil {
 			size, before, haveBefore = fi.Size, fi, true
 		}
@@ -525,7 +443,7 @@ func (n *workNode) Create(ctx context.Context, name string, flags uint32, mode u
 	}); errno != 0 {
 		return nil, nil, 0, errno
 	}
-	n.b.inos.remove(rel) // a new file: never the number of one that was here
+	n.v.inos().remove(rel) // a new file: never the number of one that was here
 	ch := n.child(ctx, rel, fi, out)
 	wh := &workHandle{n: n, h: h}
 	wh.remember(fi)
@@ -534,7 +452,7 @@ func (n *workNode) Create(ctx context.Context, name string, flags uint32, mode u
 
 func (n *workNode) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if mode&syscall.S_IFMT != syscall.S_IFREG {
-		n.b.setErr(providers.Errorf(providers.Unsupported, "mknod", "only regular files can be made in a box's work tree"))
+		n.v.b.SetErr(providers.Errorf(providers.Unsupported, "mknod", "only regular files can be made in a box's work tree"))
 		return nil, syscall.EPERM
 	}
 	ch, fh, _, errno := n.Create(ctx, name, syscall.O_CREAT|syscall.O_EXCL|syscall.O_WRONLY, mode&0o7777, out)
@@ -557,7 +475,7 @@ func (n *workNode) Mkdir(ctx context.Context, name string, mode uint32, out *fus
 	}); errno != 0 {
 		return nil, errno
 	}
-	n.b.inos.remove(rel)
+	n.v.inos().remove(rel)
 	return n.child(ctx, rel, fi, out), 0
 }
 
@@ -567,12 +485,12 @@ func (n *workNode) Unlink(ctx context.Context, name string) syscall.Errno {
 		return errno
 	}
 	rel := joinRel(dir, name)
-	others := n.b.linked(ctx, rel)
+	others := n.v.linked(ctx, rel)
 	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) error { return c.Remove(ctx, rel) }); errno != 0 {
 		return errno
 	}
-	n.b.inos.remove(rel)
-	n.b.notifyNames(others, false) // one link fewer
+	n.v.inos().remove(rel)
+	n.v.notifyNames(others, false) // one link fewer
 	return 0
 }
 
@@ -585,13 +503,13 @@ func (n *workNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) error { return c.Rmdir(ctx, rel) }); errno != 0 {
 		return errno
 	}
-	n.b.inos.remove(rel)
+	n.v.inos().remove(rel)
 	return 0
 }
 
 func (n *workNode) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	np, ok := newParent.(*workNode)
-	if !ok || np.b != n.b {
+	if !ok || np.v != n.v {
 		return syscall.EXDEV
 	}
 	if flags&unix.RENAME_EXCHANGE != 0 || flags&unix.RENAME_WHITEOUT != 0 {
@@ -610,7 +528,7 @@ func (n *workNode) Rename(ctx context.Context, name string, newParent gofs.Inode
 		if flags&unix.RENAME_NOREPLACE != 0 {
 			// Not atomic in the box: checked, then renamed.
 			if _, err := c.Lookup(ctx, newrel); err == nil {
-				return providers.PathError("fs.Rename", n.b.name, newrel, syscall.EEXIST)
+				return providers.PathError("fs.Rename", n.v.b.Name(), newrel, syscall.EEXIST)
 			} else if providers.CodeOf(err) != providers.NotFound {
 				return err
 			}
@@ -619,7 +537,7 @@ func (n *workNode) Rename(ctx context.Context, name string, newParent gofs.Inode
 	}); errno != 0 {
 		return errno
 	}
-	n.b.inos.rename(oldrel, newrel)
+	n.v.inos().rename(oldrel, newrel)
 	return 0
 }
 
@@ -636,7 +554,7 @@ func (n *workNode) Symlink(ctx context.Context, target, name string, out *fuse.E
 	}); errno != 0 {
 		return nil, errno
 	}
-	n.b.inos.remove(rel)
+	n.v.inos().remove(rel)
 	return n.child(ctx, rel, fi, out), 0
 }
 
@@ -657,7 +575,7 @@ func (n *workNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 
 func (n *workNode) Link(ctx context.Context, target gofs.InodeEmbedder, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	t, ok := target.(*workNode)
-	if !ok || t.b != n.b {
+	if !ok || t.v != n.v {
 		return nil, syscall.EXDEV
 	}
 	oldrel, errno := t.rel()
@@ -681,8 +599,8 @@ func (n *workNode) Link(ctx context.Context, target gofs.InodeEmbedder, name str
 	// both names. Names the box links by itself, and names looked up after
 	// a remount, get numbers of their own (as sshfs shows them); their link
 	// count says what they are.
-	n.b.inos.share(oldrel, rel)
-	n.b.notifyLinked(ctx, rel, false)
+	n.v.inos().share(oldrel, rel)
+	n.v.notifyLinked(ctx, rel, false)
 	return n.child(ctx, rel, fi, out), 0
 }
 
@@ -780,11 +698,11 @@ func (wh *workHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 		// The end of the copy this open holds: the box's file may have grown
 		// or changed since (tail -f of a file a command in the box writes).
 		var renewed bool
-		b := wh.n.b
+		b := wh.n.v.b
 		wh.mu.Lock()
 		known := wh.last.Size // the size this open's last fstat saw
 		wh.mu.Unlock()
-		rerr := b.do(ctx, false, transferTime(max(known, off+int64(len(dest)))), func(ctx context.Context) (err error) {
+		rerr := b.Do(ctx, false, transferTime(max(known, off+int64(len(dest)))), func(ctx context.Context) (err error) {
 			renewed, err = wh.h.Renew(ctx)
 			return err
 		})
@@ -803,7 +721,7 @@ func (wh *workHandle) Write(ctx context.Context, data []byte, off int64) (uint32
 		wh.wrote(off + int64(n))
 	}
 	if err != nil {
-		wh.n.b.setErr(err)
+		wh.n.v.b.SetErr(err)
 		return uint32(n), toErrno(err)
 	}
 	return uint32(n), 0
@@ -820,11 +738,11 @@ func (wh *workHandle) size() int64 {
 // Flush is close(2): the box has the file's bytes when it returns, or the
 // error says why not (the data stays dirty and journaled).
 func (wh *workHandle) Flush(ctx context.Context) syscall.Errno {
-	b := wh.n.b
+	b := wh.n.v.b
 	_, dirty := wh.h.Attr()
-	err := b.do(ctx, true, transferTime(wh.size()), wh.h.Flush)
+	err := b.Do(ctx, true, transferTime(wh.size()), wh.h.Flush)
 	if err != nil {
-		b.setErr(providers.E(0, "close", err))
+		b.SetErr(providers.E(0, "close", err))
 		return toErrno(err)
 	}
 	if dirty {
@@ -834,10 +752,10 @@ func (wh *workHandle) Flush(ctx context.Context) syscall.Errno {
 }
 
 func (wh *workHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	b := wh.n.b
+	b := wh.n.v.b
 	_, dirty := wh.h.Attr()
-	if err := b.do(ctx, true, transferTime(wh.size()), wh.h.Fsync); err != nil {
-		b.setErr(providers.E(0, "fsync", err))
+	if err := b.Do(ctx, true, transferTime(wh.size()), wh.h.Fsync); err != nil {
+		b.SetErr(providers.E(0, "fsync", err))
 		return toErrno(err)
 	}
 	if dirty {
@@ -856,176 +774,21 @@ func (wh *workHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // is taken inside the FLUSH, and an open without FOPEN_KEEP_CACHE drops
 // the pages.
 func (wh *workHandle) pushed(ctx context.Context) {
-	b := wh.n.b
-	if !b.fs.mounted() {
+	v := wh.n.v
+	if !v.fs.mounted() {
 		return
 	}
 	if _, parent := wh.n.Parent(); parent != nil {
 		parent.NotifyContent(-1, 0)
 	}
 	if rel, errno := wh.n.rel(); errno == 0 {
-		b.notifyLinked(ctx, rel, true)
-	}
-}
-
-// notifyLinked drops the kernel's attributes of the other names of rel's
-// box file, when it has hard links the cache knows, and with entries their
-// names too.
-func (b *boxState) notifyLinked(ctx context.Context, rel string, entries bool) {
-	b.notifyNames(b.linked(ctx, rel), entries)
-}
-
-// linked returns the other names of rel's box file the cache knows.
-func (b *boxState) linked(ctx context.Context, rel string) []string {
-	_, c, err := b.parts(ctx)
-	if err != nil {
-		return nil
-	}
-	return c.Linked(rel)
-}
-
-// notifyNames drops the kernel's attributes of the files at rels, and with
-// entries their names too. Never entries from a request whose caller holds
-// a directory lock (link(2) and unlink(2) hold the name's directory): the
-// kernel would wait for that lock inside the notification.
-func (b *boxState) notifyNames(rels []string, entries bool) {
-	if len(rels) == 0 || !b.fs.mounted() {
-		return
-	}
-	for _, p := range rels {
-		n := b.findNode(p)
-		if n == nil {
-			continue
-		}
-		n.NotifyContent(-1, 0)
-		if !entries {
-			continue
-		}
-		// An O_APPEND write starts at the kernel's size of the file, which
-		// only a LOOKUP or GETATTR renews; dropping the name makes the next
-		// open of it look the name up again.
-		dir, name := splitRel(p)
-		if parent := b.findNode(dir); parent != nil {
-			parent.NotifyEntry(name)
-		}
+		v.notifyLinked(ctx, rel, true)
 	}
 }
 
 func (wh *workHandle) Release(ctx context.Context) syscall.Errno {
-	b := wh.n.b
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.fs.opts.OpTimeout+transferTime(wh.size()))
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wh.n.v.fs.m.Options().OpTimeout+transferTime(wh.size()))
 	defer cancel()
 	wh.h.Release(rctx)
 	return 0
-}
-
-// refresh reads the box's whole listing again (one walk) and tells the
-// kernel which names and contents changed, so the next open sees them.
-func (b *boxState) refresh(ctx context.Context) error {
-	_, c, err := b.parts(ctx)
-	if err != nil {
-		return err
-	}
-	ch, err := c.Refresh(ctx)
-	if err != nil {
-		b.notifyAll()
-		return err
-	}
-	b.notifyChanges(ch)
-	return nil
-}
-
-// findNode returns the kernel-known node of rel, if any, without asking the box.
-func (b *boxState) findNode(rel string) *gofs.Inode {
-	b.mu.Lock()
-	root := b.workRoot
-	b.mu.Unlock()
-	if root == nil {
-		return nil
-	}
-	n := root.EmbeddedInode()
-	if rel == "" {
-		return n
-	}
-	for _, seg := range strings.Split(rel, "/") {
-		n = n.GetChild(seg)
-		if n == nil {
-			return nil
-		}
-	}
-	return n
-}
-
-func splitRel(rel string) (string, string) {
-	i := strings.LastIndexByte(rel, '/')
-	if i < 0 {
-		return "", rel
-	}
-	return rel[:i], rel[i+1:]
-}
-
-// notifyChanges drops the kernel's entries, attributes and pages for what
-// changed in the box. No lock is held while the kernel is told.
-func (b *boxState) notifyChanges(ch cache.Changes) {
-	if !b.fs.mounted() {
-		return
-	}
-	for _, rel := range ch.Changed {
-		n := b.findNode(rel)
-		if n == nil {
-			continue
-		}
-		n.NotifyContent(0, 0)
-		if n.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFDIR {
-			// The kernel's size of the file changes only with a LOOKUP or
-			// GETATTR answer, and a shell's >> (an O_APPEND open, no stat)
-			// writes at that size: dropping the name makes the open look it
-			// up again, so the append lands after what the box wrote.
-			dir, name := splitRel(rel)
-			if parent := b.findNode(dir); parent != nil {
-				parent.NotifyEntry(name)
-			}
-		}
-	}
-	for _, rel := range ch.Removed {
-		dir, name := splitRel(rel)
-		parent := b.findNode(dir)
-		child := b.findNode(rel)
-		b.inos.remove(rel)
-		if parent == nil {
-			continue
-		}
-		if child != nil {
-			parent.NotifyDelete(name, child)
-		} else {
-			parent.NotifyEntry(name)
-		}
-	}
-	for _, rel := range ch.Added {
-		dir, name := splitRel(rel)
-		if parent := b.findNode(dir); parent != nil {
-			parent.NotifyEntry(name)
-		}
-	}
-}
-
-// notifyAll drops what the kernel holds of every known node of the work
-// tree: the fallback when the box's changes could not be listed.
-func (b *boxState) notifyAll() {
-	if !b.fs.mounted() {
-		return
-	}
-	root := b.findNode("")
-	if root == nil {
-		return
-	}
-	var walk func(n *gofs.Inode)
-	walk = func(n *gofs.Inode) {
-		n.NotifyContent(0, 0)
-		for name, ch := range n.Children() {
-			n.NotifyEntry(name)
-			walk(ch)
-		}
-	}
-	walk(root)
 }

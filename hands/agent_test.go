@@ -9,6 +9,7 @@ import (
 
 	"github.com/boxfs/boxfs/hands"
 	"github.com/boxfs/boxfs/internal/boxfsbin"
+	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -48,7 +49,7 @@ func TestAgentRestart(t *testing.T) {
 		box  func(*testing.T) providers.Box
 	}{
 		{"box=local", newLocalBox},
-		{"box=docker", newDockerBox},
+		{"box=docker", testbox.NewDocker},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, root := openOn(t, tc.box(t), hands.ViaAgent, hands.Options{AgentBinary: boxfsbin.Path(t), Liveness: bound})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/boxfs/boxfs/hands"
 	"github.com/boxfs/boxfs/internal/boxfsbin"
+	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -27,7 +28,7 @@ var agentRunBoxes = []struct {
 	box  func(t *testing.T) providers.Box
 }{
 	{"box=hostbox", func(t *testing.T) providers.Box { return newHostBox(t) }},
-	{"box=docker", newDockerBox},
+	{"box=docker", testbox.NewDocker},
 }
 
 func agentHands(t *testing.T, box providers.Box, liveness time.Duration) *hands.Hands {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/boxfs/boxfs/hands"
 	"github.com/boxfs/boxfs/internal/boxfsbin"
+	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -41,7 +42,7 @@ func TestArchives(t *testing.T) {
 		box  func(*testing.T) providers.Box
 	}{
 		{"box=hostbox", func(t *testing.T) providers.Box { return newHostBox(t) }},
-		{"box=docker", newDockerBox},
+		{"box=docker", testbox.NewDocker},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, root := openOn(t, tc.box(t), "", hands.Options{})

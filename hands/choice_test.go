@@ -11,6 +11,7 @@ import (
 
 	"github.com/boxfs/boxfs/hands"
 	"github.com/boxfs/boxfs/internal/boxfsbin"
+	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -42,9 +43,9 @@ func TestChoice(t *testing.T) {
 		{name: "forcing the agent on a foreign arch is refused", box: func(t *testing.T) providers.Box { return foreign }, opts: hands.Options{AgentBinary: bin, Force: hands.ViaAgent}, code: providers.Unsupported},
 		{name: "forcing native on a box without the API is refused", box: func(t *testing.T) providers.Box { return newHostBox(t) }, opts: hands.Options{Force: hands.ViaNative}, code: providers.Unsupported},
 		{name: "an unknown Force is invalid", box: func(t *testing.T) providers.Box { return newHostBox(t) }, opts: hands.Options{Force: "fast"}, code: providers.Invalid},
-		{name: "docker takes the agent", box: newDockerBox, opts: hands.Options{AgentBinary: bin}, via: hands.ViaAgent},
-		{name: "docker without an agent binary: native", box: newDockerBox, via: hands.ViaNative},
-		{name: "docker with an agent that cannot start falls back to native", box: newDockerBox, opts: hands.Options{AgentBinary: notBin}, via: hands.ViaNative, logHas: "falling back"},
+		{name: "docker takes the agent", box: testbox.NewDocker, opts: hands.Options{AgentBinary: bin}, via: hands.ViaAgent},
+		{name: "docker without an agent binary: native", box: testbox.NewDocker, via: hands.ViaNative},
+		{name: "docker with an agent that cannot start falls back to native", box: testbox.NewDocker, opts: hands.Options{AgentBinary: notBin}, via: hands.ViaNative, logHas: "falling back"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			box := tc.box(t)

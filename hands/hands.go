@@ -36,18 +36,33 @@ type Options struct {
 	// Force pins the path: "agent", "native", "script", or "" to choose.
 	// A forced path the box cannot take is Unsupported.
 	Force string
+	// OnExec, when set, is told of every Exec hands makes on the box (its
+	// scripts, commands and agent), with the error it returned: the
+	// metering hook of a box billed per call. It must not block.
+	OnExec func(err error)
 }
 
+// The interfaces Hands embeds, under names of its own: their methods are
+// Hands's, served by the path New chose.
+type (
+	files    = providers.Files
+	walker   = providers.Walker
+	archiver = providers.Archiver
+)
+
 // Hands performs file operations and runs commands in one box. It
-// implements providers.Files, providers.Walker and providers.Archiver, so the
-// layers above talk to hands only. It is safe for concurrent use.
+// implements providers.Files, providers.Walker and providers.Archiver (the
+// chosen path's, embedded), so the layers above talk to hands only. It is
+// safe for concurrent use.
 type Hands struct {
+	files
+	walker
+	archiver
+
 	box      providers.Box
+	exec     execFunc // box.Exec, telling Options.OnExec
 	facts    providers.Facts
 	via      string
-	files    providers.Files
-	walker   providers.Walker
-	archiver providers.Archiver
 	closer   io.Closer      // the agent channel, when there is one
 	channel  *agent.Channel // the same
 	sh       *scripts
@@ -92,7 +107,15 @@ func New(ctx context.Context, box providers.Box, opts Options) (*Hands, error) {
 		h.log = slog.Default()
 	}
 	h.log = h.log.With("box", box.ID())
-	h.sh = &scripts{box: box, liveness: h.liveness}
+	h.exec = box.Exec
+	if on := opts.OnExec; on != nil {
+		h.exec = func(ctx context.Context, req providers.ExecRequest) (providers.Process, error) {
+			p, err := box.Exec(ctx, req)
+			on(err)
+			return p, err
+		}
+	}
+	h.sh = &scripts{box: box, exec: h.exec, liveness: h.liveness}
 
 	bf, boxHasFiles := box.(providers.Files)
 	agentOK := facts.Runs(runtime.GOOS, runtime.GOARCH) && facts.HasLiveProcesses() && facts.HasStdin() && opts.AgentBinary != ""
@@ -201,36 +224,6 @@ func (h *Hands) Close() error {
 	return nil
 }
 
-// Stat returns name's attributes, following symlinks.
-func (h *Hands) Stat(ctx context.Context, name string) (providers.FileInfo, error) {
-	return h.files.Stat(ctx, name)
-}
-
-// Lstat returns name's attributes, not following a final symlink.
-func (h *Hands) Lstat(ctx context.Context, name string) (providers.FileInfo, error) {
-	return h.files.Lstat(ctx, name)
-}
-
-// ReadDir lists a directory with each entry's attributes.
-func (h *Hands) ReadDir(ctx context.Context, name string) ([]providers.FileInfo, error) {
-	return h.files.ReadDir(ctx, name)
-}
-
-// ReadFile streams a whole file.
-func (h *Hands) ReadFile(ctx context.Context, name string) (io.ReadCloser, error) {
-	return h.files.ReadFile(ctx, name)
-}
-
-// ReadAt reads up to len(p) bytes of name at off.
-func (h *Hands) ReadAt(ctx context.Context, name string, p []byte, off int64) (int, error) {
-	return h.files.ReadAt(ctx, name, p, off)
-}
-
-// WriteFile replaces name atomically with r's bytes.
-func (h *Hands) WriteFile(ctx context.Context, name string, r io.Reader, perm providers.FileMode) error {
-	return h.files.WriteFile(ctx, name, r, perm)
-}
-
 // WalkMax lists the tree under root in one round trip when it has at most
 // max entries, where the path can (the agent channel); elsewhere it is
 // Unsupported.
@@ -251,16 +244,6 @@ func (h *Hands) ReadSmall(ctx context.Context, dir string, names []string, max i
 	return nil, providers.Errorf(providers.Unsupported, "hands.ReadSmall", "the %s path reads files one by one", h.via)
 }
 
-// WriteAt writes p at off into the existing file name.
-func (h *Hands) WriteAt(ctx context.Context, name string, p []byte, off int64) (int, error) {
-	return h.files.WriteAt(ctx, name, p, off)
-}
-
-// Create makes an empty regular file.
-func (h *Hands) Create(ctx context.Context, name string, perm providers.FileMode, exclusive bool) error {
-	return h.files.Create(ctx, name, perm, exclusive)
-}
-
 // CreateStat makes an empty regular file and returns its attributes: one
 // round trip over the agent channel, Create then Lstat elsewhere.
 func (h *Hands) CreateStat(ctx context.Context, name string, perm providers.FileMode, exclusive bool) (providers.FileInfo, error) {
@@ -277,81 +260,6 @@ func (h *Hands) MkdirStat(ctx context.Context, name string, perm providers.FileM
 // agent channel for a file up to 192 KiB; a call per step elsewhere.
 func (h *Hands) WriteFileStat(ctx context.Context, name string, r io.Reader, o providers.WriteOptions) (providers.FileInfo, error) {
 	return providers.AsStatWriter(h.files).WriteFileStat(ctx, name, r, o)
-}
-
-// Mkdir makes a directory.
-func (h *Hands) Mkdir(ctx context.Context, name string, perm providers.FileMode) error {
-	return h.files.Mkdir(ctx, name, perm)
-}
-
-// Remove unlinks a non-directory.
-func (h *Hands) Remove(ctx context.Context, name string) error { return h.files.Remove(ctx, name) }
-
-// Rmdir removes an empty directory.
-func (h *Hands) Rmdir(ctx context.Context, name string) error { return h.files.Rmdir(ctx, name) }
-
-// Rename moves oldname to newname, replacing newname.
-func (h *Hands) Rename(ctx context.Context, oldname, newname string) error {
-	return h.files.Rename(ctx, oldname, newname)
-}
-
-// Chmod sets name's mode.
-func (h *Hands) Chmod(ctx context.Context, name string, mode providers.FileMode) error {
-	return h.files.Chmod(ctx, name, mode)
-}
-
-// Chown sets name's owner; -1 leaves one unchanged.
-func (h *Hands) Chown(ctx context.Context, name string, uid, gid int) error {
-	return h.files.Chown(ctx, name, uid, gid)
-}
-
-// Utimes sets name's times to the nanosecond; a zero time is left unchanged.
-func (h *Hands) Utimes(ctx context.Context, name string, atime, mtime time.Time) error {
-	return h.files.Utimes(ctx, name, atime, mtime)
-}
-
-// Truncate sets name's size.
-func (h *Hands) Truncate(ctx context.Context, name string, size int64) error {
-	return h.files.Truncate(ctx, name, size)
-}
-
-// Symlink makes name a symbolic link to target.
-func (h *Hands) Symlink(ctx context.Context, target, name string) error {
-	return h.files.Symlink(ctx, target, name)
-}
-
-// Readlink returns a symlink's target.
-func (h *Hands) Readlink(ctx context.Context, name string) (string, error) {
-	return h.files.Readlink(ctx, name)
-}
-
-// Link makes newname a hard link to oldname.
-func (h *Hands) Link(ctx context.Context, oldname, newname string) error {
-	return h.files.Link(ctx, oldname, newname)
-}
-
-// Statfs reports the capacity of the file system holding name.
-func (h *Hands) Statfs(ctx context.Context, name string) (providers.StatFS, error) {
-	return h.files.Statfs(ctx, name)
-}
-
-// Fsync flushes name to the box's disk.
-func (h *Hands) Fsync(ctx context.Context, name string) error { return h.files.Fsync(ctx, name) }
-
-// Walk lists the whole tree under root in one go where the path allows.
-func (h *Hands) Walk(ctx context.Context, root string) ([]providers.FileInfo, error) {
-	return h.walker.Walk(ctx, root)
-}
-
-// PutArchive extracts a tar stream into the box directory dir.
-func (h *Hands) PutArchive(ctx context.Context, dir string, tar io.Reader) error {
-	return h.archiver.PutArchive(ctx, dir, tar)
-}
-
-// GetArchive returns a tar of path whose member names start with path's
-// base name.
-func (h *Hands) GetArchive(ctx context.Context, path string) (io.ReadCloser, error) {
-	return h.archiver.GetArchive(ctx, path)
 }
 
 // Watch reports the changes made under root in the box as they happen

@@ -8,6 +8,7 @@ import (
 
 	"github.com/boxfs/boxfs/hands"
 	"github.com/boxfs/boxfs/internal/boxfsbin"
+	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/local"
 )
@@ -85,13 +86,13 @@ func targets() []target {
 			return openOn(t, newLocalBox(t), hands.ViaAgent, hands.Options{AgentBinary: boxfsbin.Path(t)})
 		}},
 		{name: "via=agent/box=docker", open: func(t *testing.T) (*hands.Hands, string) {
-			return openOn(t, newDockerBox(t), hands.ViaAgent, hands.Options{AgentBinary: boxfsbin.Path(t)})
+			return openOn(t, testbox.NewDocker(t), hands.ViaAgent, hands.Options{AgentBinary: boxfsbin.Path(t)})
 		}},
 		{name: "via=native/box=docker", partial: true, hostile: hostileMin, open: func(t *testing.T) (*hands.Hands, string) {
-			return openOn(t, newDockerBox(t), hands.ViaNative, hands.Options{})
+			return openOn(t, testbox.NewDocker(t), hands.ViaNative, hands.Options{})
 		}},
 		{name: "via=script/box=docker", hostile: hostileCore, open: func(t *testing.T) (*hands.Hands, string) {
-			return openOn(t, newDockerBox(t), hands.ViaScript, hands.Options{})
+			return openOn(t, testbox.NewDocker(t), hands.ViaScript, hands.Options{})
 		}},
 		{name: "via=script/box=busybox", hostile: hostileMin, open: func(t *testing.T) (*hands.Hands, string) {
 			return openOn(t, newBusyboxBox(t), hands.ViaScript, hands.Options{})

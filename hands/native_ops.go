@@ -125,305 +125,177 @@ var (
 // unsettled reports whether a box method left the call to the script.
 func unsettled(err error) bool { return providers.IsCode(err, providers.Unsupported) }
 
-// Stat returns name's attributes, following symlinks.
-func (n *nativeOps) Stat(ctx context.Context, name string) (providers.FileInfo, error) {
-	p, err := checkPath("hands.Stat", n.box.ID(), name)
+// via serves a one-path operation: through the box's own method (found as
+// O) when the box has it and the method settles the call, else through
+// the script.
+func via[O, T any](ctx context.Context, n *nativeOps, op, name string, native func(O, context.Context, string) (T, error), script func(context.Context, string) (T, error)) (T, error) {
+	p, err := checkPath(op, n.box.ID(), name)
 	if err != nil {
-		return providers.FileInfo{}, err
+		var zero T
+		return zero, err
 	}
-	if o, ok := n.box.(statOp); ok {
-		if fi, err := o.Stat(ctx, p); !unsettled(err) {
-			return fi, err
+	if o, ok := n.box.(O); ok {
+		if v, err := native(o, ctx, p); !unsettled(err) {
+			return v, err
 		}
 	}
-	return n.scripts.Stat(ctx, p)
+	return script(ctx, p)
+}
+
+// viaErr is via for an operation that returns only an error.
+func viaErr[O any](ctx context.Context, n *nativeOps, op, name string, native func(O, context.Context, string) error, script func(context.Context, string) error) error {
+	_, err := via(ctx, n, op, name,
+		func(o O, ctx context.Context, p string) (struct{}, error) { return struct{}{}, native(o, ctx, p) },
+		func(ctx context.Context, p string) (struct{}, error) { return struct{}{}, script(ctx, p) })
+	return err
+}
+
+// Stat returns name's attributes, following symlinks.
+func (n *nativeOps) Stat(ctx context.Context, name string) (providers.FileInfo, error) {
+	return via(ctx, n, "hands.Stat", name, statOp.Stat, n.scripts.Stat)
 }
 
 // Lstat returns name's attributes, not following a final symlink.
 func (n *nativeOps) Lstat(ctx context.Context, name string) (providers.FileInfo, error) {
-	p, err := checkPath("hands.Lstat", n.box.ID(), name)
-	if err != nil {
-		return providers.FileInfo{}, err
-	}
-	if o, ok := n.box.(lstatOp); ok {
-		if fi, err := o.Lstat(ctx, p); !unsettled(err) {
-			return fi, err
-		}
-	}
-	return n.scripts.Lstat(ctx, p)
+	return via(ctx, n, "hands.Lstat", name, lstatOp.Lstat, n.scripts.Lstat)
 }
 
 // ReadDir lists a directory.
 func (n *nativeOps) ReadDir(ctx context.Context, name string) ([]providers.FileInfo, error) {
-	p, err := checkPath("hands.ReadDir", n.box.ID(), name)
-	if err != nil {
-		return nil, err
-	}
-	if o, ok := n.box.(readDirOp); ok {
-		if fis, err := o.ReadDir(ctx, p); !unsettled(err) {
-			return fis, err
-		}
-	}
-	return n.scripts.ReadDir(ctx, p)
+	return via(ctx, n, "hands.ReadDir", name, readDirOp.ReadDir, n.scripts.ReadDir)
 }
 
 // ReadFile streams a whole file.
 func (n *nativeOps) ReadFile(ctx context.Context, name string) (io.ReadCloser, error) {
-	p, err := checkPath("hands.ReadFile", n.box.ID(), name)
-	if err != nil {
-		return nil, err
-	}
-	if o, ok := n.box.(readFileOp); ok {
-		if rc, err := o.ReadFile(ctx, p); !unsettled(err) {
-			return rc, err
-		}
-	}
-	return n.scripts.ReadFile(ctx, p)
+	return via(ctx, n, "hands.ReadFile", name, readFileOp.ReadFile, n.scripts.ReadFile)
 }
 
-// ReadAt reads up to len(p) bytes of name at off.
+// Readlink returns a symlink's target.
+func (n *nativeOps) Readlink(ctx context.Context, name string) (string, error) {
+	return via(ctx, n, "hands.Readlink", name, readlinkOp.Readlink, n.scripts.Readlink)
+}
+
+// Statfs reports the capacity of the file system holding name.
+func (n *nativeOps) Statfs(ctx context.Context, name string) (providers.StatFS, error) {
+	return via(ctx, n, "hands.Statfs", name, statfsOp.Statfs, n.scripts.Statfs)
+}
+
+// ReadAt reads up to len(b) bytes of name at off.
 func (n *nativeOps) ReadAt(ctx context.Context, name string, b []byte, off int64) (int, error) {
-	p, err := checkPath("hands.ReadAt", n.box.ID(), name)
-	if err != nil {
-		return 0, err
-	}
-	if o, ok := n.box.(readAtOp); ok {
-		if k, err := o.ReadAt(ctx, p, b, off); !unsettled(err) {
-			return k, err
-		}
-	}
-	return n.scripts.ReadAt(ctx, p, b, off)
+	return via(ctx, n, "hands.ReadAt", name,
+		func(o readAtOp, ctx context.Context, p string) (int, error) { return o.ReadAt(ctx, p, b, off) },
+		func(ctx context.Context, p string) (int, error) { return n.scripts.ReadAt(ctx, p, b, off) })
+}
+
+// WriteAt writes b at off into the existing file name.
+func (n *nativeOps) WriteAt(ctx context.Context, name string, b []byte, off int64) (int, error) {
+	return via(ctx, n, "hands.WriteAt", name,
+		func(o writeAtOp, ctx context.Context, p string) (int, error) { return o.WriteAt(ctx, p, b, off) },
+		func(ctx context.Context, p string) (int, error) { return n.scripts.WriteAt(ctx, p, b, off) })
 }
 
 // WriteFile replaces name atomically with r's bytes. A box method answers
 // Unsupported only before it reads r.
 func (n *nativeOps) WriteFile(ctx context.Context, name string, r io.Reader, perm providers.FileMode) error {
-	p, err := checkPath("hands.WriteFile", n.box.ID(), name)
-	if err != nil {
-		return err
-	}
-	if o, ok := n.box.(writeFileOp); ok {
-		if err := o.WriteFile(ctx, p, r, perm); !unsettled(err) {
-			return err
-		}
-	}
-	return n.scripts.WriteFile(ctx, p, r, perm)
-}
-
-// WriteAt writes b at off into the existing file name.
-func (n *nativeOps) WriteAt(ctx context.Context, name string, b []byte, off int64) (int, error) {
-	p, err := checkPath("hands.WriteAt", n.box.ID(), name)
-	if err != nil {
-		return 0, err
-	}
-	if o, ok := n.box.(writeAtOp); ok {
-		if k, err := o.WriteAt(ctx, p, b, off); !unsettled(err) {
-			return k, err
-		}
-	}
-	return n.scripts.WriteAt(ctx, p, b, off)
+	return viaErr(ctx, n, "hands.WriteFile", name,
+		func(o writeFileOp, ctx context.Context, p string) error { return o.WriteFile(ctx, p, r, perm) },
+		func(ctx context.Context, p string) error { return n.scripts.WriteFile(ctx, p, r, perm) })
 }
 
 // Create makes an empty regular file.
 func (n *nativeOps) Create(ctx context.Context, name string, perm providers.FileMode, exclusive bool) error {
-	return n.one("hands.Create", name, func(p string) (bool, error) {
-		o, ok := n.box.(createOp)
-		if !ok {
-			return false, nil
-		}
-		return true, o.Create(ctx, p, perm, exclusive)
-	}, func(p string) error { return n.scripts.Create(ctx, p, perm, exclusive) })
+	return viaErr(ctx, n, "hands.Create", name,
+		func(o createOp, ctx context.Context, p string) error { return o.Create(ctx, p, perm, exclusive) },
+		func(ctx context.Context, p string) error { return n.scripts.Create(ctx, p, perm, exclusive) })
 }
 
 // Mkdir makes a directory.
 func (n *nativeOps) Mkdir(ctx context.Context, name string, perm providers.FileMode) error {
-	return n.one("hands.Mkdir", name, func(p string) (bool, error) {
-		o, ok := n.box.(mkdirOp)
-		if !ok {
-			return false, nil
-		}
-		return true, o.Mkdir(ctx, p, perm)
-	}, func(p string) error { return n.scripts.Mkdir(ctx, p, perm) })
+	return viaErr(ctx, n, "hands.Mkdir", name,
+		func(o mkdirOp, ctx context.Context, p string) error { return o.Mkdir(ctx, p, perm) },
+		func(ctx context.Context, p string) error { return n.scripts.Mkdir(ctx, p, perm) })
 }
 
 // Remove unlinks a non-directory.
 func (n *nativeOps) Remove(ctx context.Context, name string) error {
-	return n.one("hands.Remove", name, func(p string) (bool, error) {
-		o, ok := n.box.(removeOp)
-		if !ok {
-			return false, nil
-		}
-		return true, o.Remove(ctx, p)
-	}, func(p string) error { return n.scripts.Remove(ctx, p) })
+	return viaErr(ctx, n, "hands.Remove", name, removeOp.Remove, n.scripts.Remove)
 }
 
 // Rmdir removes an empty directory.
 func (n *nativeOps) Rmdir(ctx context.Context, name string) error {
-	return n.one("hands.Rmdir", name, func(p string) (bool, error) {
-		o, ok := n.box.(rmdirOp)
-		if !ok {
-			return false, nil
-		}
-		return true, o.Rmdir(ctx, p)
-	}, func(p string) error { return n.scripts.Rmdir(ctx, p) })
-}
-
-// Chmod sets name's mode.
-func (n *nativeOps) Chmod(ctx context.Context, name string, mode providers.FileMode) error {
-	return n.one("hands.Chmod", name, func(p string) (bool, error) {
-		o, ok := n.box.(chmodOp)
-		if !ok {
-			return false, nil
-		}
-		return true, o.Chmod(ctx, p, mode)
-	}, func(p string) error { return n.scripts.Chmod(ctx, p, mode) })
-}
-
-// Chown sets name's owner; -1 leaves one unchanged.
-func (n *nativeOps) Chown(ctx context.Context, name string, uid, gid int) error {
-	return n.one("hands.Chown", name, func(p string) (bool, error) {
-		o, ok := n.box.(chownOp)
-		if !ok {
-			return false, nil
-		}
-		return true, o.Chown(ctx, p, uid, gid)
-	}, func(p string) error { return n.scripts.Chown(ctx, p, uid, gid) })
-}
-
-// Utimes sets name's times.
-func (n *nativeOps) Utimes(ctx context.Context, name string, atime, mtime time.Time) error {
-	return n.one("hands.Utimes", name, func(p string) (bool, error) {
-		o, ok := n.box.(utimesOp)
-		if !ok {
-			return false, nil
-		}
-		return true, o.Utimes(ctx, p, atime, mtime)
-	}, func(p string) error { return n.scripts.Utimes(ctx, p, atime, mtime) })
-}
-
-// Truncate sets name's size.
-func (n *nativeOps) Truncate(ctx context.Context, name string, size int64) error {
-	return n.one("hands.Truncate", name, func(p string) (bool, error) {
-		o, ok := n.box.(truncateOp)
-		if !ok {
-			return false, nil
-		}
-		return true, o.Truncate(ctx, p, size)
-	}, func(p string) error { return n.scripts.Truncate(ctx, p, size) })
-}
-
-// Symlink makes name a symbolic link to target.
-func (n *nativeOps) Symlink(ctx context.Context, target, name string) error {
-	return n.one("hands.Symlink", name, func(p string) (bool, error) {
-		o, ok := n.box.(symlinkOp)
-		if !ok {
-			return false, nil
-		}
-		return true, o.Symlink(ctx, target, p)
-	}, func(p string) error { return n.scripts.Symlink(ctx, target, p) })
+	return viaErr(ctx, n, "hands.Rmdir", name, rmdirOp.Rmdir, n.scripts.Rmdir)
 }
 
 // Fsync flushes name to the box's disk.
 func (n *nativeOps) Fsync(ctx context.Context, name string) error {
-	return n.one("hands.Fsync", name, func(p string) (bool, error) {
-		o, ok := n.box.(fsyncOp)
-		if !ok {
-			return false, nil
-		}
-		return true, o.Fsync(ctx, p)
-	}, func(p string) error { return n.scripts.Fsync(ctx, p) })
+	return viaErr(ctx, n, "hands.Fsync", name, fsyncOp.Fsync, n.scripts.Fsync)
 }
 
-// Readlink returns a symlink's target.
-func (n *nativeOps) Readlink(ctx context.Context, name string) (string, error) {
-	p, err := checkPath("hands.Readlink", n.box.ID(), name)
-	if err != nil {
-		return "", err
-	}
-	if o, ok := n.box.(readlinkOp); ok {
-		if t, err := o.Readlink(ctx, p); !unsettled(err) {
-			return t, err
-		}
-	}
-	return n.scripts.Readlink(ctx, p)
+// Chmod sets name's mode.
+func (n *nativeOps) Chmod(ctx context.Context, name string, mode providers.FileMode) error {
+	return viaErr(ctx, n, "hands.Chmod", name,
+		func(o chmodOp, ctx context.Context, p string) error { return o.Chmod(ctx, p, mode) },
+		func(ctx context.Context, p string) error { return n.scripts.Chmod(ctx, p, mode) })
 }
 
-// Statfs reports the capacity of the file system holding name.
-func (n *nativeOps) Statfs(ctx context.Context, name string) (providers.StatFS, error) {
-	p, err := checkPath("hands.Statfs", n.box.ID(), name)
-	if err != nil {
-		return providers.StatFS{}, err
-	}
-	if o, ok := n.box.(statfsOp); ok {
-		if st, err := o.Statfs(ctx, p); !unsettled(err) {
-			return st, err
-		}
-	}
-	return n.scripts.Statfs(ctx, p)
+// Chown sets name's owner; -1 leaves one unchanged.
+func (n *nativeOps) Chown(ctx context.Context, name string, uid, gid int) error {
+	return viaErr(ctx, n, "hands.Chown", name,
+		func(o chownOp, ctx context.Context, p string) error { return o.Chown(ctx, p, uid, gid) },
+		func(ctx context.Context, p string) error { return n.scripts.Chown(ctx, p, uid, gid) })
 }
 
-// Rename moves oldname to newname, replacing newname.
-func (n *nativeOps) Rename(ctx context.Context, oldname, newname string) error {
-	op, id := "hands.Rename", n.box.ID()
-	a, err := checkPath(op, id, oldname)
-	if err != nil {
-		return err
-	}
-	b, err := checkPath(op, id, newname)
-	if err != nil {
-		return err
-	}
-	if o, ok := n.box.(renameOp); ok {
-		if err := o.Rename(ctx, a, b); !unsettled(err) {
-			return err
-		}
-	}
-	return n.scripts.Rename(ctx, a, b)
+// Utimes sets name's times.
+func (n *nativeOps) Utimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	return viaErr(ctx, n, "hands.Utimes", name,
+		func(o utimesOp, ctx context.Context, p string) error { return o.Utimes(ctx, p, atime, mtime) },
+		func(ctx context.Context, p string) error { return n.scripts.Utimes(ctx, p, atime, mtime) })
 }
 
-// Link makes newname a hard link to oldname.
-func (n *nativeOps) Link(ctx context.Context, oldname, newname string) error {
-	op, id := "hands.Link", n.box.ID()
-	a, err := checkPath(op, id, oldname)
-	if err != nil {
-		return err
-	}
-	b, err := checkPath(op, id, newname)
-	if err != nil {
-		return err
-	}
-	if o, ok := n.box.(linkOp); ok {
-		if err := o.Link(ctx, a, b); !unsettled(err) {
-			return err
-		}
-	}
-	return n.scripts.Link(ctx, a, b)
+// Truncate sets name's size.
+func (n *nativeOps) Truncate(ctx context.Context, name string, size int64) error {
+	return viaErr(ctx, n, "hands.Truncate", name,
+		func(o truncateOp, ctx context.Context, p string) error { return o.Truncate(ctx, p, size) },
+		func(ctx context.Context, p string) error { return n.scripts.Truncate(ctx, p, size) })
+}
+
+// Symlink makes name a symbolic link to target.
+func (n *nativeOps) Symlink(ctx context.Context, target, name string) error {
+	return viaErr(ctx, n, "hands.Symlink", name,
+		func(o symlinkOp, ctx context.Context, p string) error { return o.Symlink(ctx, target, p) },
+		func(ctx context.Context, p string) error { return n.scripts.Symlink(ctx, target, p) })
 }
 
 // Walk lists the tree under root: the box's own Walker, else (or when it
 // answers Unsupported) the script.
 func (n *nativeOps) Walk(ctx context.Context, root string) ([]providers.FileInfo, error) {
-	p, err := checkPath("hands.Walk", n.box.ID(), root)
-	if err != nil {
-		return nil, err
-	}
-	if w, ok := n.box.(providers.Walker); ok {
-		if fis, err := w.Walk(ctx, p); !unsettled(err) {
-			return fis, err
-		}
-	}
-	return n.scripts.Walk(ctx, p)
+	return via(ctx, n, "hands.Walk", root, providers.Walker.Walk, n.scripts.Walk)
 }
 
-// one runs a one-path operation: the box's method when it has one and
-// settles the call, else the script.
-func (n *nativeOps) one(op, name string, native func(p string) (bool, error), script func(p string) error) error {
-	p, err := checkPath(op, n.box.ID(), name)
+// viaTwo serves a two-path operation as via does.
+func viaTwo[O any](ctx context.Context, n *nativeOps, op, oldname, newname string, native func(O, context.Context, string, string) error, script func(context.Context, string, string) error) error {
+	a, err := checkPath(op, n.box.ID(), oldname)
 	if err != nil {
 		return err
 	}
-	if has, err := native(p); has && !unsettled(err) {
+	b, err := checkPath(op, n.box.ID(), newname)
+	if err != nil {
 		return err
 	}
-	return script(p)
+	if o, ok := n.box.(O); ok {
+		if err := native(o, ctx, a, b); !unsettled(err) {
+			return err
+		}
+	}
+	return script(ctx, a, b)
+}
+
+// Rename moves oldname to newname, replacing newname.
+func (n *nativeOps) Rename(ctx context.Context, oldname, newname string) error {
+	return viaTwo(ctx, n, "hands.Rename", oldname, newname, renameOp.Rename, n.scripts.Rename)
+}
+
+// Link makes newname a hard link to oldname.
+func (n *nativeOps) Link(ctx context.Context, oldname, newname string) error {
+	return viaTwo(ctx, n, "hands.Link", oldname, newname, linkOp.Link, n.scripts.Link)
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/boxfs/boxfs/hands/agent"
+	"github.com/boxfs/boxfs/internal/shell"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -49,8 +50,9 @@ rm -f -- "$dir/$id"
 exit $rc
 `
 
-// listScript prints every record under DIR: "ID\0CONTENT\0".
-const listScript = decodeArgs + `dir=$1
+// listScript prints every record under DIR: "ID\0CONTENT\0". It runs
+// after the scripts' prelude.
+const listScript = `dir=$1
 [ -d "$dir" ] || exit 0
 for f in "$dir"/*; do
 	[ -f "$f" ] || continue
@@ -62,9 +64,10 @@ done
 `
 
 // endScript ends the group of each record DIR/ID given, confirming it gone
-// by re-checking at growing intervals (about 5 s in all), and removes the
-// record. It exits 1 when a group outlived the checks.
-const endScript = decodeArgs + `dir=$1
+// (killgroup), and removes the record. It exits 1 when a group outlived
+// the checks. It runs after the scripts' prelude, which decodes its
+// arguments.
+const endScript = shell.KillGroup + `dir=$1
 shift
 rc=0
 for id in "$@"; do
@@ -76,13 +79,7 @@ for id in "$@"; do
 		read -r _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ now _ < "/proc/$pid/stat"
 		[ "$now" = "$st" ] || { rm -f -- "$f"; continue; }
 	fi
-	gone=
-	for s in 0.01 0.02 0.05 0.1 0.2 0.5 1 1 2; do
-		kill -0 -"$pg" 2>/dev/null || { gone=1; break; }
-		kill -9 -"$pg" 2>/dev/null
-		sleep "$s"
-	done
-	if [ -n "$gone" ] || ! kill -0 -"$pg" 2>/dev/null; then
+	if killgroup "$pg"; then
 		rm -f -- "$f"
 	else
 		rc=1
@@ -124,9 +121,9 @@ func (h *Hands) Run(ctx context.Context, cmd Command) (providers.Process, error)
 	wrapped := argv
 	if dir := h.cmdDir(); dir != "" {
 		id = providers.NewID(12)
-		wrapped = []string{"sh", "-c", recordScript, "boxfs-cmd", escapeArg(dir), id, escapeArg(h.owner)}
+		wrapped = []string{"sh", "-c", recordScript, "boxfs-cmd", shell.Escape(dir), id, shell.Escape(h.owner)}
 		for _, a := range argv {
-			wrapped = append(wrapped, escapeArg(a))
+			wrapped = append(wrapped, shell.Escape(a))
 		}
 	}
 	rctx, cancel := context.WithCancel(ctx)
@@ -209,7 +206,7 @@ func (h *Hands) Run(ctx context.Context, cmd Command) (providers.Process, error)
 // provider's exec of req.Argv (argv wrapped in recordScript).
 func (h *Hands) execFor(argv []string, id string, viaAgent *atomic.Bool) execFunc {
 	if h.channel == nil {
-		return h.box.Exec
+		return h.exec
 	}
 	return func(ctx context.Context, req providers.ExecRequest) (providers.Process, error) {
 		areq := req
@@ -229,7 +226,7 @@ func (h *Hands) execFor(argv []string, id string, viaAgent *atomic.Bool) execFun
 			}
 			h.log.Debug("hands: the agent's command stream is not up; the provider runs the command", "err", err)
 		}
-		return h.box.Exec(ctx, req)
+		return h.exec(ctx, req)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/boxfs/boxfs/hands"
 	"github.com/boxfs/boxfs/internal/boxfsbin"
+	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/docker"
 )
@@ -386,7 +387,7 @@ func TestEndLeftCommands(t *testing.T) {
 			return b, "hostbox:" + dir
 		}},
 		{"box=docker", func(t *testing.T) (providers.Box, string) {
-			b := newDockerBox(t)
+			b := testbox.NewDocker(t)
 			return b, "docker:" + b.ID()
 		}},
 	} {

@@ -12,19 +12,22 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/boxfs/boxfs/internal/shell"
 	"github.com/boxfs/boxfs/providers"
 )
 
 // scripts serves every file operation with one exec of a fixed sh script.
 type scripts struct {
 	box      providers.Box
+	exec     execFunc // box.Exec, telling Options.OnExec
 	liveness time.Duration
 }
 
 var (
-	_ providers.Files    = (*scripts)(nil)
-	_ providers.Walker   = (*scripts)(nil)
-	_ providers.Archiver = (*scripts)(nil)
+	_ providers.Files          = (*scripts)(nil)
+	_ providers.Walker         = (*scripts)(nil)
+	_ providers.Archiver       = (*scripts)(nil)
+	_ providers.LinkAttrSetter = (*scripts)(nil)
 )
 
 // errnoBase is added to an errno to make a script's exit status: 64+errno
@@ -32,7 +35,7 @@ var (
 const errnoBase = 64
 
 // prelude is the fixed head of every script. It decodes escaped arguments
-// (see escapeArg) and defines the checks that recover errnos.
+// (see shell.Escape) and defines the checks that recover errnos.
 const prelude = decodeArgs + `
 # e N: end with errno N
 e() { exit $((64 + $1)); }
@@ -320,6 +323,28 @@ fi
 if [ -n "$a" ]; then touch -c -a -d "$a" -- "$p" || exit 1; fi
 if [ -n "$m" ]; then touch -c -m -d "$m" -- "$p" || exit 1; fi
 `
+	// PATH OWNER: the owner of PATH itself, a final symlink not followed
+	scriptLchown = `p=$1
+par "$p"
+has "$p" || e 2
+[ -n "$2" ] || exit 0
+chown -h "$2" -- "$p" && exit 0
+[ "$(id -u)" = 0 ] || e 1
+exit 1
+`
+	// PATH ATIME MTIME: the times of PATH itself, as scriptUtimes
+	scriptLutimes = `p=$1
+par "$p"
+has "$p" || e 2
+a=$2
+m=$3
+if ! touch --version >/dev/null 2>&1; then
+	a=${a%.*}
+	m=${m%.*}
+fi
+if [ -n "$a" ]; then touch -h -c -a -d "$a" -- "$p" || exit 1; fi
+if [ -n "$m" ]; then touch -h -c -m -d "$m" -- "$p" || exit 1; fi
+`
 	// PATH SIZE
 	scriptTruncate = `p=$1
 par "$p"
@@ -397,7 +422,7 @@ exec tar -C "$p" -xf -
 )
 
 // decodeArgs is the fixed head of every script hands runs: it decodes the
-// arguments escapeArg escaped, in place.
+// arguments shell.Escape escaped, in place.
 const decodeArgs = `LC_ALL=C
 export LC_ALL
 i=$#
@@ -409,32 +434,6 @@ while [ "$i" -gt 0 ]; do
 	i=$((i - 1))
 done
 `
-
-// escapeArg makes s safe to pass through any provider's argv (JSON
-// included): bytes outside printable ASCII, and the backslash, become \0ooo,
-// which the prelude decodes with printf %b.
-func escapeArg(s string) string {
-	clean := true
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '\\' {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c > 0x7e || c == '\\' {
-			fmt.Fprintf(&b, "\\0%03o", c)
-		} else {
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
-}
 
 // checkPath cleans a box-side path: absolute, no NUL byte, not over
 // PATH_MAX.
@@ -460,7 +459,7 @@ func (s *scripts) run(ctx context.Context, op, name, script string, stdin io.Rea
 	argv := make([]string, 0, 4+len(args))
 	argv = append(argv, "sh", "-c", prelude+script, "sh")
 	for _, a := range args {
-		argv = append(argv, escapeArg(a))
+		argv = append(argv, shell.Escape(a))
 	}
 	ectx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -476,7 +475,7 @@ func (s *scripts) run(ctx context.Context, op, name, script string, stdin io.Rea
 	if stdin != nil {
 		req.Stdin = actReader{stdin, act}
 	}
-	p, err := startLive(ectx, s.box.Exec, req, s.liveness, nil)
+	p, err := startLive(ectx, s.exec, req, s.liveness, nil)
 	if err != nil {
 		return nil, s.wrap(op, name, err)
 	}
@@ -834,12 +833,6 @@ func (w *fixedWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// octal renders a mode for chmod and mkdir -m: a leading 0 and four digits,
-// so GNU chmod clears a directory's setuid and setgid bits when asked to.
-func octal(m providers.FileMode) string {
-	return fmt.Sprintf("0%04o", providers.UnixMode(m)&0o7777)
-}
-
 // WriteFile writes r to a temporary name in name's directory and renames it
 // over name.
 func (s *scripts) WriteFile(ctx context.Context, name string, r io.Reader, perm providers.FileMode) error {
@@ -851,7 +844,7 @@ func (s *scripts) WriteFile(ctx context.Context, name string, r io.Reader, perm 
 	if r == nil {
 		r = bytes.NewReader(nil)
 	}
-	_, err = s.run(ctx, op, p, scriptWriteFile, r, nil, p, octal(perm))
+	_, err = s.run(ctx, op, p, scriptWriteFile, r, nil, p, shell.Octal(perm))
 	return err
 }
 
@@ -882,13 +875,13 @@ func (s *scripts) Create(ctx context.Context, name string, perm providers.FileMo
 	if exclusive {
 		excl = "1"
 	}
-	_, err = s.run(ctx, op, p, scriptCreate, nil, nil, p, octal(perm), excl)
+	_, err = s.run(ctx, op, p, scriptCreate, nil, nil, p, shell.Octal(perm), excl)
 	return err
 }
 
 // Mkdir makes a directory with exactly perm.
 func (s *scripts) Mkdir(ctx context.Context, name string, perm providers.FileMode) error {
-	return s.simple(ctx, "hands.Mkdir", name, scriptMkdir, octal(perm))
+	return s.simple(ctx, "hands.Mkdir", name, scriptMkdir, shell.Octal(perm))
 }
 
 // Remove unlinks a non-directory.
@@ -932,11 +925,22 @@ func (s *scripts) Rename(ctx context.Context, oldname, newname string) error {
 
 // Chmod sets name's mode, following symlinks.
 func (s *scripts) Chmod(ctx context.Context, name string, mode providers.FileMode) error {
-	return s.simple(ctx, "hands.Chmod", name, scriptChmod, octal(mode))
+	return s.simple(ctx, "hands.Chmod", name, scriptChmod, shell.Octal(mode))
 }
 
 // Chown sets name's owner, following symlinks.
 func (s *scripts) Chown(ctx context.Context, name string, uid, gid int) error {
+	return s.simple(ctx, "hands.Chown", name, scriptChown, ownerArg(uid, gid))
+}
+
+// Lchown sets the owner of name itself, never following a final symlink.
+func (s *scripts) Lchown(ctx context.Context, name string, uid, gid int) error {
+	return s.simple(ctx, "hands.Lchown", name, scriptLchown, ownerArg(uid, gid))
+}
+
+// ownerArg renders an owner for chown: uid, :gid or uid:gid; "" when both
+// are -1 (left as they are).
+func ownerArg(uid, gid int) string {
 	var owner string
 	if uid >= 0 {
 		owner = strconv.Itoa(uid)
@@ -944,7 +948,7 @@ func (s *scripts) Chown(ctx context.Context, name string, uid, gid int) error {
 	if gid >= 0 {
 		owner += ":" + strconv.Itoa(gid)
 	}
-	return s.simple(ctx, "hands.Chown", name, scriptChown, owner)
+	return owner
 }
 
 // touchTime renders t for touch -d: "@sec.ns", or "" for the zero time.
@@ -962,6 +966,11 @@ func touchTime(t time.Time) string {
 // Utimes sets times with touch -d @sec.ns.
 func (s *scripts) Utimes(ctx context.Context, name string, atime, mtime time.Time) error {
 	return s.simple(ctx, "hands.Utimes", name, scriptUtimes, touchTime(atime), touchTime(mtime))
+}
+
+// Lutimes sets the times of name itself, never following a final symlink.
+func (s *scripts) Lutimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	return s.simple(ctx, "hands.Lutimes", name, scriptLutimes, touchTime(atime), touchTime(mtime))
 }
 
 // Truncate sets name's size.

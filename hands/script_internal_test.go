@@ -56,20 +56,6 @@ func TestTouchTime(t *testing.T) {
 	}
 }
 
-func TestEscapeArg(t *testing.T) {
-	for in, want := range map[string]string{
-		"plain/path with space": "plain/path with space",
-		"a\nb":                  `a\0012b`,
-		`back\slash`:            `back\0134slash`,
-		"\xff":                  `\0377`,
-		"é":                     `\0303\0251`,
-	} {
-		if got := escapeArg(in); got != want {
-			t.Errorf("escapeArg(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestComparePaths(t *testing.T) {
 	// Parents before children, siblings in byte order: "a" < "a/b" < "a-c".
 	order := []string{"a", "a/b", "a/b/c", "a/c", "a-c", "a.d", "b"}

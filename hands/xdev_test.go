@@ -8,6 +8,7 @@ import (
 
 	"github.com/boxfs/boxfs/hands"
 	"github.com/boxfs/boxfs/internal/boxfsbin"
+	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -30,10 +31,10 @@ func TestCrossDevice(t *testing.T) {
 			return openOn(t, newHostBox(t), hands.ViaAgent, hands.Options{AgentBinary: boxfsbin.Path(t)})
 		}},
 		{"via=script/box=docker", func(t *testing.T) (*hands.Hands, string) {
-			return openOn(t, newDockerBox(t), hands.ViaScript, hands.Options{})
+			return openOn(t, testbox.NewDocker(t), hands.ViaScript, hands.Options{})
 		}},
 		{"via=agent/box=docker", func(t *testing.T) (*hands.Hands, string) {
-			return openOn(t, newDockerBox(t), hands.ViaAgent, hands.Options{AgentBinary: boxfsbin.Path(t)})
+			return openOn(t, testbox.NewDocker(t), hands.ViaAgent, hands.Options{AgentBinary: boxfsbin.Path(t)})
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -186,11 +186,10 @@ func testClientGit(t *testing.T, b *boxT) {
 	diff := host(t, repo, "git", "diff", "HEAD~1")
 	host(t, repo, "git", "checkout", "-q", "-b", "am", "HEAD~1")
 	pf, _ := filepath.Glob(filepath.Join(patch, "*.patch"))
-	// Known issue (closing note, session 4): under load, git am has found
-	// feat.txt's stat data (after the checkout changed its mode) differing
-	// from what the checkout recorded in the index, and refused the patch
-	// with "does not match index". The refresh re-reads it; the content
-	// checks below still hold the mount to the same result.
+	// git am refuses a patch when a file's stat data differs from what its
+	// index recorded ("does not match index"), which the checkout's mode
+	// change of feat.txt can leave; the index is refreshed first, and the
+	// content checks below hold the mount to the same result.
 	host(t, repo, "git", "update-index", "-q", "--refresh")
 	host(t, repo, "git", "am", "-q", pf[0])
 	if got := host(t, repo, "git", "diff", "feat"); got != "" {

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/boxfs/boxfs/internal/boxfsbin"
+	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/providers"
-	"github.com/boxfs/boxfs/providers/docker"
 )
 
 // mountT is one boxfs mount served by a child process.
@@ -51,19 +51,7 @@ func requireProvider(t *testing.T, name string) {
 	if name != "docker" {
 		return
 	}
-	p, err := docker.New(providers.Config{})
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = p.Ping(ctx)
-		cancel()
-		p.Close()
-	}
-	if err != nil {
-		if os.Getenv("BOXFS_REQUIRE_DOCKER") == "1" {
-			t.Fatalf("BOXFS_REQUIRE_DOCKER=1 and no Docker engine answers: %v", err)
-		}
-		t.Skipf("no Docker engine answers (%v); scripts/docker-up starts one", err)
-	}
+	testbox.Docker(t)
 }
 
 // startMount serves a fresh namespace whose default provider is provider.

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boxfs/boxfs/boxes"
 	boxfs "github.com/boxfs/boxfs/fs"
 	"github.com/boxfs/boxfs/providers"
 	_ "github.com/boxfs/boxfs/providers/docker"
@@ -64,7 +65,7 @@ func serve(mnt string) error {
 		attrTimeout = d
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	f, err := boxfs.New(boxfs.Options{
+	m, err := boxes.New(boxes.Options{
 		StateDir:        state,
 		DefaultProvider: os.Getenv(envProvider),
 		OpenProvider: func(name string) (providers.Provider, error) {
@@ -83,7 +84,7 @@ func serve(mnt string) error {
 	if err != nil {
 		return err
 	}
-	server, err := f.Mount(mnt, boxfs.MountOptions{})
+	server, err := boxfs.New(m).Mount(mnt, boxfs.MountOptions{})
 	if err != nil {
 		return err
 	}
@@ -92,7 +93,7 @@ func serve(mnt string) error {
 	<-sig
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := f.Shutdown(ctx); err != nil {
+	if err := m.Shutdown(ctx); err != nil {
 		logger.Error("shutdown", "err", err)
 	}
 	return server.Unmount()

@@ -103,8 +103,8 @@ type Config struct {
 	Kind func(providers.Facts) string
 }
 
-// Ledger meters the boxes made through the providers it wraps and writes
-// one receipt for each when it ends. It is safe for concurrent use.
+// Ledger meters the boxes the box manager tells it of and writes one
+// receipt for each when it ends. It is safe for concurrent use.
 type Ledger struct {
 	cfg Config
 	log *slog.Logger
@@ -334,8 +334,7 @@ func (l *Ledger) Final(provider, boxID string) (Receipt, bool) {
 
 // ReceiptJSON renders a box's receipt.json: the final receipt once it has
 // ended, else the running estimate; for a box the ledger does not meter, a
-// receipt with only the provider and a null cost. Its signature is the fs
-// package's Options.Receipt.
+// receipt with only the provider and a null cost.
 func (l *Ledger) ReceiptJSON(ctx context.Context, provider, boxID string) ([]byte, error) {
 	r, ok := l.Final(provider, boxID)
 	if !ok {

@@ -4,16 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/boxfs/boxfs/ledger"
 	"github.com/boxfs/boxfs/providers"
@@ -26,11 +26,12 @@ func usd(f float64) *float64 { return &f }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(bytes.NewBuffer(nil), nil)) }
 
+// env is a ledger told of the boxes of a fake provider, as the box manager
+// tells it.
 type env struct {
 	clk  *fake.Clock
 	fake *fake.Provider
 	l    *ledger.Ledger
-	p    providers.Provider // the wrapped fake
 	dir  string
 }
 
@@ -41,27 +42,46 @@ func newEnv(t *testing.T, prices ledger.Prices, opts ...fake.Option) *env {
 	fk.Program("true", func(ctx context.Context, pc *fake.Proc) int { return 0 })
 	dir := t.TempDir()
 	l, err := ledger.Open(ledger.Config{StateDir: dir, Prices: prices, Clock: clk, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{clk: clk, fake: fk, l: l, p: l.Wrap(fk), dir: dir}
+	require.NoError(t, err)
+	return &env{clk: clk, fake: fk, l: l, dir: dir}
 }
 
+// create makes a box and tells the ledger, with the box's facts.
 func (e *env) create(t *testing.T, spec providers.Spec) providers.Box {
 	t.Helper()
-	b, err := e.p.Create(context.Background(), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return created(t, e.l, e.fake, spec)
+}
+
+func created(t *testing.T, l *ledger.Ledger, p providers.Provider, spec providers.Spec) providers.Box {
+	t.Helper()
+	b, err := p.Create(context.Background(), spec)
+	require.NoError(t, err)
+	f, err := b.Facts(context.Background())
+	require.NoError(t, err)
+	l.Created(p.Name(), b.ID(), spec, f)
 	return b
+}
+
+// exec runs true in b and tells the ledger how the call went.
+func (e *env) exec(b providers.Box) {
+	pr, err := b.Exec(context.Background(), providers.ExecRequest{Argv: []string{"true"}})
+	e.l.Exec(e.fake.Name(), b.ID(), err)
+	if err == nil {
+		pr.Wait()
+	}
+}
+
+// destroy ends b and tells the ledger.
+func (e *env) destroy(t *testing.T, b providers.Box) {
+	t.Helper()
+	require.NoError(t, b.Destroy(context.Background()))
+	e.l.Ended(e.fake.Name(), b.ID(), time.Time{})
 }
 
 func readAll(t *testing.T, dir string) []ledger.Receipt {
 	t.Helper()
 	rs, err := ledger.ReadAll(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return rs
 }
 
@@ -152,139 +172,92 @@ func TestReceiptArithmetic(t *testing.T) {
 			b := e.create(t, tt.spec)
 			rule := e.fake.On(fake.Match{Op: "Exec"}).Fail(providers.Refused).Times(tt.refuse)
 			for range tt.refuse + tt.calls {
-				if pr, err := b.Exec(ctx, providers.ExecRequest{Argv: []string{"true"}}); err == nil {
-					pr.Wait()
-				}
+				e.exec(b)
 			}
-			if rule.Hits() != tt.refuse {
-				t.Fatalf("%d calls refused, want %d", rule.Hits(), tt.refuse)
-			}
+			require.Equal(t, tt.refuse, rule.Hits(), "calls refused")
 			e.clk.Advance(tt.lived)
-			if err := b.Destroy(ctx); err != nil {
-				t.Fatal(err)
-			}
+			e.destroy(t, b)
 			rs := readAll(t, e.dir)
-			final, ok := e.l.Final(b.Labels()["boxfs.provider"], b.ID())
+			final, ok := e.l.Final(e.fake.Name(), b.ID())
 			if tt.want == "" {
-				if len(rs) != 0 || ok {
-					t.Fatalf("a box with no price got a receipt: %+v", rs)
-				}
+				assert.Empty(t, rs, "a box with no price got a receipt")
+				assert.False(t, ok, "Final of a box with no price")
 				est, ok := e.l.Estimate("fake", b.ID())
-				if !ok || est.CostUSD != nil || est.USDPerSecond != nil {
-					t.Errorf("Estimate of an unpriced box = %+v, %v; want a null cost", est, ok)
-				}
-				if js, _ := e.l.ReceiptJSON(ctx, "fake", b.ID()); !bytes.Contains(js, []byte(`"cost_usd": null`)) {
-					t.Errorf("receipt.json of an unpriced box:\n%s", js)
-				}
+				assert.True(t, ok)
+				assert.Nil(t, est.CostUSD, "Estimate of an unpriced box")
+				assert.Nil(t, est.USDPerSecond, "Estimate of an unpriced box")
+				js, _ := e.l.ReceiptJSON(ctx, "fake", b.ID())
+				assert.Contains(t, string(js), `"cost_usd": null`)
 				return
 			}
-			if len(rs) != 1 || !ok {
-				t.Fatalf("receipts %+v, Final ok %v; want one", rs, ok)
-			}
+			require.Len(t, rs, 1)
+			require.True(t, ok, "Final")
 			line, err := os.ReadFile(filepath.Join(e.dir, ledger.ReceiptsFile))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := strings.TrimSuffix(string(line), "\n"); got != tt.want {
-				t.Errorf("receipt:\n got %s\nwant %s", got, tt.want)
-			}
-			if js, _ := json.Marshal(final); string(js) != tt.want {
-				t.Errorf("Final:\n got %s\nwant %s", js, tt.want)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, strings.TrimSuffix(string(line), "\n"), "receipt")
+			js, _ := json.Marshal(final)
+			assert.Equal(t, tt.want, string(js), "Final")
 			// What ReadAll gives back writes the same line again.
-			if js, _ := json.Marshal(rs[0]); string(js) != tt.want {
-				t.Errorf("ReadAll round trip:\n got %s\nwant %s", js, tt.want)
-			}
+			js, _ = json.Marshal(rs[0])
+			assert.Equal(t, tt.want, string(js), "ReadAll round trip")
 		})
 	}
 }
 
 func TestExactlyOneReceipt(t *testing.T) {
 	e := newEnv(t, ledger.Prices{"fake": {USDPerSecond: usd(1), Source: "s", Priced: "2026-11-30"}})
-	ctx := context.Background()
 	b := e.create(t, providers.Spec{})
 	e.clk.Advance(time.Second)
-	b.Destroy(ctx)
+	e.destroy(t, b)
 	e.clk.Advance(time.Second)
-	b.Destroy(ctx)
-	b.Status(ctx)
-	e.p.Attach(ctx, b.ID())
-	if rs := readAll(t, e.dir); len(rs) != 1 || rs[0].Seconds != 1 {
-		t.Errorf("receipts = %+v, want one of 1 s", rs)
-	}
+	e.l.Ended("fake", b.ID(), time.Time{})
+	e.l.Exec("fake", b.ID(), providers.Errorf(providers.Gone, "test", "gone"))
+	rs := readAll(t, e.dir)
+	require.Len(t, rs, 1)
+	assert.Equal(t, 1.0, rs[0].Seconds)
 }
 
-// A box whose lifetime ran out, with no call from the host, is receipted
-// at the next Status or Attach, up to the end of its lifetime.
+// A box found ended long after its lifetime ran out is receipted up to
+// the end of its lifetime, at the time the box says it ended or when it
+// was found.
 func TestLifetimeRanOut(t *testing.T) {
 	prices := ledger.Prices{"fake": {USDPerSecond: usd(0.001), Source: "s", Priced: "2026-11-30"}}
-	tests := []struct {
+	for _, tc := range []struct {
 		name string
-		find func(e *env, b providers.Box) error
+		at   func() time.Time
 	}{
-		{"status", func(e *env, b providers.Box) error {
-			st, err := b.Status(context.Background())
-			if err == nil && st.State != providers.StateEnded {
-				return fmt.Errorf("status %+v", st)
-			}
-			return nil
-		}},
-		{"attach of the ended box", func(e *env, b providers.Box) error {
-			_, err := e.p.Attach(context.Background(), b.ID())
-			return err
-		}},
-		{"attach after a sweep removed it", func(e *env, b providers.Box) error {
-			e.fake.Sweep()
-			_, err := e.p.Attach(context.Background(), b.ID())
-			if !providers.IsCode(err, providers.NotFound) {
-				return fmt.Errorf("Attach = %v, want NotFound", err)
-			}
-			return nil
-		}},
-		{"status after a sweep", func(e *env, b providers.Box) error {
-			e.fake.Sweep()
-			_, err := b.Status(context.Background())
-			if !providers.IsCode(err, providers.Gone) {
-				return fmt.Errorf("Status = %v, want Gone", err)
-			}
-			return nil
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+		{"found ended, no end time", func() time.Time { return time.Time{} }},
+		{"the box's own end time", func() time.Time { return t0.Add(50 * time.Minute) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, prices)
 			b := e.create(t, providers.Spec{Lifetime: 10 * time.Minute})
 			e.clk.Advance(4 * time.Minute)
 			est, ok := e.l.Estimate("fake", b.ID())
-			if !ok || est.Seconds != 240 || *est.CostUSD != 0.24 {
-				t.Errorf("Estimate while it lives = %+v", est)
-			}
-			if _, ok := e.l.Final("fake", b.ID()); ok {
-				t.Error("Final while the box lives")
-			}
+			require.True(t, ok)
+			assert.Equal(t, 240.0, est.Seconds)
+			assert.Equal(t, 0.24, *est.CostUSD)
+			_, ok = e.l.Final("fake", b.ID())
+			assert.False(t, ok, "Final while the box lives")
 			e.clk.Advance(time.Hour)
-			if rs := readAll(t, e.dir); len(rs) != 0 {
-				t.Fatalf("a receipt before anything looked: %+v", rs)
-			}
-			if err := tt.find(e, b); err != nil {
-				t.Fatal(err)
-			}
+			est, _ = e.l.Estimate("fake", b.ID())
+			assert.Equal(t, 600.0, est.Seconds, "the estimate stops at the end of the lifetime")
+			assert.Empty(t, readAll(t, e.dir), "a receipt before the box was found ended")
+
+			e.l.Ended("fake", b.ID(), tc.at())
 			rs := readAll(t, e.dir)
-			if len(rs) != 1 {
-				t.Fatalf("receipts = %+v, want one", rs)
-			}
+			require.Len(t, rs, 1)
 			r := rs[0]
-			if !r.From.Equal(t0) || !r.To.Equal(t0.Add(10*time.Minute)) || r.Seconds != 600 || *r.CostUSD != 0.6 {
-				t.Errorf("receipt %+v, want 600 s from %v", r, t0)
-			}
+			assert.True(t, r.From.Equal(t0), "from %v", r.From)
+			assert.True(t, r.To.Equal(t0.Add(10*time.Minute)), "to %v", r.To)
+			assert.Equal(t, 600.0, r.Seconds)
+			assert.Equal(t, 0.6, *r.CostUSD)
 			final, ok := e.l.Final("fake", b.ID())
-			if !ok || final.Box != r.Box {
-				t.Errorf("Final = %+v, %v", final, ok)
-			}
+			assert.True(t, ok)
+			assert.Equal(t, r.Box, final.Box)
 			js, err := e.l.ReceiptJSON(context.Background(), "fake", b.ID())
-			if err != nil || !bytes.Contains(js, []byte(`"seconds": 600`)) {
-				t.Errorf("receipt.json:\n%s %v", js, err)
-			}
+			require.NoError(t, err)
+			assert.Contains(t, string(js), `"seconds": 600`)
 		})
 	}
 }
@@ -294,54 +267,40 @@ func TestRestartContinuesNumbering(t *testing.T) {
 	clk := fake.NewClock(t0)
 	fk := fake.New(fake.WithClock(clk))
 	dir := t.TempDir()
-	ctx := context.Background()
-	open := func() providers.Provider {
+	open := func() *ledger.Ledger {
 		l, err := ledger.Open(ledger.Config{StateDir: dir, Prices: prices, Clock: clk, Logger: quiet()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l.Wrap(fk)
+		require.NoError(t, err)
+		return l
 	}
 
 	first := open()
-	b1, _ := first.Create(ctx, providers.Spec{})
-	b2, _ := first.Create(ctx, providers.Spec{}) // still running when the process "dies"
+	b1 := created(t, first, fk, providers.Spec{})
+	b2 := created(t, first, fk, providers.Spec{}) // still running when the process "dies"
 	clk.Advance(time.Second)
-	b1.Destroy(ctx)
+	first.Ended("fake", b1.ID(), time.Time{})
 
 	// A new process: labels box-1 and box-2 are taken, one of them by a
 	// box that has no receipt yet.
 	second := open()
-	b3, err := second.Create(ctx, providers.Spec{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b3 := created(t, second, fk, providers.Spec{})
 	clk.Advance(time.Second)
-	b3.Destroy(ctx)
+	second.Ended("fake", b3.ID(), time.Time{})
 	// The box the first process made is not the second's: no receipt.
-	old, err := second.Attach(ctx, b2.ID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	old.Destroy(ctx)
+	second.Ended("fake", b2.ID(), time.Time{})
 
 	var labels []string
 	for _, r := range readAll(t, dir) {
 		labels = append(labels, r.Box)
 	}
-	if !slices.Equal(labels, []string{"box-1", "box-3"}) {
-		t.Errorf("receipts for %v, want box-1 and box-3", labels)
-	}
+	assert.Equal(t, []string{"box-1", "box-3"}, labels)
 
 	// Numbering also continues from the receipts alone.
-	os.Remove(filepath.Join(dir, ledger.LabelsFile))
+	require.NoError(t, os.Remove(filepath.Join(dir, ledger.LabelsFile)))
 	third := open()
-	b4, _ := third.Create(ctx, providers.Spec{})
-	b4.Destroy(ctx)
+	b4 := created(t, third, fk, providers.Spec{})
+	third.Ended("fake", b4.ID(), time.Time{})
 	rs := readAll(t, dir)
-	if got := rs[len(rs)-1].Box; got != "box-4" {
-		t.Errorf("after losing the labels file the next box is %s, want box-4", got)
-	}
+	assert.Equal(t, "box-4", rs[len(rs)-1].Box, "the next box after losing the labels file")
 }
 
 // Two ledgers on one state directory (two processes) never give one label
@@ -349,36 +308,28 @@ func TestRestartContinuesNumbering(t *testing.T) {
 func TestLabelsAcrossLedgers(t *testing.T) {
 	dir := t.TempDir()
 	fk := fake.New()
-	var ps []providers.Provider
+	var ls []*ledger.Ledger
 	for range 2 {
 		l, err := ledger.Open(ledger.Config{StateDir: dir, Prices: ledger.Prices{"fake": {USDPerSecond: usd(1), Source: "s", Priced: "2026-11-30"}}, Logger: quiet()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps = append(ps, l.Wrap(fk))
+		require.NoError(t, err)
+		ls = append(ls, l)
 	}
 	var wg sync.WaitGroup
 	for i := range 20 {
 		wg.Go(func() {
-			b, err := ps[i%2].Create(context.Background(), providers.Spec{})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			b.Destroy(context.Background())
+			l := ls[i%2]
+			id := providers.NewID(8)
+			l.Created(fk.Name(), id, providers.Spec{}, providers.Facts{})
+			l.Ended(fk.Name(), id, time.Time{})
 		})
 	}
 	wg.Wait()
 	seen := map[string]bool{}
 	for _, r := range readAll(t, dir) {
-		if seen[r.Box] {
-			t.Errorf("label %s given twice", r.Box)
-		}
+		assert.False(t, seen[r.Box], "label %s given twice", r.Box)
 		seen[r.Box] = true
 	}
-	if len(seen) != 20 {
-		t.Errorf("%d receipts, want 20", len(seen))
-	}
+	assert.Len(t, seen, 20)
 }
 
 func TestHostLabelAndKind(t *testing.T) {
@@ -396,89 +347,41 @@ func TestHostLabelAndKind(t *testing.T) {
 			return ""
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := l.Wrap(fk)
-	ctx := context.Background()
-	named, _ := p.Create(ctx, providers.Spec{Labels: map[string]string{"name": "demo"}, CPUs: 1})
-	numbered, _ := p.Create(ctx, providers.Spec{CPUs: 1})
-	named.Destroy(ctx)
-	numbered.Destroy(ctx)
+	require.NoError(t, err)
+	named := created(t, l, fk, providers.Spec{Labels: map[string]string{"name": "demo"}, CPUs: 1})
+	numbered := created(t, l, fk, providers.Spec{CPUs: 1})
+	l.Ended("fake", named.ID(), time.Time{})
+	l.Ended("fake", numbered.ID(), time.Time{})
 	var got []string
 	for _, r := range readAll(t, dir) {
 		got = append(got, r.Box+":"+r.Kind)
 	}
-	if !slices.Equal(got, []string{"demo:small", "box-1:small"}) {
-		t.Errorf("receipts %v", got)
-	}
+	assert.Equal(t, []string{"demo:small", "box-1:small"}, got)
 }
 
-// A create that fails but leaves a box behind: the box is metered, and
-// receipted once it is found gone.
-func TestCreateFailsLeavingBox(t *testing.T) {
+// A box told of with no facts (a create that failed but left it behind)
+// is metered from when the ledger was told, and receipted when it ends.
+func TestCreatedWithoutFacts(t *testing.T) {
 	e := newEnv(t, ledger.Prices{"fake": {USDPerSecond: usd(1), Source: "s", Priced: "2026-11-30"}})
-	e.fake.On(fake.Match{Op: "Create"}).CreateFailsLeavingBox().Once()
-	ctx := context.Background()
-	_, err := e.p.Create(ctx, providers.Spec{})
-	var perr *providers.Error
-	if !providers.IsCode(err, providers.OutcomeUnknown) || !errors.As(err, &perr) || perr.Box == "" {
-		t.Fatalf("Create = %v", err)
-	}
+	e.l.Created("fake", "left-behind", providers.Spec{}, providers.Facts{})
 	e.clk.Advance(7 * time.Second)
-	e.fake.Boxes()[0].Vanish()
-	if _, err := e.p.Attach(ctx, perr.Box); !providers.IsCode(err, providers.NotFound) {
-		t.Fatalf("Attach = %v", err)
-	}
+	e.l.Ended("fake", "left-behind", time.Time{})
 	rs := readAll(t, e.dir)
-	if len(rs) != 1 || rs[0].Seconds != 7 || rs[0].Box != "box-1" {
-		t.Errorf("receipts %+v, want one of 7 s for the box left behind", rs)
-	}
+	require.Len(t, rs, 1)
+	assert.Equal(t, 7.0, rs[0].Seconds)
+	assert.Equal(t, "box-1", rs[0].Box)
+	assert.True(t, rs[0].From.Equal(t0))
 }
 
-func TestWrappedBoxKeepsInterfaces(t *testing.T) {
-	fk := fake.New()
-	inner, err := fk.Create(context.Background(), providers.Spec{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for mask := range 16 {
-		has := [4]bool{mask&1 != 0, mask&2 != 0, mask&4 != 0, mask&8 != 0}
-		t.Run(fmt.Sprintf("files=%v/walker=%v/archiver=%v/pathstater=%v", has[0], has[1], has[2], has[3]), func(t *testing.T) {
-			l, err := ledger.Open(ledger.Config{StateDir: t.TempDir(), Logger: quiet()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := l.Wrap(oneBox{fk, compose(inner, has)})
-			b, err := p.Create(context.Background(), providers.Spec{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, f := b.(providers.Files)
-			_, w := b.(providers.Walker)
-			_, a := b.(providers.Archiver)
-			_, s := b.(providers.PathStater)
-			if got := [4]bool{f, w, a, s}; got != has {
-				t.Errorf("wrapped box has %v, want %v", got, has)
-			}
-			if b.ID() != inner.ID() {
-				t.Errorf("ID %s, want %s", b.ID(), inner.ID())
-			}
-			if f {
-				if _, err := b.(providers.Files).Stat(context.Background(), "/work"); err != nil {
-					t.Errorf("Stat through the wrapper: %v", err)
-				}
-			}
-		})
-	}
-}
-
-// oneBox is a provider whose Create returns one given box.
-type oneBox struct {
-	*fake.Provider
-	b providers.Box
-}
-
-func (o oneBox) Create(ctx context.Context, spec providers.Spec) (providers.Box, error) {
-	return o.b, nil
+// An Exec the provider answers Gone ends the box's metering at once.
+func TestExecGoneEnds(t *testing.T) {
+	e := newEnv(t, ledger.Prices{"fake": {USDPerSecond: usd(1), Source: "s", Priced: "2026-11-30"}})
+	b := e.create(t, providers.Spec{})
+	e.clk.Advance(3 * time.Second)
+	b.(*fake.Box).Vanish()
+	e.exec(b)
+	e.clk.Advance(time.Hour)
+	rs := readAll(t, e.dir)
+	require.Len(t, rs, 1)
+	assert.Equal(t, 3.0, rs[0].Seconds)
 }

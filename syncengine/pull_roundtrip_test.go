@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/boxfs/boxfs/hands"
+	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/providers"
-	"github.com/boxfs/boxfs/providers/docker"
 	"github.com/boxfs/boxfs/providers/local"
 	"github.com/boxfs/boxfs/syncengine"
 )
@@ -170,42 +170,6 @@ func TestRoundTripLocalOneArchiveFallback(t *testing.T) {
 	roundTrip(t, ctx, box, h, box.(*local.Box).Workspace()+"/archive", src)
 }
 
-// requireDocker fails the test when BOXFS_REQUIRE_DOCKER=1 (CI), else skips
-// it.
-func requireDocker(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("BOXFS_REQUIRE_DOCKER") == "1" {
-		t.Fatalf("BOXFS_REQUIRE_DOCKER=1: "+format, args...)
-	}
-	t.Skipf(format+" (scripts/docker-up starts an engine; set BOXFS_REQUIRE_DOCKER=1 to fail instead of skipping)", args...)
-}
-
-// newDockerBox makes a container box, or skips when no engine answers
-// (fails under BOXFS_REQUIRE_DOCKER=1).
-func newDockerBox(t *testing.T, ctx context.Context) providers.Box {
-	t.Helper()
-	p, err := docker.New(providers.Config{})
-	if err != nil {
-		requireDocker(t, "no Docker client: %v", err)
-	}
-	t.Cleanup(func() { p.Close() })
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := p.Ping(pctx); err != nil {
-		requireDocker(t, "no Docker engine answers: %v", err)
-	}
-	box, err := p.Create(ctx, providers.Spec{Lifetime: 30 * time.Minute, Labels: map[string]string{"boxfs-test": "syncengine"}})
-	if err != nil {
-		t.Fatalf("docker Create: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		box.Destroy(ctx)
-	})
-	return box
-}
-
 // TestRoundTripDocker moves the Go source tree into a container and back:
 // Docker's archive API in, one exec of GNU tar out.
 func TestRoundTripDocker(t *testing.T) {
@@ -215,7 +179,7 @@ func TestRoundTripDocker(t *testing.T) {
 	src := goSrc(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	box := newDockerBox(t, ctx)
+	box := testbox.NewDocker(t)
 	h, err := hands.New(ctx, box, hands.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +195,7 @@ func TestRoundTripDockerOneArchiveFallback(t *testing.T) {
 	src := filepath.Join(goSrc(t), "archive")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	box := newDockerBox(t, ctx)
+	box := testbox.NewDocker(t)
 	h, err := hands.New(ctx, box, hands.Options{})
 	if err != nil {
 		t.Fatal(err)

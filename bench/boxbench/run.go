@@ -77,165 +77,123 @@ type run struct {
 	rec          *recorder
 }
 
-func runMain(args []string) error {
-	fl := flag.NewFlagSet("run", flag.ContinueOnError)
-	out := fl.String("out", "", "results directory (default bench/results/STAMP)")
-	work := fl.String("work", "/tmp/boxbench", "scratch directory: boxes, mounts, state, logs of daemons")
-	reps := fl.Int("reps", 5, "repetitions of every workload on every peer (no delay)")
-	slowReps := fl.Int("slow-reps", 3, "repetitions for the slow peers (rclone-off)")
-	delayReps := fl.Int("delay-reps", 3, "repetitions in each latency-injection run")
+// runFlags are the run command's settings.
+type runFlags struct {
+	fl                        *flag.FlagSet
+	out, work                 string
+	reps, slowReps, delayReps int
+	delays                    []time.Duration
+	peers, slow               []string
+	boxfsBin, loopbackBin     string
+	goroot                    string
+	full, lat                 sizes
+	skipBase, quick           bool
+	budget, freshTimeout      time.Duration
+	docs                      string
+}
+
+// parseRunFlags reads the run command's flags.
+func parseRunFlags(args []string) (*runFlags, error) {
+	f := &runFlags{fl: flag.NewFlagSet("run", flag.ContinueOnError)}
+	fl := f.fl
+	fl.StringVar(&f.out, "out", "", "results directory (default bench/results/STAMP)")
+	fl.StringVar(&f.work, "work", "/tmp/boxbench", "scratch directory: boxes, mounts, state, logs of daemons")
+	fl.IntVar(&f.reps, "reps", 5, "repetitions of every workload on every peer (no delay)")
+	fl.IntVar(&f.slowReps, "slow-reps", 3, "repetitions for the slow peers (rclone-off)")
+	fl.IntVar(&f.delayReps, "delay-reps", 3, "repetitions in each latency-injection run")
 	delays := fl.String("delays", "10ms,50ms", "latency-injection runs: delays added per box round trip, comma-separated (\"\" for none)")
 	peerList := fl.String("peers", "native,loopback,boxfs-local,boxfs,sshfs,rclone-off,rclone-writes,docker-exec", "peers to run")
-	boxfsBin := fl.String("boxfs", "", "boxfs binary (CGO_ENABLED=0 go build ./cmd/boxfs)")
-	loopbackBin := fl.String("loopback", "", "loopback binary (go build ./bench/loopback)")
-	goroot := fl.String("goroot", "", "GOROOT whose src/ the tree is taken from (go env GOROOT)")
+	fl.StringVar(&f.boxfsBin, "boxfs", "", "boxfs binary (CGO_ENABLED=0 go build ./cmd/boxfs)")
+	fl.StringVar(&f.loopbackBin, "loopback", "", "loopback binary (go build ./bench/loopback)")
+	fl.StringVar(&f.goroot, "goroot", "", "GOROOT whose src/ the tree is taken from (go env GOROOT)")
 	profile := fl.String("sizes", "standard", "workload sizes with no added delay: standard (600-file tree, 200 small files, 32 MiB) or issue (3,000, 1,000, 256 MiB; much longer)")
 	slowList := fl.String("slow", "rclone-off,rclone-writes", "peers that run only -slow-reps repetitions")
-	skipBase := fl.Bool("skip-base", false, "run only the latency-injection runs")
-	budget := fl.Duration("budget", 25*time.Minute, "time for the measurements: after one repetition of everything, further repetitions run while the estimate says they fit")
-	quick := fl.Bool("quick", false, "tiny sizes and one repetition: a smoke test of the harness, not a result")
-	docs := fl.String("docs", "", "a Markdown file whose results section is replaced by this run's tables")
-	freshTimeout := fl.Duration("fresh-timeout", 5*time.Second, "W6: how long to wait for a box-side change to show on the host")
+	fl.BoolVar(&f.skipBase, "skip-base", false, "run only the latency-injection runs")
+	fl.DurationVar(&f.budget, "budget", 25*time.Minute, "time for the measurements: after one repetition of everything, further repetitions run while the estimate says they fit")
+	fl.BoolVar(&f.quick, "quick", false, "tiny sizes and one repetition: a smoke test of the harness, not a result")
+	fl.StringVar(&f.docs, "docs", "", "a Markdown file whose results section is replaced by this run's tables")
+	fl.DurationVar(&f.freshTimeout, "fresh-timeout", 5*time.Second, "W6: how long to wait for a box-side change to show on the host")
 	if err := fl.Parse(args); err != nil {
-		return err
+		return nil, err
 	}
-	if *boxfsBin == "" || *loopbackBin == "" || *goroot == "" {
-		return errors.New("run: -boxfs, -loopback and -goroot are required (bench/run sets them)")
+	if f.boxfsBin == "" || f.loopbackBin == "" || f.goroot == "" {
+		return nil, errors.New("run: -boxfs, -loopback and -goroot are required (bench/run sets them)")
 	}
-	full, lat := standardSizes, latencySizes
+	f.full, f.lat = standardSizes, latencySizes
 	switch *profile {
 	case "standard":
 	case "issue":
-		full = issueSizes
+		f.full = issueSizes
 	default:
-		return fmt.Errorf("run: -sizes %q: want standard or issue", *profile)
+		return nil, fmt.Errorf("run: -sizes %q: want standard or issue", *profile)
 	}
-	if *quick {
-		full, lat = quickSizes, quickLatency
+	if f.quick {
+		f.full, f.lat = quickSizes, quickLatency
 		set := map[string]bool{}
-		fl.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		for name, v := range map[string]*int{"reps": reps, "slow-reps": slowReps, "delay-reps": delayReps} {
+		fl.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+		for name, v := range map[string]*int{"reps": &f.reps, "slow-reps": &f.slowReps, "delay-reps": &f.delayReps} {
 			if !set[name] {
 				*v = 1
 			}
 		}
 	}
-	var delayList []time.Duration
 	for _, s := range strings.Split(*delays, ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 {
-			return fmt.Errorf("run: -delays: %q is not a positive duration", s)
+			return nil, fmt.Errorf("run: -delays: %q is not a positive duration", s)
 		}
-		delayList = append(delayList, d)
+		f.delays = append(f.delays, d)
 	}
-	stamp := time.Now().UTC().Format("20060102-150405")
-	if *out == "" {
-		*out = filepath.Join("bench", "results", stamp)
+	for _, n := range strings.Split(*peerList, ",") {
+		f.peers = append(f.peers, strings.TrimSpace(n))
+	}
+	f.slow = strings.Split(*slowList, ",")
+	if f.out == "" {
+		f.out = filepath.Join("bench", "results", time.Now().UTC().Format("20060102-150405"))
+	}
+	return f, nil
+}
+
+func runMain(args []string) error {
+	f, err := parseRunFlags(args)
+	if err != nil {
+		return err
 	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
 	r := &run{
-		work: *work, out: *out, logDir: filepath.Join(*out, "logs"), self: self,
-		boxfsBin: *boxfsBin, loopbackBin: *loopbackBin, freshTimeout: *freshTimeout,
+		work: f.work, out: f.out, logDir: filepath.Join(f.out, "logs"), self: self,
+		boxfsBin: f.boxfsBin, loopbackBin: f.loopbackBin, freshTimeout: f.freshTimeout,
 	}
-	for _, d := range []string{r.logDir, filepath.Join(r.work, "mnt"), filepath.Join(r.work, "box"), filepath.Join(r.work, "state"), filepath.Join(r.work, "home")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-	}
-	lock, err := os.OpenFile(filepath.Join(r.work, "run.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	unlock, err := r.prepare()
 	if err != nil {
 		return err
 	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return fmt.Errorf("another boxbench run is using %s (its mounts, ports and boxes would collide): %v", r.work, err)
-	}
-	cleanupStale(r.work)
-	r.emptyConf = filepath.Join(r.work, "boxfs-empty.toml")
-	r.rcloneConf = filepath.Join(r.work, "rclone-empty.conf")
-	for _, f := range []string{r.emptyConf, r.rcloneConf} {
-		if err := os.WriteFile(f, nil, 0o644); err != nil {
-			return err
-		}
-	}
-	r.rec, err = newRecorder(r.out)
-	if err != nil {
-		return err
-	}
+	defer unlock()
 	defer r.rec.close()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	started := time.Now()
-	meta := collectMeta(ctx, r, fl, args)
+	meta := collectMeta(ctx, r, f.fl, args)
 	log.Printf("results in %s", r.out)
-
-	log.Printf("dataset: building the tree tar from %s/src", *goroot)
-	dsFull, err := makeDataset(r.work, *goroot, full)
+	dsFull, dsLat, err := datasets(r, f, meta)
 	if err != nil {
 		return err
 	}
-	dsLat := dsFull
-	if lat != full {
-		if dsLat, err = makeDataset(r.work, *goroot, lat); err != nil {
-			return err
-		}
-	}
-	meta.add("tree", fmt.Sprintf("%d files, %d bytes, from GOROOT/src/{%s} (%s), sorted, first %d; symbol %q in %d files",
-		len(dsFull.files), dsFull.bytes, strings.Join(treeDirs, ","), dsFull.goVersion, full.treeFiles, symbol, len(dsFull.grepHits)))
-	if lat != full {
-		meta.add("tree (latency runs)", fmt.Sprintf("%d files, %d bytes; symbol in %d files", len(dsLat.files), dsLat.bytes, len(dsLat.grepHits)))
-	}
-
-	// The one container every box peer presents.
-	prov, err := docker.New(providers.Config{})
+	destroy, err := r.startBox(ctx, meta)
 	if err != nil {
 		return err
 	}
-	defer prov.Close()
-	box, err := prov.Create(ctx, providers.Spec{Labels: map[string]string{"boxfs-bench": "run"}, Lifetime: 3 * time.Hour})
+	defer destroy()
+	peers, err := r.peers(f, meta)
 	if err != nil {
-		return fmt.Errorf("creating the bench container (is the engine up? scripts/docker-up): %w", err)
-	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := box.Destroy(dctx); err != nil {
-			log.Printf("destroying the bench container: %v", err)
-		}
-	}()
-	r.ctr = box.ID()
-	meta.add("container", r.ctr)
-	r.hostProbe = newProbe("env")
-	defer r.hostProbe.close()
-	r.boxProbe = newProbe("docker", "exec", "-i", r.ctr)
-	defer r.boxProbe.close()
-	if _, err := r.boxProbe.ok(ctx, "test -x "+sftpServer+" && command -v git && mkdir -p "+boxWorkspace); err != nil {
-		return fmt.Errorf("bench image: %v", err)
-	}
-
-	all := map[string]*peer{}
-	for _, p := range []*peer{nativePeer(r), loopbackPeer(r), boxfsPeer(r, "local"), boxfsPeer(r, "docker"),
-		sshfsPeer(r), rclonePeer(r, "off", 15572), rclonePeer(r, "writes", 15573), dockerExecPeer(r)} {
-		all[p.name] = p
-	}
-	var peers []*peer
-	for _, n := range strings.Split(*peerList, ",") {
-		p, ok := all[strings.TrimSpace(n)]
-		if !ok {
-			return fmt.Errorf("run: unknown peer %q", n)
-		}
-		peers = append(peers, p)
-	}
-	for _, p := range peers {
-		p.slow = slices.Contains(strings.Split(*slowList, ","), p.name)
-		meta.add("peer "+p.name, p.about)
+		return err
 	}
 	defer r.stopHelpers()
 	defer func() {
@@ -246,25 +204,12 @@ func runMain(args []string) error {
 		}
 	}()
 
-	var groups []group
-	if !*skipBase {
-		groups = append(groups, group{delay: 0, sz: full, ds: dsFull, reps: *reps, slowReps: *slowReps, peers: peers})
-	}
-	var delayed []*peer
-	for _, p := range peers {
-		if p.inBox || p.name == "native" {
-			delayed = append(delayed, p)
-		}
-	}
-	for _, d := range delayList {
-		groups = append(groups, group{delay: d, sz: lat, ds: dsLat, reps: *delayReps, slowReps: *delayReps, peers: delayed})
-	}
-	var gs []*group
+	groups := plan(f, peers, dsFull, dsLat)
+	gs := make([]*group, len(groups))
 	for i := range groups {
-		groups[i].done, groups[i].skipped = map[string]int{}, map[string]int{}
-		gs = append(gs, &groups[i])
+		gs[i] = &groups[i]
 	}
-	err = r.schedule(ctx, gs, started.Add(*budget))
+	err = r.schedule(ctx, gs, started.Add(f.budget))
 	r.stopHelpers()
 	for _, p := range peers {
 		if p.finish != nil {
@@ -274,7 +219,141 @@ func runMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	for _, g := range gs {
+	return r.report(f, groups, meta, started)
+}
+
+// prepare makes the run's directories, locks its scratch directory
+// against another run (the returned func unlocks it), clears what a
+// crashed run left, and opens the recorder.
+func (r *run) prepare() (unlock func(), err error) {
+	for _, d := range []string{r.logDir, filepath.Join(r.work, "mnt"), filepath.Join(r.work, "box"), filepath.Join(r.work, "state"), filepath.Join(r.work, "home")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	lock, err := os.OpenFile(filepath.Join(r.work, "run.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("another boxbench run is using %s (its mounts, ports and boxes would collide): %v", r.work, err)
+	}
+	cleanupStale(r.work)
+	r.emptyConf = filepath.Join(r.work, "boxfs-empty.toml")
+	r.rcloneConf = filepath.Join(r.work, "rclone-empty.conf")
+	for _, f := range []string{r.emptyConf, r.rcloneConf} {
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			lock.Close()
+			return nil, err
+		}
+	}
+	if r.rec, err = newRecorder(r.out); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return func() { lock.Close() }, nil
+}
+
+// datasets builds the tree tars of the runs with no delay and of the
+// latency runs (one when their sizes are the same).
+func datasets(r *run, f *runFlags, meta *meta) (full, lat *dataset, err error) {
+	log.Printf("dataset: building the tree tar from %s/src", f.goroot)
+	if full, err = makeDataset(r.work, f.goroot, f.full); err != nil {
+		return nil, nil, err
+	}
+	lat = full
+	if f.lat != f.full {
+		if lat, err = makeDataset(r.work, f.goroot, f.lat); err != nil {
+			return nil, nil, err
+		}
+	}
+	meta.add("tree", fmt.Sprintf("%d files, %d bytes, from GOROOT/src/{%s} (%s), sorted, first %d; symbol %q in %d files",
+		len(full.files), full.bytes, strings.Join(treeDirs, ","), full.goVersion, f.full.treeFiles, symbol, len(full.grepHits)))
+	if f.lat != f.full {
+		meta.add("tree (latency runs)", fmt.Sprintf("%d files, %d bytes; symbol in %d files", len(lat.files), lat.bytes, len(lat.grepHits)))
+	}
+	return full, lat, nil
+}
+
+// startBox makes the one container every box peer presents and the
+// probes on the host and in it; the returned func ends them.
+func (r *run) startBox(ctx context.Context, meta *meta) (end func(), err error) {
+	prov, err := docker.New(providers.Config{})
+	if err != nil {
+		return nil, err
+	}
+	box, err := prov.Create(ctx, providers.Spec{Labels: map[string]string{"boxfs-bench": "run"}, Lifetime: 3 * time.Hour})
+	if err != nil {
+		prov.Close()
+		return nil, fmt.Errorf("creating the bench container (is the engine up? scripts/docker-up): %w", err)
+	}
+	r.ctr = box.ID()
+	meta.add("container", r.ctr)
+	r.hostProbe = newProbe("env")
+	r.boxProbe = newProbe("docker", "exec", "-i", r.ctr)
+	end = func() {
+		r.boxProbe.close()
+		r.hostProbe.close()
+		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := box.Destroy(dctx); err != nil {
+			log.Printf("destroying the bench container: %v", err)
+		}
+		prov.Close()
+	}
+	if _, err := r.boxProbe.ok(ctx, "test -x "+sftpServer+" && command -v git && mkdir -p "+boxWorkspace); err != nil {
+		end()
+		return nil, fmt.Errorf("bench image: %v", err)
+	}
+	return end, nil
+}
+
+// peers are the peers the flags name, in their order.
+func (r *run) peers(f *runFlags, meta *meta) ([]*peer, error) {
+	all := map[string]*peer{}
+	for _, p := range []*peer{nativePeer(r), loopbackPeer(r), boxfsPeer(r, "local"), boxfsPeer(r, "docker"),
+		sshfsPeer(r), rclonePeer(r, "off", 15572), rclonePeer(r, "writes", 15573), dockerExecPeer(r)} {
+		all[p.name] = p
+	}
+	var peers []*peer
+	for _, n := range f.peers {
+		p, ok := all[n]
+		if !ok {
+			return nil, fmt.Errorf("run: unknown peer %q", n)
+		}
+		p.slow = slices.Contains(f.slow, p.name)
+		meta.add("peer "+p.name, p.about)
+		peers = append(peers, p)
+	}
+	return peers, nil
+}
+
+// plan makes the tables: every peer with no added delay (unless
+// -skip-base), then the box peers and native at each delay.
+func plan(f *runFlags, peers []*peer, dsFull, dsLat *dataset) []group {
+	var groups []group
+	if !f.skipBase {
+		groups = append(groups, group{delay: 0, sz: f.full, ds: dsFull, reps: f.reps, slowReps: f.slowReps, peers: peers})
+	}
+	var delayed []*peer
+	for _, p := range peers {
+		if p.inBox || p.name == "native" {
+			delayed = append(delayed, p)
+		}
+	}
+	for _, d := range f.delays {
+		groups = append(groups, group{delay: d, sz: f.lat, ds: dsLat, reps: f.delayReps, slowReps: f.delayReps, peers: delayed})
+	}
+	for i := range groups {
+		groups[i].done, groups[i].skipped = map[string]int{}, map[string]int{}
+	}
+	return groups
+}
+
+// report writes meta.txt and the report, and the docs page when asked.
+func (r *run) report(f *runFlags, groups []group, meta *meta, started time.Time) error {
+	for _, g := range groups {
 		var left []string
 		for _, p := range g.peers {
 			if n := g.skipped[p.name]; n > 0 {
@@ -294,8 +373,8 @@ func runMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	if *docs != "" {
-		if err := updateDocs(*docs, md); err != nil {
+	if f.docs != "" {
+		if err := updateDocs(f.docs, md); err != nil {
 			return err
 		}
 	}

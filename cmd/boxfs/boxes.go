@@ -14,7 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	boxfs "github.com/boxfs/boxfs/fs"
+	"github.com/boxfs/boxfs/boxes"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -37,11 +37,11 @@ func withTarget(c *cli.Context, fn func(ctx context.Context, e *env, t *target) 
 }
 
 // namedOp names the command in an error from the layers below, which call
-// their operation "fs" (direct) or "boxfs" (through the mount): the user
+// their operation "boxes" (direct) or "boxfs" (through the mount): the user
 // ran `boxfs exec`, so the line says "exec BOX: ...".
 func namedOp(cmd string, err error) error {
 	var pe *providers.Error
-	if cmd == "" || !errors.As(err, &pe) || err != error(pe) || (pe.Op != "fs" && pe.Op != "boxfs") {
+	if cmd == "" || !errors.As(err, &pe) || err != error(pe) || (pe.Op != "boxes" && pe.Op != "boxfs") {
 		return err
 	}
 	named := *pe
@@ -76,7 +76,7 @@ isolation, gpu, region, snapshot, ports, env.NAME, label.NAME (docs/namespace.md
 					pairs = en.pairs()
 				}
 				pairs = mergePairs(pairs, c.Args().Slice()[1:])
-				prov, spec, err := boxfs.ParseSpec(pairs)
+				prov, spec, err := boxes.ParseSpec(pairs)
 				if err != nil {
 					return usagef("new %s: %v", name, specError(err))
 				}
@@ -89,7 +89,7 @@ isolation, gpu, region, snapshot, ports, env.NAME, label.NAME (docs/namespace.md
 				}
 				ctx, cancel := context.WithTimeout(ctx, createTimeout)
 				defer cancel()
-				return t.fs.NewBox(ctx, name, prov, spec)
+				return t.m.Create(ctx, name, prov, spec)
 			})
 		},
 	}
@@ -103,13 +103,7 @@ func inFile(cfg *Config) string {
 }
 
 // boxRow is one line of `boxfs ls`.
-type boxRow struct {
-	Name     string    `json:"name"`
-	Provider string    `json:"provider"`
-	ID       string    `json:"id"`
-	State    string    `json:"state"`
-	Created  time.Time `json:"created,omitzero"`
-}
+type boxRow = boxes.Info
 
 func lsCommand() *cli.Command {
 	return &cli.Command{
@@ -131,9 +125,7 @@ func lsCommand() *cli.Command {
 					}
 					rows = parseListing(string(b))
 				} else {
-					for _, bi := range t.fs.List() {
-						rows = append(rows, boxRow(bi))
-					}
+					rows = t.m.List()
 				}
 				if rows == nil {
 					rows = []boxRow{}
@@ -194,7 +186,7 @@ func boxVerbCommand(name, usage, verb string, direct func(ctx context.Context, t
 			return withTarget(c, func(ctx context.Context, e *env, t *target) error {
 				// A declared box never made has nothing to end or push:
 				// ending it would make it first.
-				if st, ok := t.boxState(box); ok && st == "declared" {
+				if st, ok := t.boxState(box); ok && st == boxes.StateDeclared {
 					fmt.Fprintf(e.stderr, "boxfs: %s: box %q was never made (the configuration declares it); nothing to do\n", name, box)
 					return nil
 				}
@@ -229,9 +221,7 @@ func (t *target) boxState(box string) (string, bool) {
 		}
 		rows = parseListing(string(b))
 	} else {
-		for _, bi := range t.fs.List() {
-			rows = append(rows, boxRow(bi))
-		}
+		rows = t.m.List()
 	}
 	r, ok := findBoxRow(rows, box)
 	return r.State, ok
@@ -249,17 +239,17 @@ func findBoxRow(rows []boxRow, name string) (boxRow, bool) {
 func rmCommand() *cli.Command {
 	return boxVerbCommand("rm", "destroy a box (end it and everything it runs) and drop its name", "destroy",
 		func(ctx context.Context, t *target, box string) error {
-			if err := t.fs.Destroy(ctx, box); err != nil {
+			if err := t.m.Destroy(ctx, box); err != nil {
 				return err
 			}
-			return t.fs.Forget(ctx, box)
+			return t.m.Forget(ctx, box)
 		})
 }
 
 func releaseCommand() *cli.Command {
 	return boxVerbCommand("release", "push a box's dirty files, then stop presenting it (it runs on until its lifetime)", "release",
 		func(ctx context.Context, t *target, box string) error {
-			return t.fs.Release(ctx, box)
+			return t.m.Release(ctx, box)
 		})
 }
 
@@ -287,7 +277,7 @@ func factsCommand() *cli.Command {
 				} else {
 					ctx, cancel := context.WithTimeout(ctx, createTimeout)
 					defer cancel()
-					if b, err = t.fs.Facts(ctx, box); err != nil {
+					if b, err = t.m.Facts(ctx, box); err != nil {
 						return err
 					}
 				}

@@ -18,12 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/client"
 	"golang.org/x/sys/unix"
 
 	"github.com/boxfs/boxfs/internal/boxfsbin"
-	"github.com/boxfs/boxfs/providers"
-	"github.com/boxfs/boxfs/providers/docker"
+	"github.com/boxfs/boxfs/internal/testbox"
 )
 
 // cmdTimeout bounds one boxfs run in these tests (a shared, noisy machine).
@@ -624,7 +622,7 @@ func must(t *testing.T, err error) {
 // (under BOXFS_REQUIRE_DOCKER=1 it must).
 func TestDockerRow(t *testing.T) {
 	needMount(t)
-	requireDockerEngine(t)
+	testbox.Docker(t)
 	h := newHarness(t)
 	mnt := filepath.Join(t.TempDir(), "mnt")
 	h.cleanup(mnt)
@@ -658,37 +656,6 @@ func TestDockerRow(t *testing.T) {
 	h.ok("rm", "dk")
 	if _, ok := findBox(h.boxes(), "dk"); ok {
 		t.Errorf("dk listed after rm")
-	}
-}
-
-// requireDockerEngine skips (fails under BOXFS_REQUIRE_DOCKER=1) when no
-// Docker engine with the base image answers.
-func requireDockerEngine(t *testing.T) {
-	t.Helper()
-	fail := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("BOXFS_REQUIRE_DOCKER") == "1" {
-			t.Fatalf("BOXFS_REQUIRE_DOCKER=1: "+format, args...)
-		}
-		t.Skipf(format+" (scripts/docker-up starts an engine; set BOXFS_REQUIRE_DOCKER=1 to fail instead of skipping)", args...)
-	}
-	p, err := docker.New(providers.Config{})
-	if err != nil {
-		fail("docker provider: %v", err)
-	}
-	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := p.Ping(ctx); err != nil {
-		fail("no Docker engine answers: %v", err)
-	}
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		fail("docker client: %v", err)
-	}
-	defer cli.Close()
-	if _, err := cli.ImageInspect(ctx, docker.DefaultImage); err != nil {
-		fail("the engine has no image %s: %v", docker.DefaultImage, err)
 	}
 }
 

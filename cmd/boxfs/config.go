@@ -17,7 +17,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"go.yaml.in/yaml/v3"
 
-	boxfs "github.com/boxfs/boxfs/fs"
+	"github.com/boxfs/boxfs/boxes"
 	"github.com/boxfs/boxfs/ledger"
 	"github.com/boxfs/boxfs/providers"
 )
@@ -228,7 +228,7 @@ func (c *Config) check() error {
 		}
 	}
 	for _, name := range sortedKeys(c.Environments) {
-		if _, _, err := boxfs.ParseSpec(c.Environments[name].pairs()); err != nil {
+		if _, _, err := boxes.ParseSpec(c.Environments[name].pairs()); err != nil {
 			return fmt.Errorf("environments.%s: %v", name, specError(err))
 		}
 		if err := checkProvider("environments."+name+".provider", c.Environments[name].Provider); err != nil {
@@ -236,7 +236,7 @@ func (c *Config) check() error {
 		}
 	}
 	for _, name := range sortedKeys(c.Boxes) {
-		if err := boxfs.CheckName(name); err != nil {
+		if err := boxes.CheckName(name); err != nil {
 			return fmt.Errorf("boxes.%s: %v", name, specError(err))
 		}
 		if env := c.Boxes[name].Environment; env != "" {
@@ -373,18 +373,18 @@ func mergePairs(base, over []string) []string {
 }
 
 // declared returns the configured boxes as the namespace takes them.
-func (c *Config) declared() ([]boxfs.Declared, error) {
-	var out []boxfs.Declared
+func (c *Config) declared() ([]boxes.Declared, error) {
+	var out []boxes.Declared
 	for _, name := range sortedKeys(c.Boxes) {
 		var pairs []string
 		if env := c.Boxes[name].Environment; env != "" {
 			pairs = c.Environments[env].pairs()
 		}
-		prov, spec, err := boxfs.ParseSpec(pairs)
+		prov, spec, err := boxes.ParseSpec(pairs)
 		if err != nil {
 			return nil, usagef("config %s: boxes.%s: %v", c.file, name, specError(err))
 		}
-		out = append(out, boxfs.Declared{Name: name, Provider: prov, Spec: spec})
+		out = append(out, boxes.Declared{Name: name, Provider: prov, Spec: spec})
 	}
 	return out, nil
 }

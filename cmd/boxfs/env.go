@@ -14,7 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	boxfs "github.com/boxfs/boxfs/fs"
+	"github.com/boxfs/boxfs/boxes"
 	"github.com/boxfs/boxfs/hands/agent"
 	"github.com/boxfs/boxfs/ledger"
 	"github.com/boxfs/boxfs/providers"
@@ -158,23 +158,16 @@ func (e *env) makeStateDir() error {
 	return nil
 }
 
-// fsOptions are the namespace's options for this state directory and
-// configuration: providers opened from the registry with their options
-// (wrapped by the ledger when prices are configured), declared boxes, the
+// boxOptions are the box manager's options for this state directory and
+// configuration: providers opened from the registry with their options,
+// the ledger as the meter when prices are configured, declared boxes, the
 // agent binary. daemon says the mount asks (it logs what it decides).
-func (e *env) fsOptions(daemon bool) (boxfs.Options, error) {
+func (e *env) boxOptions(daemon bool) (boxes.Options, error) {
 	declared, err := e.cfg.declared()
 	if err != nil {
-		return boxfs.Options{}, err
+		return boxes.Options{}, err
 	}
-	var led *ledger.Ledger
-	if ps := e.cfg.prices(); len(ps) > 0 {
-		led, err = ledger.Open(ledger.Config{StateDir: e.state, Prices: ps, Logger: e.log})
-		if err != nil {
-			return boxfs.Options{}, err
-		}
-	}
-	opts := boxfs.Options{
+	opts := boxes.Options{
 		StateDir:        e.state,
 		DefaultProvider: e.provider,
 		AttrTimeout:     e.attrTimeout,
@@ -187,18 +180,15 @@ func (e *env) fsOptions(daemon bool) (boxfs.Options, error) {
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return nil, providers.E(0, "providers.Open", err).WithPath(dir)
 			}
-			p, err := providers.Open(name, providers.Config{StateDir: dir, Options: e.cfg.providerOptions(name), Logger: e.log})
-			if err != nil {
-				return nil, err
-			}
-			if led != nil {
-				p = led.Wrap(p)
-			}
-			return p, nil
+			return providers.Open(name, providers.Config{StateDir: dir, Options: e.cfg.providerOptions(name), Logger: e.log})
 		},
 	}
-	if led != nil {
-		opts.Receipt = led.ReceiptJSON
+	if ps := e.cfg.prices(); len(ps) > 0 {
+		led, err := ledger.Open(ledger.Config{StateDir: e.state, Prices: ps, Logger: e.log})
+		if err != nil {
+			return boxes.Options{}, err
+		}
+		opts.Meter = led
 	}
 	return opts, nil
 }

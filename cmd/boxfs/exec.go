@@ -248,7 +248,7 @@ func execMounted(e *env, t *target, box, line string) (int, error) {
 
 // execDirect runs line in the box from this process.
 func execDirect(ctx context.Context, e *env, t *target, box, line string) (int, error) {
-	proc, err := t.fs.Exec(ctx, box, hands.Command{Line: line, Stdout: e.stdout, Stderr: e.stderr})
+	proc, err := t.m.Exec(ctx, box, hands.Command{Line: line, Stdout: e.stdout, Stderr: e.stderr})
 	if err != nil {
 		return 0, err
 	}

@@ -15,8 +15,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/urfave/cli/v2"
 
+	"github.com/boxfs/boxfs/boxes"
 	boxfs "github.com/boxfs/boxfs/fs"
 	"github.com/boxfs/boxfs/providers"
 )
@@ -186,16 +188,16 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 	if err := prepareMountpoint(e, mnt); err != nil {
 		return err
 	}
-	opts, err := e.fsOptions(true)
+	opts, err := e.boxOptions(true)
 	if err != nil {
 		return err
 	}
 	opts.AttrTimeout = mo.attrTimeout
-	f, err := boxfs.New(opts)
+	m, err := boxes.New(opts)
 	if err != nil {
 		return err
 	}
-	server, err := f.Mount(mnt, boxfs.MountOptions{AllowOther: mo.allowOther, Debug: mo.debug, FsName: "boxfs"})
+	server, err := boxfs.New(m).Mount(mnt, boxfs.MountOptions{AllowOther: mo.allowOther, Debug: mo.debug, FsName: "boxfs"})
 	if err != nil {
 		return providers.E(0, op, err).WithPath(mnt)
 	}
@@ -203,12 +205,12 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 		e.log.Error("mount record not written: other boxfs commands will not find this mount", "err", err)
 	}
 	defer os.Remove(filepath.Join(e.state, mountFile))
-	e.log.Info("mounted", "mountpoint", mnt, "state", e.state, "pid", os.Getpid(), "provider", e.provider, "boxes", len(f.Names()))
+	e.log.Info("mounted", "mountpoint", mnt, "state", e.state, "pid", os.Getpid(), "provider", e.provider, "boxes", len(m.Names()))
 
 	go func() {
 		rctx, cancel := context.WithTimeout(context.Background(), recoverBound)
 		defer cancel()
-		n, err := f.RecoverJournals(rctx)
+		n, err := m.RecoverJournals(rctx)
 		if err != nil {
 			e.log.Error("journaled writes of an earlier run not all pushed; they stay journaled", "boxes", n, "err", err)
 		} else if n > 0 {
@@ -216,6 +218,15 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 		}
 	}()
 
+	waitUnmount(ctx, e, sigs, server, m, mnt)
+	e.log.Info("unmounted", "mountpoint", mnt)
+	return nil
+}
+
+// waitUnmount serves until a signal, ctx or an unmount from outside ends
+// the mount, then pushes dirty files (bounded) and unmounts: lazily when
+// the mount is busy. A second signal exits at once.
+func waitUnmount(ctx context.Context, e *env, sigs chan os.Signal, server *fuse.Server, m *boxes.Manager, mnt string) {
 	ended := make(chan struct{})
 	go func() {
 		server.Wait()
@@ -230,34 +241,30 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 		why = ctx.Err().Error()
 	case <-ended:
 	}
-	if why != "" {
+	if why == "" {
+		e.log.Info("unmounted from outside; pushing dirty files", "mountpoint", mnt)
+	} else {
 		e.log.Info("ending: pushing dirty files, then unmounting", "why", why)
 		go func() {
 			sig := <-sigs
 			e.log.Error("second signal: exiting without waiting; unpushed files stay journaled for the next mount", "signal", sig.String())
 			os.Exit(exitError)
 		}()
-		fctx, cancel := context.WithTimeout(context.Background(), shutdownFlush)
-		if err := f.Shutdown(fctx); err != nil {
-			e.log.Error("dirty files not all pushed; they stay journaled for the next mount", "err", err)
-		}
-		cancel()
-		if err := server.Unmount(); err != nil {
-			e.log.Warn("mount busy; detaching it lazily (open files on it will fail)", "mountpoint", mnt, "err", err)
-			if err := lazyUnmount(mnt); err != nil {
-				e.log.Error("lazy unmount failed", "mountpoint", mnt, "err", err)
-			}
-		}
-	} else {
-		e.log.Info("unmounted from outside; pushing dirty files", "mountpoint", mnt)
-		fctx, cancel := context.WithTimeout(context.Background(), shutdownFlush)
-		if err := f.Shutdown(fctx); err != nil {
-			e.log.Error("dirty files not all pushed; they stay journaled for the next mount", "err", err)
-		}
-		cancel()
 	}
-	e.log.Info("unmounted", "mountpoint", mnt)
-	return nil
+	fctx, cancel := context.WithTimeout(context.Background(), shutdownFlush)
+	if err := m.Shutdown(fctx); err != nil {
+		e.log.Error("dirty files not all pushed; they stay journaled for the next mount", "err", err)
+	}
+	cancel()
+	if why == "" {
+		return
+	}
+	if err := server.Unmount(); err != nil {
+		e.log.Warn("mount busy; detaching it lazily (open files on it will fail)", "mountpoint", mnt, "err", err)
+		if err := lazyUnmount(mnt); err != nil {
+			e.log.Error("lazy unmount failed", "mountpoint", mnt, "err", err)
+		}
+	}
 }
 
 // heldError explains a state directory whose lock another process holds.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	boxfs "github.com/boxfs/boxfs/fs"
+	"github.com/boxfs/boxfs/boxes"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/syncengine"
 	"github.com/boxfs/boxfs/syncengine/safetar"
@@ -56,7 +56,7 @@ so its listing shows the new files at once.`,
 			if err := opts.ReadOnly.Check(); err != nil {
 				return usagef("seed --read-only: %v", specError(err))
 			}
-			return withSync(c, box, func(ctx context.Context, e *env, f *boxfs.FS) (syncengine.Receipt, error) {
+			return withSync(c, box, func(ctx context.Context, e *env, f *boxes.Manager) (syncengine.Receipt, error) {
 				p := newProgress(e.stderr, "seed "+box, tarSize(dir))
 				defer p.finish()
 				return f.SeedProgress(ctx, box, dir, opts, p.update)
@@ -104,7 +104,7 @@ Through a mount, the mount's dirty files are pushed to the box first (sync).`,
 			if err := opts.ReadOnly.Check(); err != nil {
 				return usagef("pull --read-only: %v", specError(err))
 			}
-			return withSync(c, box, func(ctx context.Context, e *env, f *boxfs.FS) (syncengine.Receipt, error) {
+			return withSync(c, box, func(ctx context.Context, e *env, f *boxes.Manager) (syncengine.Receipt, error) {
 				p := newProgress(e.stderr, "pull "+box, 0)
 				defer p.finish()
 				return f.PullProgress(ctx, box, dir, opts, p.update)
@@ -132,7 +132,7 @@ func boxAndDir(c *cli.Context, cmd string) (box, dir string, err error) {
 // file at a time through the kernel), with `sync` written to the box's ctl
 // before (the box is made if only declared, the mount's dirty files
 // pushed) and after (the mount sees what changed).
-func withSync(c *cli.Context, box string, move func(ctx context.Context, e *env, f *boxfs.FS) (syncengine.Receipt, error), verb string) error {
+func withSync(c *cli.Context, box string, move func(ctx context.Context, e *env, f *boxes.Manager) (syncengine.Receipt, error), verb string) error {
 	e, err := newEnv(c, false)
 	if err != nil {
 		return err
@@ -144,7 +144,7 @@ func withSync(c *cli.Context, box string, move func(ctx context.Context, e *env,
 		return err
 	}
 	defer t.close()
-	f := t.fs
+	f := t.m
 	var boxDir string
 	if t.mounted() {
 		if boxDir, err = t.boxDir(box); err != nil {
@@ -153,11 +153,11 @@ func withSync(c *cli.Context, box string, move func(ctx context.Context, e *env,
 		if err := t.writeCtl(filepath.Join(boxDir, "ctl"), filepath.Join(boxDir, "err"), box, "sync"); err != nil {
 			return err
 		}
-		opts, err := e.fsOptions(false)
+		opts, err := e.boxOptions(false)
 		if err != nil {
 			return err
 		}
-		if f, err = boxfs.New(opts); err != nil {
+		if f, err = boxes.New(opts); err != nil {
 			return err
 		}
 		defer func() {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	boxfs "github.com/boxfs/boxfs/fs"
+	"github.com/boxfs/boxfs/boxes"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/syncengine"
 )
@@ -23,12 +23,12 @@ import (
 func TestProgressCounts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	f, err := boxfs.New(boxfs.Options{StateDir: t.TempDir(), DefaultProvider: "local", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	m, err := boxes.New(boxes.Options{StateDir: t.TempDir(), DefaultProvider: "local", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	must(t, err)
-	must(t, f.NewBox(ctx, "p", "", providers.Spec{Lifetime: 5 * time.Minute}))
+	must(t, m.Create(ctx, "p", "", providers.Spec{Lifetime: 5 * time.Minute}))
 	t.Cleanup(func() {
-		f.Destroy(context.Background(), "p")
-		f.Shutdown(context.Background())
+		m.Destroy(context.Background(), "p")
+		m.Shutdown(context.Background())
 	})
 	src := t.TempDir()
 	must(t, os.MkdirAll(filepath.Join(src, "d"), 0o755))
@@ -36,7 +36,7 @@ func TestProgressCounts(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(src, "b.txt"), []byte("b"), 0o644))
 
 	var seen atomic.Int64
-	rc, err := f.SeedProgress(ctx, "p", src, syncengine.SeedOptions{}, func(n int64) { seen.Store(n) })
+	rc, err := m.SeedProgress(ctx, "p", src, syncengine.SeedOptions{}, func(n int64) { seen.Store(n) })
 	must(t, err)
 	if rc.Bytes != 300_001 {
 		t.Errorf("seed moved %d file bytes, want 300001", rc.Bytes)
@@ -47,7 +47,7 @@ func TestProgressCounts(t *testing.T) {
 	}
 
 	seen.Store(0)
-	rc, err = f.PullProgress(ctx, "p", t.TempDir(), syncengine.PullOptions{}, func(n int64) { seen.Store(n) })
+	rc, err = m.PullProgress(ctx, "p", t.TempDir(), syncengine.PullOptions{}, func(n int64) { seen.Store(n) })
 	must(t, err)
 	if got := seen.Load(); rc.Archives != 1 || got < rc.Bytes {
 		t.Errorf("pull progress saw %d bytes for %d file bytes in %d archives", got, rc.Bytes, rc.Archives)

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	boxfs "github.com/boxfs/boxfs/fs"
+	"github.com/boxfs/boxfs/boxes"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -26,7 +26,7 @@ type target struct {
 	pid int
 
 	// Direct.
-	fs   *boxfs.FS
+	m    *boxes.Manager
 	lock *stateLock
 }
 
@@ -45,17 +45,17 @@ func (e *env) open(ctx context.Context) (*target, error) {
 	}
 	lock, err := lockState(e.state, false)
 	if err == nil {
-		opts, err := e.fsOptions(false)
+		opts, err := e.boxOptions(false)
 		if err != nil {
 			lock.release()
 			return nil, err
 		}
-		f, err := boxfs.New(opts)
+		f, err := boxes.New(opts)
 		if err != nil {
 			lock.release()
 			return nil, err
 		}
-		return &target{e: e, fs: f, lock: lock}, nil
+		return &target{e: e, m: f, lock: lock}, nil
 	}
 	if !errors.Is(err, errLocked) {
 		return nil, err
@@ -95,9 +95,9 @@ func (e *env) findMount(ctx context.Context) (*target, error) {
 // close ends the target: in direct mode, closes the channels to the boxes
 // (pushing nothing: direct mode has no cache) and releases the lock.
 func (t *target) close() {
-	if t.fs != nil {
+	if t.m != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		t.fs.Shutdown(ctx)
+		t.m.Shutdown(ctx)
 		cancel()
 	}
 	t.lock.release()
@@ -110,7 +110,7 @@ func (t *target) path(elem ...string) string {
 
 // boxDir is the mounted box's directory; NotFound when there is no box name.
 func (t *target) boxDir(name string) (string, error) {
-	if err := boxfs.CheckName(name); err != nil {
+	if err := boxes.CheckName(name); err != nil {
 		return "", err
 	}
 	dir := t.path(name)
@@ -221,7 +221,7 @@ func needName(args []string, cmd string, n int) (string, error) {
 	if n >= 0 && len(args) != n {
 		return "", usagef("%s: takes %d argument(s), got %d: %s (see boxfs %s --help)", cmd, n, len(args), strings.Join(args, " "), cmd)
 	}
-	if err := boxfs.CheckName(args[0]); err != nil {
+	if err := boxes.CheckName(args[0]); err != nil {
 		return "", usagef("%s: %v", cmd, specError(err))
 	}
 	return args[0], nil

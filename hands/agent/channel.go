@@ -36,6 +36,10 @@ type ChannelOptions struct {
 	Liveness time.Duration
 	// Logger receives the channel's log lines; nil is slog.Default().
 	Logger *slog.Logger
+	// OnExec, when set, is told of every Exec the channel makes on the box
+	// (the upload, the agent, its command stream), with the error it
+	// returned. It must not block.
+	OnExec func(err error)
 }
 
 // Stats describes a channel, for facts.json.
@@ -192,6 +196,15 @@ func (ch *Channel) Stats() Stats {
 		}
 	}
 	return st
+}
+
+// exec runs req in the box, telling OnExec.
+func (ch *Channel) exec(ctx context.Context, req providers.ExecRequest) (providers.Process, error) {
+	p, err := ch.box.Exec(ctx, req)
+	if ch.opts.OnExec != nil {
+		ch.opts.OnExec(err)
+	}
+	return p, err
 }
 
 func (ch *Channel) recordError(err error) {
@@ -439,7 +452,7 @@ func (ch *Channel) upload(ctx context.Context, bin binaryInfo, facts providers.F
 	}
 	var stderr bytes.Buffer
 	tmp := dest + ".tmp-" + providers.NewID(8)
-	proc, err := ch.box.Exec(ctx, providers.ExecRequest{
+	proc, err := ch.exec(ctx, providers.ExecRequest{
 		Argv:   []string{shell, "-c", uploadScript, "boxfs-upload", tmp, dest},
 		Dir:    "/",
 		Stdin:  f,
@@ -473,7 +486,7 @@ func (ch *Channel) start(ctx context.Context, bin binaryInfo, dest string) (*ses
 		exited:   make(chan struct{}),
 		finished: make(chan struct{}),
 	}
-	proc, err := ch.box.Exec(pctx, providers.ExecRequest{
+	proc, err := ch.exec(pctx, providers.ExecRequest{
 		Argv:   []string{dest, "agent", "-sha256", bin.sha256},
 		Dir:    "/",
 		Stdin:  inR,
@@ -589,275 +602,174 @@ func (t *tailBuffer) String() string {
 }
 
 // The Files and Walker methods: each finds a live client (opening one if
-// needed) and makes the call on it.
+// needed) and makes the call on it, through with or do.
+
+// with finds a live client, opening one if needed, and makes call on it.
+func with[T any](ctx context.Context, ch *Channel, op string, call func(*Client) (T, error)) (T, error) {
+	c, err := ch.client(ctx, op)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return call(c)
+}
+
+// do is with for a call that returns only an error.
+func (ch *Channel) do(ctx context.Context, op string, call func(*Client) error) error {
+	c, err := ch.client(ctx, op)
+	if err != nil {
+		return err
+	}
+	return call(c)
+}
 
 // Stat returns name's attributes, following symlinks.
 func (ch *Channel) Stat(ctx context.Context, name string) (providers.FileInfo, error) {
-	c, err := ch.client(ctx, "agent.Stat")
-	if err != nil {
-		return providers.FileInfo{}, err
-	}
-	return c.Stat(ctx, name)
+	return with(ctx, ch, "agent.Stat", func(c *Client) (providers.FileInfo, error) { return c.Stat(ctx, name) })
 }
 
 // Lstat returns name's attributes, not following a symlink.
 func (ch *Channel) Lstat(ctx context.Context, name string) (providers.FileInfo, error) {
-	c, err := ch.client(ctx, "agent.Lstat")
-	if err != nil {
-		return providers.FileInfo{}, err
-	}
-	return c.Lstat(ctx, name)
+	return with(ctx, ch, "agent.Lstat", func(c *Client) (providers.FileInfo, error) { return c.Lstat(ctx, name) })
 }
 
 // ReadDir lists a directory, sorted by name, with full attributes.
 func (ch *Channel) ReadDir(ctx context.Context, name string) ([]providers.FileInfo, error) {
-	c, err := ch.client(ctx, "agent.ReadDir")
-	if err != nil {
-		return nil, err
-	}
-	return c.ReadDir(ctx, name)
+	return with(ctx, ch, "agent.ReadDir", func(c *Client) ([]providers.FileInfo, error) { return c.ReadDir(ctx, name) })
 }
 
 // Walk lists the whole tree under root; see providers.Walker.
 func (ch *Channel) Walk(ctx context.Context, root string) ([]providers.FileInfo, error) {
-	c, err := ch.client(ctx, "agent.Walk")
-	if err != nil {
-		return nil, err
-	}
-	return c.Walk(ctx, root)
+	return with(ctx, ch, "agent.Walk", func(c *Client) ([]providers.FileInfo, error) { return c.Walk(ctx, root) })
 }
 
 // ReadFile streams the whole file.
 func (ch *Channel) ReadFile(ctx context.Context, name string) (io.ReadCloser, error) {
-	c, err := ch.client(ctx, "agent.ReadFile")
-	if err != nil {
-		return nil, err
-	}
-	return c.ReadFile(ctx, name)
+	return with(ctx, ch, "agent.ReadFile", func(c *Client) (io.ReadCloser, error) { return c.ReadFile(ctx, name) })
 }
 
 // ReadAt reads up to len(p) bytes at off.
 func (ch *Channel) ReadAt(ctx context.Context, name string, p []byte, off int64) (int, error) {
-	c, err := ch.client(ctx, "agent.ReadAt")
-	if err != nil {
-		return 0, err
-	}
-	return c.ReadAt(ctx, name, p, off)
+	return with(ctx, ch, "agent.ReadAt", func(c *Client) (int, error) { return c.ReadAt(ctx, name, p, off) })
 }
 
 // WalkMax lists the tree under root when it has at most max entries.
 func (ch *Channel) WalkMax(ctx context.Context, root string, max int) ([]providers.FileInfo, error) {
-	c, err := ch.client(ctx, "agent.Walk")
-	if err != nil {
-		return nil, err
-	}
-	return c.WalkMax(ctx, root, max)
+	return with(ctx, ch, "agent.Walk", func(c *Client) ([]providers.FileInfo, error) { return c.WalkMax(ctx, root, max) })
 }
 
 // ReadSmall reads many small files of dir in one round trip.
 func (ch *Channel) ReadSmall(ctx context.Context, dir string, names []string, max int) ([]providers.SmallFile, error) {
-	c, err := ch.client(ctx, "agent.ReadSmall")
-	if err != nil {
-		return nil, err
-	}
-	return c.ReadSmall(ctx, dir, names, max)
+	return with(ctx, ch, "agent.ReadSmall", func(c *Client) ([]providers.SmallFile, error) { return c.ReadSmall(ctx, dir, names, max) })
 }
 
 // WriteFile replaces name with r's bytes atomically.
 func (ch *Channel) WriteFile(ctx context.Context, name string, r io.Reader, perm providers.FileMode) error {
-	c, err := ch.client(ctx, "agent.WriteFile")
-	if err != nil {
-		return err
-	}
-	return c.WriteFile(ctx, name, r, perm)
+	return ch.do(ctx, "agent.WriteFile", func(c *Client) error { return c.WriteFile(ctx, name, r, perm) })
 }
 
 // WriteAt writes p at off into an existing file.
 func (ch *Channel) WriteAt(ctx context.Context, name string, p []byte, off int64) (int, error) {
-	c, err := ch.client(ctx, "agent.WriteAt")
-	if err != nil {
-		return 0, err
-	}
-	return c.WriteAt(ctx, name, p, off)
+	return with(ctx, ch, "agent.WriteAt", func(c *Client) (int, error) { return c.WriteAt(ctx, name, p, off) })
 }
 
 // Create makes an empty regular file.
 func (ch *Channel) Create(ctx context.Context, name string, perm providers.FileMode, exclusive bool) error {
-	c, err := ch.client(ctx, "agent.Create")
-	if err != nil {
-		return err
-	}
-	return c.Create(ctx, name, perm, exclusive)
+	return ch.do(ctx, "agent.Create", func(c *Client) error { return c.Create(ctx, name, perm, exclusive) })
 }
 
 // CreateStat makes an empty regular file and returns its attributes.
 func (ch *Channel) CreateStat(ctx context.Context, name string, perm providers.FileMode, exclusive bool) (providers.FileInfo, error) {
-	c, err := ch.client(ctx, "agent.Create")
-	if err != nil {
-		return providers.FileInfo{}, err
-	}
-	return c.CreateStat(ctx, name, perm, exclusive)
+	return with(ctx, ch, "agent.Create", func(c *Client) (providers.FileInfo, error) { return c.CreateStat(ctx, name, perm, exclusive) })
 }
 
 // MkdirStat makes a directory and returns its attributes.
 func (ch *Channel) MkdirStat(ctx context.Context, name string, perm providers.FileMode) (providers.FileInfo, error) {
-	c, err := ch.client(ctx, "agent.Mkdir")
-	if err != nil {
-		return providers.FileInfo{}, err
-	}
-	return c.MkdirStat(ctx, name, perm)
+	return with(ctx, ch, "agent.Mkdir", func(c *Client) (providers.FileInfo, error) { return c.MkdirStat(ctx, name, perm) })
 }
 
 // WriteFileStat replaces name atomically with r's bytes and o's attributes
 // and returns its attributes.
 func (ch *Channel) WriteFileStat(ctx context.Context, name string, r io.Reader, o providers.WriteOptions) (providers.FileInfo, error) {
-	c, err := ch.client(ctx, "agent.WriteFile")
-	if err != nil {
-		return providers.FileInfo{}, err
-	}
-	return c.WriteFileStat(ctx, name, r, o)
+	return with(ctx, ch, "agent.WriteFile", func(c *Client) (providers.FileInfo, error) { return c.WriteFileStat(ctx, name, r, o) })
 }
 
 // Mkdir makes a directory.
 func (ch *Channel) Mkdir(ctx context.Context, name string, perm providers.FileMode) error {
-	c, err := ch.client(ctx, "agent.Mkdir")
-	if err != nil {
-		return err
-	}
-	return c.Mkdir(ctx, name, perm)
+	return ch.do(ctx, "agent.Mkdir", func(c *Client) error { return c.Mkdir(ctx, name, perm) })
 }
 
 // Remove unlinks name; a directory is EISDIR.
 func (ch *Channel) Remove(ctx context.Context, name string) error {
-	c, err := ch.client(ctx, "agent.Remove")
-	if err != nil {
-		return err
-	}
-	return c.Remove(ctx, name)
+	return ch.do(ctx, "agent.Remove", func(c *Client) error { return c.Remove(ctx, name) })
 }
 
 // Rmdir removes an empty directory.
 func (ch *Channel) Rmdir(ctx context.Context, name string) error {
-	c, err := ch.client(ctx, "agent.Rmdir")
-	if err != nil {
-		return err
-	}
-	return c.Rmdir(ctx, name)
+	return ch.do(ctx, "agent.Rmdir", func(c *Client) error { return c.Rmdir(ctx, name) })
 }
 
 // Rename moves oldname to newname, replacing newname.
 func (ch *Channel) Rename(ctx context.Context, oldname, newname string) error {
-	c, err := ch.client(ctx, "agent.Rename")
-	if err != nil {
-		return err
-	}
-	return c.Rename(ctx, oldname, newname)
+	return ch.do(ctx, "agent.Rename", func(c *Client) error { return c.Rename(ctx, oldname, newname) })
 }
 
 // Chmod sets name's mode bits.
 func (ch *Channel) Chmod(ctx context.Context, name string, mode providers.FileMode) error {
-	c, err := ch.client(ctx, "agent.Chmod")
-	if err != nil {
-		return err
-	}
-	return c.Chmod(ctx, name, mode)
+	return ch.do(ctx, "agent.Chmod", func(c *Client) error { return c.Chmod(ctx, name, mode) })
 }
 
 // Chown sets name's owner and group; -1 leaves one unchanged.
 func (ch *Channel) Chown(ctx context.Context, name string, uid, gid int) error {
-	c, err := ch.client(ctx, "agent.Chown")
-	if err != nil {
-		return err
-	}
-	return c.Chown(ctx, name, uid, gid)
+	return ch.do(ctx, "agent.Chown", func(c *Client) error { return c.Chown(ctx, name, uid, gid) })
 }
 
 // Utimes sets times to the nanosecond; a zero time leaves it unchanged.
 func (ch *Channel) Utimes(ctx context.Context, name string, atime, mtime time.Time) error {
-	c, err := ch.client(ctx, "agent.Utimes")
-	if err != nil {
-		return err
-	}
-	return c.Utimes(ctx, name, atime, mtime)
+	return ch.do(ctx, "agent.Utimes", func(c *Client) error { return c.Utimes(ctx, name, atime, mtime) })
 }
 
 // Lchown sets the owner of name itself, never following a symlink.
 func (ch *Channel) Lchown(ctx context.Context, name string, uid, gid int) error {
-	c, err := ch.client(ctx, "agent.Lchown")
-	if err != nil {
-		return err
-	}
-	return c.Lchown(ctx, name, uid, gid)
+	return ch.do(ctx, "agent.Lchown", func(c *Client) error { return c.Lchown(ctx, name, uid, gid) })
 }
 
 // Lutimes sets the times of name itself, never following a symlink.
 func (ch *Channel) Lutimes(ctx context.Context, name string, atime, mtime time.Time) error {
-	c, err := ch.client(ctx, "agent.Lutimes")
-	if err != nil {
-		return err
-	}
-	return c.Lutimes(ctx, name, atime, mtime)
+	return ch.do(ctx, "agent.Lutimes", func(c *Client) error { return c.Lutimes(ctx, name, atime, mtime) })
 }
 
 // Truncate sets name's size.
 func (ch *Channel) Truncate(ctx context.Context, name string, size int64) error {
-	c, err := ch.client(ctx, "agent.Truncate")
-	if err != nil {
-		return err
-	}
-	return c.Truncate(ctx, name, size)
+	return ch.do(ctx, "agent.Truncate", func(c *Client) error { return c.Truncate(ctx, name, size) })
 }
 
 // Symlink makes name a symlink to target.
 func (ch *Channel) Symlink(ctx context.Context, target, name string) error {
-	c, err := ch.client(ctx, "agent.Symlink")
-	if err != nil {
-		return err
-	}
-	return c.Symlink(ctx, target, name)
+	return ch.do(ctx, "agent.Symlink", func(c *Client) error { return c.Symlink(ctx, target, name) })
 }
 
 // Readlink returns a symlink's target.
 func (ch *Channel) Readlink(ctx context.Context, name string) (string, error) {
-	c, err := ch.client(ctx, "agent.Readlink")
-	if err != nil {
-		return "", err
-	}
-	return c.Readlink(ctx, name)
+	return with(ctx, ch, "agent.Readlink", func(c *Client) (string, error) { return c.Readlink(ctx, name) })
 }
 
 // Link makes newname a hard link to oldname.
 func (ch *Channel) Link(ctx context.Context, oldname, newname string) error {
-	c, err := ch.client(ctx, "agent.Link")
-	if err != nil {
-		return err
-	}
-	return c.Link(ctx, oldname, newname)
+	return ch.do(ctx, "agent.Link", func(c *Client) error { return c.Link(ctx, oldname, newname) })
 }
 
 // Statfs returns the capacity of the file system holding name.
 func (ch *Channel) Statfs(ctx context.Context, name string) (providers.StatFS, error) {
-	c, err := ch.client(ctx, "agent.Statfs")
-	if err != nil {
-		return providers.StatFS{}, err
-	}
-	return c.Statfs(ctx, name)
+	return with(ctx, ch, "agent.Statfs", func(c *Client) (providers.StatFS, error) { return c.Statfs(ctx, name) })
 }
 
 // Fsync flushes name to stable storage in the box.
 func (ch *Channel) Fsync(ctx context.Context, name string) error {
-	c, err := ch.client(ctx, "agent.Fsync")
-	if err != nil {
-		return err
-	}
-	return c.Fsync(ctx, name)
+	return ch.do(ctx, "agent.Fsync", func(c *Client) error { return c.Fsync(ctx, name) })
 }
 
 // SHA256 returns the SHA-256 of name's content, computed in the box.
 func (ch *Channel) SHA256(ctx context.Context, name string) ([32]byte, error) {
-	c, err := ch.client(ctx, "agent.SHA256")
-	if err != nil {
-		return [32]byte{}, err
-	}
-	return c.SHA256(ctx, name)
+	return with(ctx, ch, "agent.SHA256", func(c *Client) ([32]byte, error) { return c.SHA256(ctx, name) })
 }

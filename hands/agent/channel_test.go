@@ -11,13 +11,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/boxfs/boxfs/internal/boxfsbin"
+	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/providers"
-	"github.com/boxfs/boxfs/providers/docker"
 	"github.com/boxfs/boxfs/providers/local"
 )
 
@@ -51,54 +50,11 @@ var boxKinds = []boxKind{
 	},
 	{
 		name: "docker",
-		make: newDockerBox,
+		make: testbox.NewDocker,
 		root: func(t *testing.T, box providers.Box) string {
 			return "/tmp/agent-test-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 		},
 	},
-}
-
-// requireDocker fails the test when BOXFS_REQUIRE_DOCKER=1 (CI), else skips
-// it.
-func requireDocker(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("BOXFS_REQUIRE_DOCKER") == "1" {
-		t.Fatalf("BOXFS_REQUIRE_DOCKER=1: "+format, args...)
-	}
-	t.Skipf(format+" (scripts/docker-up starts an engine; set BOXFS_REQUIRE_DOCKER=1 to fail instead of skipping)", args...)
-}
-
-var dockerProvider = sync.OnceValues(func() (*docker.Provider, error) {
-	p, err := docker.New(providers.Config{})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := p.Ping(ctx); err != nil {
-		return nil, err
-	}
-	return p, nil
-})
-
-func newDockerBox(t *testing.T) providers.Box {
-	t.Helper()
-	p, err := dockerProvider()
-	if err != nil {
-		requireDocker(t, "no Docker engine answers: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	box, err := p.Create(ctx, providers.Spec{Lifetime: 30 * time.Minute, Labels: map[string]string{"boxfs-test": "hands-agent"}})
-	if err != nil {
-		t.Fatalf("docker Create: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		box.Destroy(ctx)
-	})
-	return box
 }
 
 func newChannel(t *testing.T, box providers.Box, liveness time.Duration) *Channel {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pkg/sftp"
 
+	"github.com/boxfs/boxfs/internal/shell"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -469,10 +470,6 @@ func (c *Client) setExt(op string, q url.Values, ext ...sftp.StatExtended) error
 // out of step, and the client ends it.
 var errBadAnswer = errors.New("malformed answer from the agent")
 
-func octal(m providers.FileMode) string {
-	return strconv.FormatUint(uint64(providers.UnixMode(m)&0o7777), 8)
-}
-
 // Stat returns name's attributes, following symlinks.
 func (c *Client) Stat(ctx context.Context, name string) (providers.FileInfo, error) {
 	const op = "agent.Stat"
@@ -826,7 +823,7 @@ func (c *Client) WriteFile(ctx context.Context, name string, r io.Reader, perm p
 	if err != nil {
 		return c.withBox(op, name, err)
 	}
-	_, err = c.writeFile(ctx, op, p, r, url.Values{"perm": {octal(perm)}})
+	_, err = c.writeFile(ctx, op, p, r, url.Values{"perm": {shell.Octal(perm)}})
 	return err
 }
 
@@ -839,7 +836,7 @@ func (c *Client) WriteFileStat(ctx context.Context, name string, r io.Reader, o 
 	if err != nil {
 		return providers.FileInfo{}, c.withBox(op, name, err)
 	}
-	q := url.Values{"perm": {octal(o.Perm)}, "stat": {"1"}}
+	q := url.Values{"perm": {shell.Octal(o.Perm)}, "stat": {"1"}}
 	if o.ForceMode {
 		q.Set("force", "1")
 	}
@@ -996,7 +993,7 @@ func (c *Client) Create(ctx context.Context, name string, perm providers.FileMod
 	if err != nil {
 		return c.withBox(op, name, err)
 	}
-	q := url.Values{"path": {p}, "perm": {octal(perm)}}
+	q := url.Values{"path": {p}, "perm": {shell.Octal(perm)}}
 	if exclusive {
 		q.Set("excl", "1")
 	}
@@ -1011,7 +1008,7 @@ func (c *Client) CreateStat(ctx context.Context, name string, perm providers.Fil
 	if err != nil {
 		return providers.FileInfo{}, c.withBox(op, name, err)
 	}
-	q := url.Values{"path": {p}, "perm": {octal(perm)}, "stat": {"1"}}
+	q := url.Values{"path": {p}, "perm": {shell.Octal(perm)}, "stat": {"1"}}
 	if exclusive {
 		q.Set("excl", "1")
 	}
@@ -1030,7 +1027,7 @@ func (c *Client) MkdirStat(ctx context.Context, name string, perm providers.File
 	if err != nil {
 		return providers.FileInfo{}, c.withBox(op, name, err)
 	}
-	q := url.Values{"path": {p}, "perm": {octal(perm)}, "stat": {"1"}}
+	q := url.Values{"path": {p}, "perm": {shell.Octal(perm)}, "stat": {"1"}}
 	st, err := call(ctx, c, op, p, true, func() (*statNS, error) { return answered(c.setExt(opMkdir, q)) })
 	if err != nil {
 		return providers.FileInfo{}, err
@@ -1046,7 +1043,7 @@ func (c *Client) Mkdir(ctx context.Context, name string, perm providers.FileMode
 		return c.withBox(op, name, err)
 	}
 	return do(ctx, c, op, p, true, func() error {
-		return c.setExt(opMkdir, url.Values{"path": {p}, "perm": {octal(perm)}})
+		return c.setExt(opMkdir, url.Values{"path": {p}, "perm": {shell.Octal(perm)}})
 	})
 }
 

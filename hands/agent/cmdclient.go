@@ -153,7 +153,7 @@ func (ch *Channel) startCmdConn(ctx context.Context, dest, sum string) (*cmdConn
 		done: make(chan struct{}), procs: map[uint32]*agentProc{},
 		kills: map[uint32][]chan error{},
 	}
-	proc, err := ch.box.Exec(pctx, providers.ExecRequest{
+	proc, err := ch.exec(pctx, providers.ExecRequest{
 		Argv:   []string{dest, "agent", "-sha256", sum, "-commands"},
 		Dir:    "/",
 		Stdin:  inR,
@@ -401,7 +401,7 @@ func (c *cmdConn) run(ctx context.Context, req providers.ExecRequest, rec *Recor
 	p := &agentProc{
 		c: c, stdout: req.Stdout, stderr: req.Stderr,
 		started: make(chan struct{}), done: make(chan struct{}),
-		out: newOutQueue(),
+		out: newFrameQueue(),
 	}
 	if req.Stdin != nil {
 		p.inCredit = newCredit(cmdWindow)
@@ -476,7 +476,7 @@ type agentProc struct {
 	id             uint32
 	stdout, stderr io.Writer
 	inCredit       *credit
-	out            *outQueue
+	out            *frameQueue
 	stopCtx        func() bool   // stops the kill at ctx's end
 	ctxKilled      chan struct{} // closed when that kill has been answered
 
@@ -645,28 +645,31 @@ type outItem struct {
 	lost *providers.Error
 }
 
-// outQueue holds a command's output between the stream's reader and its
-// writer; the window bounds it.
-type outQueue struct {
+// frameQueue holds what the stream brought for one command (its output,
+// its exit, the stream's death) between the stream's reader and the
+// command's writer. Unlike providers.OutQueue it never blocks the pusher:
+// the stream's one reader serves every command, so one slow writer must
+// not stall the others. The command's window bounds it.
+type frameQueue struct {
 	mu   sync.Mutex
 	cond *sync.Cond
 	q    []outItem
 }
 
-func newOutQueue() *outQueue {
-	q := &outQueue{}
+func newFrameQueue() *frameQueue {
+	q := &frameQueue{}
 	q.cond = sync.NewCond(&q.mu)
 	return q
 }
 
-func (q *outQueue) push(it outItem) {
+func (q *frameQueue) push(it outItem) {
 	q.mu.Lock()
 	q.q = append(q.q, it)
 	q.mu.Unlock()
 	q.cond.Signal()
 }
 
-func (q *outQueue) pop() outItem {
+func (q *frameQueue) pop() outItem {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for len(q.q) == 0 {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -175,11 +176,13 @@ func (s *cmdServer) failStart(id uint32, st cmdStart, code int, msg string) {
 	s.fw.write(frameExit, id, b)
 }
 
+// start runs the command a host asked for: its program found, its pipes
+// made, forked as the leader of its own process group, its output
+// streamed to the host until it exits.
 func (s *cmdServer) start(id uint32, payload []byte) {
 	var st cmdStart
 	if err := json.Unmarshal(payload, &st); err != nil || len(st.Argv) == 0 {
-		b, _ := json.Marshal(cmdFailed{Message: fmt.Sprintf("bad start: %v", err)})
-		s.fw.write(frameFailed, id, b)
+		s.failed(id, fmt.Sprintf("bad start: %v", err))
 		return
 	}
 	argv := toStrings(st.Argv)
@@ -190,163 +193,170 @@ func (s *cmdServer) start(id uint32, payload []byte) {
 	}
 	prog, err := lookPath(argv[0], env, dir)
 	if err != nil {
-		code := 126
-		if errors.Is(err, unix.ENOENT) {
-			code = 127
-		}
-		s.failStart(id, st, code, fmt.Sprintf("%s: %v", argv[0], err))
+		s.failStart(id, st, execCode(err), fmt.Sprintf("%s: %v", argv[0], err))
 		return
 	}
-
-	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	p, err := openPipes(st)
 	if err != nil {
-		b, _ := json.Marshal(cmdFailed{Message: err.Error()})
-		s.fw.write(frameFailed, id, b)
+		s.failed(id, err.Error())
 		return
 	}
-	defer devnull.Close()
-	var childEnds, readers []*os.File
-	closeAll := func(fs []*os.File) {
-		for _, f := range fs {
-			f.Close()
-		}
-	}
-	fds := []uintptr{devnull.Fd(), devnull.Fd(), devnull.Fd()}
-	type outPipe struct {
-		r   *os.File
-		typ byte
-	}
-	var outs []outPipe
-	pipe := func() (*os.File, *os.File, bool) {
-		r, w, err := os.Pipe()
-		if err != nil {
-			closeAll(childEnds)
-			closeAll(readers)
-			b, _ := json.Marshal(cmdFailed{Message: err.Error()})
-			s.fw.write(frameFailed, id, b)
-			return nil, nil, false
-		}
-		return r, w, true
-	}
-	var stdinW *os.File
-	if st.Stdin {
-		r, w, ok := pipe()
-		if !ok {
-			return
-		}
-		childEnds, stdinW = append(childEnds, r), w
-		fds[0] = r.Fd()
-	}
-	switch {
-	case st.Merge:
-		r, w, ok := pipe()
-		if !ok {
-			return
-		}
-		childEnds, readers = append(childEnds, w), append(readers, r)
-		fds[1], fds[2] = w.Fd(), w.Fd()
-		outs = append(outs, outPipe{r, frameStdout})
-	default:
-		for i, want := range []bool{st.Stdout, st.Stderr} {
-			if !want {
-				continue
-			}
-			r, w, ok := pipe()
-			if !ok {
-				if stdinW != nil {
-					stdinW.Close()
-				}
-				return
-			}
-			childEnds, readers = append(childEnds, w), append(readers, r)
-			fds[1+i] = w.Fd()
-			typ := byte(frameStdout)
-			if i == 1 {
-				typ = frameStderr
-			}
-			outs = append(outs, outPipe{r, typ})
-		}
-	}
-
 	c := &boxCmd{id: id, out: newCredit(cmdWindow), exited: make(chan struct{})}
 	if st.Stdin {
 		c.stdin = newChunkQueue()
 	}
+	err = s.fork(c, prog, argv, env, dir, p.fds)
+	p.closeChild()
+	if err != nil {
+		p.closeOurs()
+		s.failStart(id, st, execCode(err), fmt.Sprintf("%s: %v", argv[0], err))
+		return
+	}
+	if st.Record != nil {
+		c.record = writeRecord(*st.Record, c.pid)
+	}
+	b, _ := json.Marshal(cmdStarted{Pid: c.pid})
+	s.fw.write(frameStarted, id, b)
+	if p.stdin != nil {
+		go feedStdin(s.fw, c, p.stdin)
+	}
+	s.stream(c, p.outs)
+}
+
+// failed tells the host a command could not be started at all.
+func (s *cmdServer) failed(id uint32, msg string) {
+	b, _ := json.Marshal(cmdFailed{Message: msg})
+	s.fw.write(frameFailed, id, b)
+}
+
+// execCode is the shell's exit status for a program that could not run:
+// 127 when it is not there, else 126.
+func execCode(err error) int {
+	if errors.Is(err, unix.ENOENT) {
+		return 127
+	}
+	return 126
+}
+
+// fork starts c's program as the leader of its own process group, with
+// fds as its stdin, stdout and stderr, and keeps it among the running.
+func (s *cmdServer) fork(c *boxCmd, prog string, argv, env []string, dir string, fds []uintptr) error {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	pid, err := syscall.ForkExec(prog, argv, &syscall.ProcAttr{
 		Dir:   dir,
 		Env:   env,
 		Files: fds,
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
-	if err == nil {
-		c.pid = pid
-		s.byPid[pid] = c
-		s.cmds[id] = c
-	}
-	s.mu.Unlock()
-	closeAll(childEnds)
 	if err != nil {
-		closeAll(readers)
-		if stdinW != nil {
-			stdinW.Close()
-		}
-		code := 126
-		if errors.Is(err, unix.ENOENT) {
-			code = 127
-		}
-		s.failStart(id, st, code, fmt.Sprintf("%s: %v", argv[0], err))
-		return
+		return err
 	}
-	if st.Record != nil {
-		c.record = writeRecord(*st.Record, pid)
-	}
-	b, _ := json.Marshal(cmdStarted{Pid: pid})
-	s.fw.write(frameStarted, id, b)
+	c.pid = pid
+	s.byPid[pid] = c
+	s.cmds[c.id] = c
+	return nil
+}
 
-	var copiers sync.WaitGroup
-	var exitedAt time.Time
-	var exitedMu sync.Mutex
-	for _, o := range outs {
-		copiers.Add(1)
-		go func() {
-			defer copiers.Done()
-			defer o.r.Close()
-			buf := make([]byte, cmdChunk)
-			for {
-				n, err := o.r.Read(buf)
-				for sent := 0; sent < n; {
-					k := c.out.take(n - sent)
-					if k == 0 {
-						break // the stream is gone: drop it
-					}
-					s.fw.write(o.typ, id, buf[sent:sent+k])
-					sent += k
-				}
-				if n > 0 {
-					exitedMu.Lock()
-					at := exitedAt
-					exitedMu.Unlock()
-					if !at.IsZero() && time.Since(at) < drainMax {
-						o.r.SetReadDeadline(time.Now().Add(drainGrace))
-					}
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
+// outPipe is the read end of a command's output pipe, and the frame type
+// its bytes travel in.
+type outPipe struct {
+	r   *os.File
+	typ byte
+}
+
+// cmdPipes are a command's standard files: the child's ends (/dev/null
+// for what the host did not ask for), and the agent's.
+type cmdPipes struct {
+	fds   []uintptr  // the child's stdin, stdout and stderr
+	child []*os.File // the child's ends, closed once it is forked
+	outs  []outPipe  // the agent's read ends of its output
+	stdin *os.File   // the agent's write end of its stdin, or nil
+}
+
+// openPipes makes the pipes st asks for: stdin, and stdout and stderr
+// apart or merged into one.
+func openPipes(st cmdStart) (*cmdPipes, error) {
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
 	}
-	if stdinW != nil {
-		go feedStdin(s.fw, c, stdinW)
+	p := &cmdPipes{fds: []uintptr{devnull.Fd(), devnull.Fd(), devnull.Fd()}, child: []*os.File{devnull}}
+	if st.Stdin {
+		r, w, err := os.Pipe()
+		if err != nil {
+			p.closeChild()
+			return nil, err
+		}
+		p.child, p.stdin = append(p.child, r), w
+		p.fds[0] = r.Fd()
+	}
+	switch {
+	case st.Merge:
+		err = p.output(frameStdout, 1, 2)
+	case st.Stdout && st.Stderr:
+		if err = p.output(frameStdout, 1); err == nil {
+			err = p.output(frameStderr, 2)
+		}
+	case st.Stdout:
+		err = p.output(frameStdout, 1)
+	case st.Stderr:
+		err = p.output(frameStderr, 2)
+	}
+	if err != nil {
+		p.closeChild()
+		p.closeOurs()
+		return nil, err
+	}
+	return p, nil
+}
+
+// output makes one output pipe, the child's end as each of its fds.
+func (p *cmdPipes) output(typ byte, fds ...int) error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	p.child = append(p.child, w)
+	p.outs = append(p.outs, outPipe{r, typ})
+	for _, fd := range fds {
+		p.fds[fd] = w.Fd()
+	}
+	return nil
+}
+
+// closeChild closes the child's ends: it has its own copies once forked.
+func (p *cmdPipes) closeChild() {
+	for _, f := range p.child {
+		f.Close()
+	}
+}
+
+// closeOurs closes the agent's ends, of a command that did not start.
+func (p *cmdPipes) closeOurs() {
+	for _, o := range p.outs {
+		o.r.Close()
+	}
+	if p.stdin != nil {
+		p.stdin.Close()
+	}
+}
+
+// stream sends the command's output to the host as it comes and, once
+// the leader has exited and each pipe is drained (for at most drainGrace
+// after its last bytes, drainMax in all: what the group's other processes
+// keep writing is not waited for), its exit status.
+func (s *cmdServer) stream(c *boxCmd, outs []outPipe) {
+	var copiers sync.WaitGroup
+	var exitedAt atomic.Int64 // when the leader exited (unix ns); 0 before
+	for _, o := range outs {
+		copiers.Go(func() { s.copyOut(c, o, &exitedAt) })
 	}
 	go func() {
 		<-c.exited
-		exitedMu.Lock()
-		exitedAt = time.Now()
-		exitedMu.Unlock()
-		for _, r := range readers {
-			r.SetReadDeadline(time.Now().Add(drainGrace))
+		exitedAt.Store(time.Now().UnixNano())
+		for _, o := range outs {
+			o.r.SetReadDeadline(time.Now().Add(drainGrace))
 		}
 		copiers.Wait()
 		if c.record != "" {
@@ -357,11 +367,36 @@ func (s *cmdServer) start(id uint32, payload []byte) {
 			code = 128 + int(c.status.Signal())
 		}
 		b, _ := json.Marshal(cmdExit{Code: code})
-		s.fw.write(frameExit, id, b)
+		s.fw.write(frameExit, c.id, b)
 		if c.stdin != nil {
 			c.stdin.push(nil, true)
 		}
 	}()
+}
+
+// copyOut sends one output pipe's bytes as the host's credit allows
+// (dropping them once the stream is gone), until the pipe ends or its
+// drain deadline passes.
+func (s *cmdServer) copyOut(c *boxCmd, o outPipe, exitedAt *atomic.Int64) {
+	defer o.r.Close()
+	buf := make([]byte, cmdChunk)
+	for {
+		n, err := o.r.Read(buf)
+		for sent := 0; sent < n; {
+			k := c.out.take(n - sent)
+			if k == 0 {
+				break // the stream is gone: drop it
+			}
+			s.fw.write(o.typ, c.id, buf[sent:sent+k])
+			sent += k
+		}
+		if at := exitedAt.Load(); n > 0 && at != 0 && time.Since(time.Unix(0, at)) < drainMax {
+			o.r.SetReadDeadline(time.Now().Add(drainGrace))
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // feedStdin writes the host's stdin chunks into the command's pipe and

@@ -9,9 +9,9 @@ import (
 
 // The command stream: "boxfs agent -commands" runs commands for the host
 // over its stdin and stdout, many at once, so that a command costs a frame
-// or two instead of a provider exec (~150 ms on Docker). It is a second
-// long-lived exec beside the SFTP one: pkg/sftp answers in order, and a
-// command's output must not wait behind a file read, nor the reverse.
+// or two instead of a provider exec. It is a second long-lived exec beside
+// the SFTP one: pkg/sftp answers in order, and a command's output must not
+// wait behind a file read, nor the reverse.
 //
 // A frame is a 4-byte big-endian length (of what follows), a type byte, a
 // 4-byte command id, and a payload. Output and stdin are credit-windowed

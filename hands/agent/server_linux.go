@@ -492,6 +492,9 @@ func (h *handlers) Filecmd(r *sftp.Request) error {
 	return toWire(err)
 }
 
+// syntheticCmd serves the operations boxfs adds to SFTP, each a SETSTAT
+// of a synthetic path naming the operation and its query: an atomic
+// write's abort, or one operation on the query's path.
 func (h *handlers) syntheticCmd(r *sftp.Request, op string, q url.Values) error {
 	var data *string
 	abort := false
@@ -506,76 +509,19 @@ func (h *handlers) syntheticCmd(r *sftp.Request, op string, q url.Values) error 
 		}
 	}
 	if op == opAtomic {
-		if !abort {
-			return errnoErr(syscall.EINVAL)
-		}
-		h.mu.Lock()
-		a := h.atomics[q.Get("id")]
-		h.mu.Unlock()
-		if a == nil {
-			return errnoErr(syscall.EBADF)
-		}
-		a.fail(errAborted)
-		return nil
+		return h.abortAtomic(q, abort)
 	}
 	p := q.Get("path")
 	if !path.IsAbs(p) {
 		return errnoErr(syscall.EINVAL)
 	}
-	perm := func() (uint32, error) {
-		v, err := strconv.ParseUint(q.Get("perm"), 8, 32)
-		if err != nil || v > 0o7777 {
-			return 0, errnoErr(syscall.EINVAL)
-		}
-		return uint32(v), nil
-	}
 	switch op {
-	case opMkdir:
-		m, err := perm()
-		if err != nil {
-			return err
-		}
-		if err := unix.Mkdir(p, m); err != nil {
-			return toWire(err)
-		}
-		return answerStat(q, p)
-	case opCreate:
-		m, err := perm()
-		if err != nil {
-			return err
-		}
-		flags := unix.O_WRONLY | unix.O_CREAT | unix.O_NONBLOCK | unix.O_CLOEXEC
-		if q.Get("excl") == "1" {
-			flags |= unix.O_EXCL
-		} else {
-			flags |= unix.O_TRUNC
-		}
-		fd, err := unix.Open(p, flags, m)
-		if err != nil {
-			return toWire(err)
-		}
-		if err := unix.Close(fd); err != nil {
-			return toWire(err)
-		}
-		return answerStat(q, p)
+	case opMkdir, opCreate:
+		return makeAt(op, p, q)
 	case opUnlink:
 		return toWire(unix.Unlink(p))
-	case opLchown:
-		uid, gid, _, err := ownerQuery(q)
-		if err != nil {
-			return err
-		}
-		return toWire(unix.Lchown(p, uid, gid))
-	case opLutimes:
-		ts, err := timesQuery(q)
-		if err != nil {
-			return err
-		}
-		if ts == nil {
-			omit := unix.Timespec{Nsec: unix.UTIME_OMIT}
-			ts = []unix.Timespec{omit, omit} // nil would set both to now
-		}
-		return toWire(unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW))
+	case opLchown, opLutimes:
+		return linkAttrs(op, p, q)
 	case opFsync:
 		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -590,21 +536,92 @@ func (h *handlers) syntheticCmd(r *sftp.Request, op string, q url.Values) error 
 		}
 		return h.writeAtomic(q, *data)
 	case opPwrite:
-		off, err := strconv.ParseInt(q.Get("off"), 10, 64)
-		if data == nil || err != nil || off < 0 {
-			return errnoErr(syscall.EINVAL)
-		}
-		fd, err := unix.Open(p, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return toWire(err)
-		}
-		_, err = pwriteAll(fd, []byte(*data), off)
-		if cerr := unix.Close(fd); err == nil {
-			err = toWire(cerr)
-		}
-		return err
+		return pwriteAt(p, q, data)
 	}
 	return fmt.Errorf("agent: no operation %q", op)
+}
+
+// abortAtomic ends the atomic write q's id names, which fails it.
+func (h *handlers) abortAtomic(q url.Values, abort bool) error {
+	if !abort {
+		return errnoErr(syscall.EINVAL)
+	}
+	h.mu.Lock()
+	a := h.atomics[q.Get("id")]
+	h.mu.Unlock()
+	if a == nil {
+		return errnoErr(syscall.EBADF)
+	}
+	a.fail(errAborted)
+	return nil
+}
+
+// makeAt makes the directory (opMkdir) or regular file (opCreate) p with
+// the query's perm, and answers its attributes when asked.
+func makeAt(op, p string, q url.Values) error {
+	v, err := strconv.ParseUint(q.Get("perm"), 8, 32)
+	if err != nil || v > 0o7777 {
+		return errnoErr(syscall.EINVAL)
+	}
+	m := uint32(v)
+	if op == opMkdir {
+		if err := unix.Mkdir(p, m); err != nil {
+			return toWire(err)
+		}
+		return answerStat(q, p)
+	}
+	flags := unix.O_WRONLY | unix.O_CREAT | unix.O_NONBLOCK | unix.O_CLOEXEC
+	if q.Get("excl") == "1" {
+		flags |= unix.O_EXCL
+	} else {
+		flags |= unix.O_TRUNC
+	}
+	fd, err := unix.Open(p, flags, m)
+	if err != nil {
+		return toWire(err)
+	}
+	if err := unix.Close(fd); err != nil {
+		return toWire(err)
+	}
+	return answerStat(q, p)
+}
+
+// linkAttrs sets the owner (opLchown) or times (opLutimes) of p itself,
+// never following a final symlink.
+func linkAttrs(op, p string, q url.Values) error {
+	if op == opLchown {
+		uid, gid, _, err := ownerQuery(q)
+		if err != nil {
+			return err
+		}
+		return toWire(unix.Lchown(p, uid, gid))
+	}
+	ts, err := timesQuery(q)
+	if err != nil {
+		return err
+	}
+	if ts == nil {
+		omit := unix.Timespec{Nsec: unix.UTIME_OMIT}
+		ts = []unix.Timespec{omit, omit} // nil would set both to now
+	}
+	return toWire(unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW))
+}
+
+// pwriteAt writes data into the existing file p at the query's off.
+func pwriteAt(p string, q url.Values, data *string) error {
+	off, err := strconv.ParseInt(q.Get("off"), 10, 64)
+	if data == nil || err != nil || off < 0 {
+		return errnoErr(syscall.EINVAL)
+	}
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return toWire(err)
+	}
+	_, err = pwriteAll(fd, []byte(*data), off)
+	if cerr := unix.Close(fd); err == nil {
+		err = toWire(cerr)
+	}
+	return err
 }
 
 // setstat applies a SETSTAT: size, permissions, owner, second times, and

@@ -16,6 +16,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/docker"
 )
@@ -26,7 +27,7 @@ func create(t *testing.T, p providers.Provider, spec providers.Spec) providers.B
 	if spec.Labels == nil {
 		spec.Labels = map[string]string{}
 	}
-	spec.Labels[testLabel] = t.Name()
+	spec.Labels[testbox.Label] = t.Name()
 	if spec.Lifetime == 0 {
 		spec.Lifetime = 10 * time.Minute // a crashed run's boxes end by themselves
 	}
@@ -78,7 +79,7 @@ func wantCode(t *testing.T, err error, code providers.Code, what string) {
 // leftovers fails t if a container of t's label exists.
 func noLeftovers(t *testing.T, p providers.Provider) {
 	t.Helper()
-	bs, err := p.List(testCtx(t), map[string]string{testLabel: t.Name()})
+	bs, err := p.List(testCtx(t), map[string]string{testbox.Label: t.Name()})
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
@@ -236,7 +237,7 @@ func TestBindMounts(t *testing.T) {
 
 	missing := filepath.Join(t.TempDir(), "no-such-dir")
 	t.Run("missing source", func(t *testing.T) {
-		_, err = p.Create(ctx, providers.Spec{Labels: map[string]string{testLabel: t.Name()}, Mounts: []providers.Mount{{Source: missing, Target: "/mnt/x"}}})
+		_, err = p.Create(ctx, providers.Spec{Labels: map[string]string{testbox.Label: t.Name()}, Mounts: []providers.Mount{{Source: missing, Target: "/mnt/x"}}})
 		wantCode(t, err, providers.NotFound, "Create with a mount source this machine lacks")
 		noLeftovers(t, p)
 	})
@@ -272,7 +273,7 @@ func TestRefusedSpecFields(t *testing.T) {
 		"network=allowlist": {Network: providers.Network{Mode: providers.NetworkAllowlist, Allow: []string{"example.com"}}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			spec.Labels = map[string]string{testLabel: t.Name()}
+			spec.Labels = map[string]string{testbox.Label: t.Name()}
 			b, err := p.Create(testCtx(t), spec)
 			if b != nil {
 				b.Destroy(testCtx(t))
@@ -281,7 +282,7 @@ func TestRefusedSpecFields(t *testing.T) {
 			noLeftovers(t, p)
 		})
 	}
-	_, err := p.Create(testCtx(t), providers.Spec{Image: "boxfs-no-such-image:latest", Labels: map[string]string{testLabel: t.Name()}})
+	_, err := p.Create(testCtx(t), providers.Spec{Image: "boxfs-no-such-image:latest", Labels: map[string]string{testbox.Label: t.Name()}})
 	wantCode(t, err, providers.NotFound, "Create with an image the engine lacks")
 	noLeftovers(t, p)
 }
@@ -446,7 +447,7 @@ func TestAttachOnlyBoxes(t *testing.T) {
 	p := newProvider(t)
 	cli := dockerClient(t)
 	ctx := testCtx(t)
-	c, err := cli.ContainerCreate(ctx, &container.Config{Image: docker.DefaultImage, Cmd: []string{"true"}, Labels: map[string]string{testLabel: t.Name()}}, nil, nil, nil, "")
+	c, err := cli.ContainerCreate(ctx, &container.Config{Image: docker.DefaultImage, Cmd: []string{"true"}, Labels: map[string]string{testbox.Label: t.Name()}}, nil, nil, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,9 +20,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"io"
 	"log/slog"
 	"maps"
 	"math"
@@ -241,7 +238,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.B
 		hc.MemorySwap = hc.Memory // no swap beyond the limit
 	}
 
-	created, err := p.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "boxfs-"+randomHex(6))
+	created, err := p.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "boxfs-"+providers.NewID(6))
 	if err != nil {
 		e := wrap(op, "", err)
 		if e.Code == providers.NotFound {
@@ -400,12 +397,6 @@ type errorWithHint struct {
 
 func (e errorWithHint) Error() string { return e.err.Error() + " (" + e.hint + ")" }
 func (e errorWithHint) Unwrap() error { return e.err }
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = io.ReadFull(rand.Reader, b)
-	return hex.EncodeToString(b)
-}
 
 // keeperScript is a box's PID 1: it sleeps until SECONDS ($1) have passed
 // since it started, then exits 0 (Status reads that as "lifetime passed").

@@ -81,17 +81,3 @@ func TestParseFacts(t *testing.T) {
 		t.Errorf("empty output claims %+v", f)
 	}
 }
-
-func TestOctalEscape(t *testing.T) {
-	for in, want := range map[string]string{
-		"plain":     "plain",
-		`a\b`:       `a\0134b`,
-		"\xff\n":    `\0377\0012`,
-		"ü":         `\0303\0274`,
-		"%s $x '\"": "%s $x '\"",
-	} {
-		if got := octalEscape(in); got != want {
-			t.Errorf("octalEscape(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

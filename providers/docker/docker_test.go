@@ -2,12 +2,12 @@ package docker_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/client"
 
+	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/docker"
 	"github.com/boxfs/boxfs/providers/providertest"
@@ -17,7 +17,7 @@ func TestConformance(t *testing.T) {
 	p := newProvider(t)
 	providertest.Run(t, providertest.Harness{
 		Provider:    p,
-		Spec:        providers.Spec{Labels: map[string]string{testLabel: "conformance"}},
+		Spec:        providers.Spec{Labels: map[string]string{testbox.Label: "conformance"}},
 		Unsupported: []string{"snapshot", "region", "gpu", "ports"},
 		Refused: map[string]providers.Spec{
 			"isolation=microvm": {Isolation: providers.IsolationMicroVM},
@@ -27,19 +27,6 @@ func TestConformance(t *testing.T) {
 			"network=allowlist": {Network: providers.Network{Mode: providers.NetworkAllowlist, Allow: []string{"example.com"}}},
 		},
 	})
-}
-
-// testLabel marks every container these tests make, so leftovers of a
-// crashed run can be found: docker ps -a --filter label=boxfs-test.
-const testLabel = "boxfs-test"
-
-// requireDocker fails the test when BOXFS_REQUIRE_DOCKER=1 (CI), else skips it.
-func requireDocker(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("BOXFS_REQUIRE_DOCKER") == "1" {
-		t.Fatalf("BOXFS_REQUIRE_DOCKER=1: "+format, args...)
-	}
-	t.Skipf(format+" (scripts/docker-up starts an engine; set BOXFS_REQUIRE_DOCKER=1 to fail instead of skipping)", args...)
 }
 
 // newProvider opens the provider on the engine DOCKER_HOST names, or skips
@@ -55,11 +42,11 @@ func newProvider(t *testing.T) *docker.Provider {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := p.Ping(ctx); err != nil {
-		requireDocker(t, "no Docker engine answers: %v", err)
+		testbox.RequireDocker(t, "no Docker engine answers: %v", err)
 	}
 	cli := dockerClient(t)
 	if _, err := cli.ImageInspect(ctx, docker.DefaultImage); err != nil {
-		requireDocker(t, "the engine has no image %s: %v", docker.DefaultImage, err)
+		testbox.RequireDocker(t, "the engine has no image %s: %v", docker.DefaultImage, err)
 	}
 	return p
 }

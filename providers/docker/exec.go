@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/boxfs/boxfs/internal/shell"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -72,20 +73,13 @@ exit $r
 `
 
 // killScript kills the process group recorded in the pid file $1 and
-// confirms it gone, re-checking at growing intervals (about 10 s in all).
-// Exit 0: confirmed gone; 3: no group recorded (the command had ended);
-// 4: still there.
-const killScript = `f=$1
+// confirms it gone (killgroup). Exit 0: confirmed gone; 3: no group
+// recorded (the command had ended); 4: still there.
+const killScript = shell.KillGroup + `f=$1
 p=$(cat "$f" 2>/dev/null)
 case $p in ''|*[!0-9]*|0|1) exit 3 ;; esac
-kill -9 -$p 2>/dev/null
-for s in 0.005 0.01 0.02 0.05 0.1 0.2 0.3 0.5 0.5 1 1 2 2 2; do
-	if ! kill -0 -$p 2>/dev/null; then rm -f "$f"; exit 0; fi
-	sleep $s
-	kill -9 -$p 2>/dev/null
-done
-if ! kill -0 -$p 2>/dev/null; then rm -f "$f"; exit 0; fi
-exit 4
+killgroup "$p" || exit 4
+rm -f "$f"
 `
 
 // Marker bytes of wrapperScript.
@@ -105,52 +99,11 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 	if err := b.gone(op); err != nil {
 		return nil, err
 	}
-	if len(req.Argv) == 0 {
-		return nil, providers.Errorf(providers.Invalid, op, "empty argv").WithBox(b.id)
+	pidfile := pidDir + "/exec-" + providers.NewID(8)
+	cmd, env, dir, err := b.execArgs(op, req, pidfile)
+	if err != nil {
+		return nil, err
 	}
-	dir := req.Dir
-	switch {
-	case dir == "":
-		dir = b.workspace
-	case !path.IsAbs(dir):
-		dir = path.Join(b.workspace, dir)
-	}
-	if strings.IndexByte(dir, 0) >= 0 || !utf8.ValidString(dir) {
-		return nil, providers.Errorf(providers.Invalid, op, "dir %q holds NUL or is not UTF-8", dir).WithBox(b.id)
-	}
-	escaped := "0"
-	for _, a := range req.Argv {
-		if strings.IndexByte(a, 0) >= 0 {
-			return nil, providers.Errorf(providers.Invalid, op, "argv holds a NUL byte").WithBox(b.id)
-		}
-		if !utf8.ValidString(a) {
-			escaped = "1" // the API carries JSON strings: send bytes as octal escapes
-		}
-	}
-	env := make([]string, 0, len(req.Env))
-	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
-		v := req.Env[k]
-		if !providers.ValidEnvName(k) || strings.IndexByte(v, 0) >= 0 || !utf8.ValidString(v) {
-			return nil, providers.Errorf(providers.Invalid, op, "env %q: the name must be a shell variable name and the value UTF-8 without NUL", k).WithBox(b.id)
-		}
-		env = append(env, k+"="+v)
-	}
-
-	pidfile := pidDir + "/exec-" + randomHex(8)
-	// One writer for both streams: the command gets one (its stderr joins
-	// its stdout in the box), so the order it wrote in is kept.
-	join := "0"
-	if req.Stdout != nil && req.Stdout == req.Stderr {
-		join = "1"
-	}
-	cmd := []string{"/bin/sh", "-c", `eval "$1"`, "boxfs-exec", wrapperScript, "0", pidfile, dir, escaped, join}
-	for _, a := range req.Argv {
-		if escaped == "1" {
-			a = octalEscape(a)
-		}
-		cmd = append(cmd, a)
-	}
-
 	created, err := b.p.cli.ContainerExecCreate(ctx, b.id, container.ExecOptions{
 		Cmd:          cmd,
 		Env:          env,
@@ -183,34 +136,91 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 		watchDone:  make(chan struct{}),
 		done:       make(chan struct{}),
 	}
-	bg := context.WithoutCancel(ctx)
 	go pr.demux()
 	go pr.watch(ctx)
-	go pr.finish(bg)
+	go pr.finish(context.WithoutCancel(ctx))
+	if err := pr.started(ctx, op); err != nil {
+		return nil, err
+	}
+	if req.Stdin != nil {
+		go pr.feed(req.Stdin)
+	}
+	return pr, nil
+}
 
+// execArgs checks req and returns the exec API's command (wrapperScript
+// around req.Argv, recording its group in pidfile), its environment and
+// the command's directory.
+func (b *Box) execArgs(op string, req providers.ExecRequest, pidfile string) (cmd, env []string, dir string, err error) {
+	if len(req.Argv) == 0 {
+		return nil, nil, "", providers.Errorf(providers.Invalid, op, "empty argv").WithBox(b.id)
+	}
+	dir = req.Dir
+	switch {
+	case dir == "":
+		dir = b.workspace
+	case !path.IsAbs(dir):
+		dir = path.Join(b.workspace, dir)
+	}
+	if strings.IndexByte(dir, 0) >= 0 || !utf8.ValidString(dir) {
+		return nil, nil, "", providers.Errorf(providers.Invalid, op, "dir %q holds NUL or is not UTF-8", dir).WithBox(b.id)
+	}
+	escaped := "0"
+	for _, a := range req.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, nil, "", providers.Errorf(providers.Invalid, op, "argv holds a NUL byte").WithBox(b.id)
+		}
+		if !utf8.ValidString(a) {
+			escaped = "1" // the API carries JSON strings: send bytes as octal escapes
+		}
+	}
+	env = make([]string, 0, len(req.Env))
+	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
+		v := req.Env[k]
+		if !providers.ValidEnvName(k) || strings.IndexByte(v, 0) >= 0 || !utf8.ValidString(v) {
+			return nil, nil, "", providers.Errorf(providers.Invalid, op, "env %q: the name must be a shell variable name and the value UTF-8 without NUL", k).WithBox(b.id)
+		}
+		env = append(env, k+"="+v)
+	}
+	// One writer for both streams: the command gets one (its stderr joins
+	// its stdout in the box), so the order it wrote in is kept.
+	join := "0"
+	if req.Stdout != nil && req.Stdout == req.Stderr {
+		join = "1"
+	}
+	cmd = []string{"/bin/sh", "-c", `eval "$1"`, "boxfs-exec", wrapperScript, "0", pidfile, dir, escaped, join}
+	for _, a := range req.Argv {
+		if escaped == "1" {
+			a = shell.Escape(a)
+		}
+		cmd = append(cmd, a)
+	}
+	return cmd, env, dir, nil
+}
+
+// started waits for the wrapper's marker: nil once the command has
+// started, else why it did not (its directory, the stream, ctx).
+func (pr *process) started(ctx context.Context, op string) error {
 	select {
 	case <-pr.markerSeen:
 	case <-pr.done:
 	case <-ctx.Done():
 		<-pr.done // watch kills what started and confirms it
-		return nil, pr.err
+		return pr.err
 	}
 	select {
 	case <-pr.markerSeen:
 		if pr.marker == markerStarted {
-			if req.Stdin != nil {
-				go pr.feed(req.Stdin)
-			}
-			return pr, nil
+			return nil
 		}
 		<-pr.done
-		return nil, pr.startError(op)
+		return pr.startError(op)
 	default:
 		// The stream ended before the wrapper started the command.
 		if pr.err != nil {
-			return nil, pr.err
+			return pr.err
 		}
-		return nil, pr.startError(op)
+		return pr.startError(op)
 	}
 }
 
@@ -555,19 +565,4 @@ func copyFrames(w io.Writer, r *bufio.Reader) error {
 			return err
 		}
 	}
-}
-
-// octalEscape writes s for printf %b: printable ASCII as itself, every other
-// byte (and the backslash) as \0ooo.
-func octalEscape(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c < 0x7f && c != '\\' {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, `\0%03o`, c)
-		}
-	}
-	return b.String()
 }

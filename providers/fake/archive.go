@@ -53,12 +53,15 @@ func (v view) PutArchive(ctx context.Context, dir string, r io.Reader) error {
 	})
 }
 
+// untar extracts raw, a tar stream, into dst (the box path dir), as tar
+// and Docker do: members replace what is there, directory times are set
+// last, and a member that would leave dst is Unsafe.
 func (t *tree) untar(dst *node, raw []byte, op, box, dir string) error {
-	// Directory times are set last, as tar and Docker do: the members
-	// extracted into a directory would change them.
-	dirTimes := map[*node]time.Time{}
+	u := &untar{t: t, dst: dst, op: op, box: box, dir: dir, dirTimes: map[*node]time.Time{}}
+	// Directory times are set last: the members extracted into a
+	// directory would change them.
 	defer func() {
-		for n, mt := range dirTimes {
+		for n, mt := range u.dirTimes {
 			n.mtime, n.atime = mt, mt
 		}
 	}()
@@ -71,116 +74,163 @@ func (t *tree) untar(dst *node, raw []byte, op, box, dir string) error {
 		if err != nil {
 			return providers.E(providers.Invalid, op, err).WithBox(box).WithPath(dir)
 		}
-		name := strings.TrimPrefix(hdr.Name, "./")
-		member := path.Join(dir, name)
-		bad := func(code providers.Code, format string, args ...any) error {
-			return providers.Errorf(code, op, format, args...).WithBox(box).WithPath(member)
-		}
-		switch hdr.Typeflag {
-		case tar.TypeXGlobalHeader, tar.TypeXHeader:
-			continue
-		}
-		clean := strings.TrimSuffix(name, "/")
-		if clean == "" || clean == "." {
-			continue // the directory itself
-		}
-		if !filepath.IsLocal(clean) {
-			return bad(providers.Unsafe, "member name %q is not local", hdr.Name)
-		}
-		clean = path.Clean(clean)
-		parentDir, base, err := t.extractParent(dst, clean, true)
-		if err != nil {
-			var errno syscall.Errno
-			if errors.As(err, &errno) {
-				return providers.PathError(op, box, member, errno)
-			}
-			return bad(providers.Unsafe, "member %q: %v", hdr.Name, err)
-		}
-		mode := providers.FileModeFromUnix(uint32(hdr.Mode) & 0o7777)
-		old := parentDir.kids[base]
-		var n *node
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			if old != nil && old.isDir() {
-				n = old
-				n.mode = fs.ModeDir | mode
-			} else {
-				if old != nil {
-					t.unlinked(old)
-				}
-				n = t.newNode(fs.ModeDir|mode, 0, 0)
-				n.parent = parentDir
-				parentDir.nlink++
-				parentDir.kids[base] = n
-			}
-		case tar.TypeReg, tar.TypeRegA:
-			if old != nil && old.isDir() {
-				return providers.PathError(op, box, member, syscall.EISDIR)
-			}
-			data, err := io.ReadAll(tr)
-			if err != nil {
-				return providers.E(providers.Invalid, op, err).WithBox(box).WithPath(member)
-			}
-			if old != nil {
-				t.unlinked(old)
-			}
-			n = t.newNode(mode, 0, 0)
-			n.data = data
-			t.bytes += int64(len(data))
-			parentDir.kids[base] = n
-		case tar.TypeSymlink:
-			if old != nil && old.isDir() {
-				return providers.PathError(op, box, member, syscall.EISDIR)
-			}
-			if hdr.Linkname == "" {
-				return bad(providers.Invalid, "symlink %q has no target", hdr.Name)
-			}
-			if old != nil {
-				t.unlinked(old)
-			}
-			n = t.newNode(fs.ModeSymlink|0o777, 0, 0)
-			n.target = hdr.Linkname
-			parentDir.kids[base] = n
-		case tar.TypeLink:
-			link := strings.TrimPrefix(hdr.Linkname, "./")
-			if !filepath.IsLocal(link) {
-				return bad(providers.Unsafe, "hard link %q -> %q leaves the directory", hdr.Name, hdr.Linkname)
-			}
-			ld, lbase, err := t.extractParent(dst, path.Clean(link), false)
-			if err != nil {
-				return bad(providers.Unsafe, "hard link %q -> %q: %v", hdr.Name, hdr.Linkname, err)
-			}
-			target := ld.kids[lbase]
-			if target == nil || target.isDir() {
-				return bad(providers.Invalid, "hard link %q -> %q: no such file in the archive", hdr.Name, hdr.Linkname)
-			}
-			if old == target {
-				continue
-			}
-			if old != nil {
-				if old.isDir() {
-					return providers.PathError(op, box, member, syscall.EISDIR)
-				}
-				t.unlinked(old)
-			}
-			target.nlink++
-			target.ctime = t.now()
-			parentDir.kids[base] = target
-			t.touchDir(parentDir)
-			continue
-		default:
-			return bad(providers.Unsupported, "member %q is of tar type %q, which the fake does not make", hdr.Name, hdr.Typeflag)
-		}
-		n.uid, n.gid = uint32(hdr.Uid), uint32(hdr.Gid)
-		t.touchDir(parentDir)
-		switch {
-		case hdr.ModTime.IsZero():
-		case n.isDir():
-			dirTimes[n] = hdr.ModTime
-		default:
-			n.mtime, n.atime = hdr.ModTime, hdr.ModTime
+		if err := u.member(tr, hdr); err != nil {
+			return err
 		}
 	}
+}
+
+// untar is one extraction into a tree.
+type untar struct {
+	t            *tree
+	dst          *node
+	op, box, dir string
+	dirTimes     map[*node]time.Time
+	path         string // the member being extracted, as a box path
+}
+
+func (u *untar) bad(code providers.Code, format string, args ...any) error {
+	return providers.Errorf(code, u.op, format, args...).WithBox(u.box).WithPath(u.path)
+}
+
+func (u *untar) errno(errno syscall.Errno) error {
+	return providers.PathError(u.op, u.box, u.path, errno)
+}
+
+// member extracts one member.
+func (u *untar) member(tr *tar.Reader, hdr *tar.Header) error {
+	t := u.t
+	name := strings.TrimPrefix(hdr.Name, "./")
+	u.path = path.Join(u.dir, name)
+	switch hdr.Typeflag {
+	case tar.TypeXGlobalHeader, tar.TypeXHeader:
+		return nil
+	}
+	clean := strings.TrimSuffix(name, "/")
+	if clean == "" || clean == "." {
+		return nil // the directory itself
+	}
+	if !filepath.IsLocal(clean) {
+		return u.bad(providers.Unsafe, "member name %q is not local", hdr.Name)
+	}
+	parentDir, base, err := t.extractParent(u.dst, path.Clean(clean), true)
+	if err != nil {
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			return u.errno(errno)
+		}
+		return u.bad(providers.Unsafe, "member %q: %v", hdr.Name, err)
+	}
+	mode := providers.FileModeFromUnix(uint32(hdr.Mode) & 0o7777)
+	old := parentDir.kids[base]
+	var n *node
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		n = u.dirNode(parentDir, base, old, mode)
+	case tar.TypeReg, tar.TypeRegA:
+		n, err = u.fileNode(tr, old, mode)
+	case tar.TypeSymlink:
+		n, err = u.symlinkNode(hdr, old)
+	case tar.TypeLink:
+		return u.hardlink(hdr, parentDir, base, old)
+	default:
+		return u.bad(providers.Unsupported, "member %q is of tar type %q, which the fake does not make", hdr.Name, hdr.Typeflag)
+	}
+	if err != nil {
+		return err
+	}
+	parentDir.kids[base] = n
+	n.uid, n.gid = uint32(hdr.Uid), uint32(hdr.Gid)
+	t.touchDir(parentDir)
+	switch {
+	case hdr.ModTime.IsZero():
+	case n.isDir():
+		u.dirTimes[n] = hdr.ModTime
+	default:
+		n.mtime, n.atime = hdr.ModTime, hdr.ModTime
+	}
+	return nil
+}
+
+// dirNode is the directory base of parentDir: old, kept, when it is one.
+func (u *untar) dirNode(parentDir *node, base string, old *node, mode providers.FileMode) *node {
+	if old != nil && old.isDir() {
+		old.mode = fs.ModeDir | mode
+		return old
+	}
+	if old != nil {
+		u.t.unlinked(old)
+	}
+	n := u.t.newNode(fs.ModeDir|mode, 0, 0)
+	n.parent = parentDir
+	parentDir.nlink++
+	return n
+}
+
+// fileNode is a new regular file of the member's data, replacing old.
+func (u *untar) fileNode(tr *tar.Reader, old *node, mode providers.FileMode) (*node, error) {
+	if old != nil && old.isDir() {
+		return nil, u.errno(syscall.EISDIR)
+	}
+	data, err := io.ReadAll(tr)
+	if err != nil {
+		return nil, providers.E(providers.Invalid, u.op, err).WithBox(u.box).WithPath(u.path)
+	}
+	if old != nil {
+		u.t.unlinked(old)
+	}
+	n := u.t.newNode(mode, 0, 0)
+	n.data = data
+	u.t.bytes += int64(len(data))
+	return n, nil
+}
+
+// symlinkNode is a new symbolic link, replacing old.
+func (u *untar) symlinkNode(hdr *tar.Header, old *node) (*node, error) {
+	if old != nil && old.isDir() {
+		return nil, u.errno(syscall.EISDIR)
+	}
+	if hdr.Linkname == "" {
+		return nil, u.bad(providers.Invalid, "symlink %q has no target", hdr.Name)
+	}
+	if old != nil {
+		u.t.unlinked(old)
+	}
+	n := u.t.newNode(fs.ModeSymlink|0o777, 0, 0)
+	n.target = hdr.Linkname
+	return n, nil
+}
+
+// hardlink makes base in parentDir one more name of the archive's member
+// the link names, replacing old.
+func (u *untar) hardlink(hdr *tar.Header, parentDir *node, base string, old *node) error {
+	t := u.t
+	link := strings.TrimPrefix(hdr.Linkname, "./")
+	if !filepath.IsLocal(link) {
+		return u.bad(providers.Unsafe, "hard link %q -> %q leaves the directory", hdr.Name, hdr.Linkname)
+	}
+	ld, lbase, err := t.extractParent(u.dst, path.Clean(link), false)
+	if err != nil {
+		return u.bad(providers.Unsafe, "hard link %q -> %q: %v", hdr.Name, hdr.Linkname, err)
+	}
+	target := ld.kids[lbase]
+	if target == nil || target.isDir() {
+		return u.bad(providers.Invalid, "hard link %q -> %q: no such file in the archive", hdr.Name, hdr.Linkname)
+	}
+	if old == target {
+		return nil
+	}
+	if old != nil {
+		if old.isDir() {
+			return u.errno(syscall.EISDIR)
+		}
+		t.unlinked(old)
+	}
+	target.nlink++
+	target.ctime = t.now()
+	parentDir.kids[base] = target
+	t.touchDir(parentDir)
+	return nil
 }
 
 // extractParent finds, from dst, the directory that holds the local name

@@ -2,8 +2,6 @@ package local
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"io"
 	"io/fs"
@@ -342,9 +340,7 @@ func (b *Box) WriteFile(ctx context.Context, name string, r io.Reader, perm prov
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return b.pathErr(op, name, err)
 	}
-	var rnd [8]byte
-	rand.Read(rnd[:])
-	tmp := path.Join(path.Dir(rel), ".boxfs-tmp-"+hex.EncodeToString(rnd[:]))
+	tmp := path.Join(path.Dir(rel), ".boxfs-tmp-"+providers.NewID(8))
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return b.pathErr(op, name, err)

@@ -102,7 +102,19 @@ func testFiles(t *testing.T, s *suite) {
 	}
 	f.errno(files.Mkdir(ctx, f.dir, 0o755), syscall.EEXIST, "Mkdir of an existing directory")
 
-	// Contents, and what a command in the box sees of them.
+	f.contents()
+	f.inPlace()
+	f.create()
+	f.times()
+	f.links()
+	f.errnos()
+	f.listings()
+	f.removal()
+}
+
+// contents writes and reads a file, and a command in the box sees it.
+func (f *filesT) contents() {
+	files, ctx, b, t := f.fs, f.ctx, f.b, f.t
 	a := f.p("a.txt")
 	f.write(a, "hello, box\n", 0o640)
 	f.wantFile(a, "hello, box\n", 0o640)
@@ -117,8 +129,13 @@ func testFiles(t *testing.T, s *suite) {
 	if n, err := files.ReadAt(ctx, a, buf, 7); n != 4 || err != io.EOF || string(buf[:n]) != "box\n" {
 		t.Errorf("ReadAt(7, 100) = %d %q, %v; want 4 \"box\\n\", io.EOF", n, buf[:n], err)
 	}
+}
 
-	// An existing file keeps its mode; WriteAt and Truncate change it in place.
+// inPlace: an existing file keeps its mode; WriteAt and Truncate change
+// it in place.
+func (f *filesT) inPlace() {
+	files, ctx, t := f.fs, f.ctx, f.t
+	a := f.p("a.txt")
 	f.ok(files.Chmod(ctx, a, 0o600), "Chmod")
 	f.write(a, "replaced", 0o644)
 	f.wantFile(a, "replaced", 0o600)
@@ -127,8 +144,11 @@ func testFiles(t *testing.T, s *suite) {
 	}
 	f.ok(files.Truncate(ctx, a, 3), "Truncate")
 	f.wantFile(a, "Rep", 0o600)
+}
 
-	// Create.
+// create makes empty files, exclusively or not.
+func (f *filesT) create() {
+	files, ctx := f.fs, f.ctx
 	c := f.p("created")
 	f.ok(files.Create(ctx, c, 0o604, true), "Create")
 	f.wantFile(c, "", 0o604)
@@ -136,8 +156,12 @@ func testFiles(t *testing.T, s *suite) {
 	f.write(c, "some bytes", 0o644)
 	f.ok(files.Create(ctx, c, 0o644, false), "Create of an existing file")
 	f.wantFile(c, "", 0o604)
+}
 
-	// Times to the nanosecond; a zero time is left alone.
+// times sets times to the nanosecond; a zero time is left alone.
+func (f *filesT) times() {
+	files, ctx, t := f.fs, f.ctx, f.t
+	a := f.p("a.txt")
 	at, mt := time.Unix(1500000000, 987654321), time.Unix(1600000000, 123456789)
 	f.ok(files.Utimes(ctx, a, at, mt), "Utimes")
 	if fi := f.stat(a); !fi.Mtime.Equal(mt) || !fi.Atime.Equal(at) {
@@ -150,8 +174,12 @@ func testFiles(t *testing.T, s *suite) {
 	}
 	f.ok(files.Chown(ctx, a, -1, -1), "Chown(-1, -1)")
 	f.ok(files.Fsync(ctx, a), "Fsync")
+}
 
-	// Links.
+// links makes symbolic and hard links, and renames.
+func (f *filesT) links() {
+	files, ctx, t := f.fs, f.ctx, f.t
+	a, c := f.p("a.txt"), f.p("created")
 	link := f.p("link")
 	f.ok(files.Symlink(ctx, "a.txt", link), "Symlink")
 	if got, err := files.Readlink(ctx, link); err != nil || got != "a.txt" {
@@ -163,7 +191,7 @@ func testFiles(t *testing.T, s *suite) {
 	if fi := f.stat(link); !fi.IsRegular() || fi.Size != 3 {
 		t.Errorf("Stat through a symlink = mode %v size %d, want the regular file of 3 bytes", fi.Mode, fi.Size)
 	}
-	_, err = files.Readlink(ctx, a)
+	_, err := files.Readlink(ctx, a)
 	f.errno(err, syscall.EINVAL, "Readlink of a regular file")
 	hard := f.p("hard")
 	f.ok(files.Link(ctx, a, hard), "Link")
@@ -178,12 +206,15 @@ func testFiles(t *testing.T, s *suite) {
 	f.write(c, "new", 0o644)
 	f.ok(files.Rename(ctx, c, moved), "Rename over an existing file")
 	f.wantFile(moved, "new", 0o604)
+}
 
-	// Errnos, kept from the box.
-	sub := f.p("sub")
+// errnos: the box's errnos are kept.
+func (f *filesT) errnos() {
+	files, ctx := f.fs, f.ctx
+	a, sub := f.p("a.txt"), f.p("sub")
 	f.ok(files.Mkdir(ctx, sub, 0o755), "Mkdir sub")
 	f.write(path.Join(sub, "f"), "in sub", 0o644)
-	_, err = files.Stat(ctx, f.p("missing"))
+	_, err := files.Stat(ctx, f.p("missing"))
 	f.errno(err, syscall.ENOENT, "Stat of a missing file")
 	_, err = files.Stat(ctx, path.Join(a, "x"))
 	f.errno(err, syscall.ENOTDIR, "Stat below a regular file")
@@ -200,9 +231,13 @@ func testFiles(t *testing.T, s *suite) {
 	} else {
 		f.errno(err, syscall.EISDIR, "ReadFile of a directory")
 	}
+}
 
-	// Listings: ReadDir sorted by name; Walk parents first, siblings by
-	// name ("sub" and its child before "sub-x" and "sub.txt").
+// listings: ReadDir is sorted by name; Walk lists parents first,
+// siblings by name.
+func (f *filesT) listings() {
+	files, ctx, b, t := f.fs, f.ctx, f.b, f.t
+	// "sub" and its child come before "sub-x" and "sub.txt".
 	f.write(f.p("sub-x"), "", 0o644)
 	f.write(f.p("sub.txt"), "", 0o644)
 	ents, err := files.ReadDir(ctx, f.dir)
@@ -235,14 +270,17 @@ func testFiles(t *testing.T, s *suite) {
 	if err != nil || st.Bsize == 0 || st.Blocks == 0 {
 		t.Errorf("Statfs = %+v, %v", st, err)
 	}
+}
 
-	// Removal.
+// removal removes everything made, the directory last.
+func (f *filesT) removal() {
+	files, ctx, t := f.fs, f.ctx, f.t
 	for _, n := range []string{"a.txt", "link", "moved \xff name", "sub/f", "sub-x", "sub.txt"} {
 		f.ok(files.Remove(ctx, f.p(n)), "Remove "+n)
 	}
-	f.ok(files.Rmdir(ctx, sub), "Rmdir sub")
+	f.ok(files.Rmdir(ctx, f.p("sub")), "Rmdir sub")
 	f.ok(files.Rmdir(ctx, f.dir), "Rmdir")
-	_, err = files.Lstat(ctx, f.dir)
+	_, err := files.Lstat(ctx, f.dir)
 	f.errno(err, syscall.ENOENT, "Lstat of a removed directory")
 	if err != nil && !errors.Is(err, providers.ErrNotFound) {
 		t.Errorf("errors.Is(%v, ErrNotFound) is false", err)

@@ -3,8 +3,6 @@ package providertest
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"os"
@@ -117,7 +115,7 @@ func Run(t *testing.T, h Harness) {
 	if h.LargeOutput == 0 {
 		h.LargeOutput = 64 << 20
 	}
-	s := &suite{h: h, run: randHex(6)}
+	s := &suite{h: h, run: providers.NewID(6)}
 	t.Logf("providertest: provider %q, run label %s=%s", h.Provider.Name(), LabelRun, s.run)
 	for _, tc := range []struct {
 		name string
@@ -149,12 +147,6 @@ func Run(t *testing.T, h Harness) {
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, s) })
 	}
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // labels are the suite's labels for a box of test t.
@@ -380,8 +372,8 @@ func waitWithin(t *testing.T, p providers.Process, d time.Duration, what string)
 // hostSecret sets a variable in the test process's environment that no
 // box may ever see, and returns its name and value.
 func hostSecret(t *testing.T) (string, string) {
-	name := "BOXFS_HOST_SECRET_" + strings.ToUpper(randHex(4))
-	value := "host-secret-" + randHex(8)
+	name := "BOXFS_HOST_SECRET_" + strings.ToUpper(providers.NewID(4))
+	value := "host-secret-" + providers.NewID(8)
 	t.Setenv(name, value)
 	if os.Getenv(name) != value {
 		t.Fatal("Setenv did not take")

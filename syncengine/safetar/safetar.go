@@ -332,66 +332,18 @@ func (x *extractor) readError(name string, err error) error {
 
 // member handles one header: skips it with a reason, or writes it.
 func (x *extractor) member(tr *tar.Reader, hdr *tar.Header) error {
-	if hdr.Typeflag == tar.TypeXGlobalHeader {
-		x.rc.skip(hdr.Name, ReasonPAXGlobal, "")
+	name, reason := x.admit(hdr)
+	if name == "" {
 		return nil
 	}
+	if reason != "" {
+		x.rc.skip(name, reason, x.linkTarget(hdr, reason))
+		return nil
+	}
+	orig := tarMode(hdr.Mode)
 	dir := hdr.Typeflag == tar.TypeDir
-	name, ok := x.strip(hdr.Name, dir)
-	if !ok {
-		if name != "" {
-			x.rc.skip(hdr.Name, ReasonOutsideStrip, "")
-		}
-		return nil
-	}
-	if reason := CheckName(name); reason != "" {
-		x.rc.skip(name, reason, "")
-		return nil
-	}
-	if x.seen[name] {
-		x.rc.skip(name, ReasonDuplicate, "")
-		return nil
-	}
-	x.seen[name] = true
-	if x.opts.Filter != nil && !x.opts.Filter(name) {
-		x.rc.skip(name, ReasonFiltered, "")
-		return nil
-	}
-	switch hdr.Typeflag {
-	case tar.TypeReg, tar.TypeDir:
-	case tar.TypeSymlink:
-		x.rc.skip(name, ReasonSymlink, hdr.Linkname)
-		return nil
-	case tar.TypeLink:
-		// A hard link names another member: its target is stripped as
-		// member names are (a caller may copy that member's file).
-		target := hdr.Linkname
-		if t, ok := x.strip(target, false); ok {
-			target = t
-		}
-		x.rc.skip(name, ReasonHardlink, target)
-		return nil
-	case tar.TypeChar, tar.TypeBlock:
-		x.rc.skip(name, ReasonDevice, "")
-		return nil
-	case tar.TypeFifo:
-		x.rc.skip(name, ReasonFifo, "")
-		return nil
-	default:
-		x.rc.skip(name, ReasonOtherType, "")
-		return nil
-	}
-	orig := fs.FileMode(hdr.Mode & 0o7777)
-	if hdr.Mode&0o4000 != 0 {
-		orig |= fs.ModeSetuid
-	}
-	if hdr.Mode&0o2000 != 0 {
-		orig |= fs.ModeSetgid
-	}
-	if hdr.Mode&0o1000 != 0 {
-		orig |= fs.ModeSticky
-	}
 	mode := CapMode(orig, dir)
+	masked := orig&^0o755 != 0
 	parent, base := splitPath(name)
 	pfd, reason, err := x.t.dir(parent, true)
 	if err != nil {
@@ -402,21 +354,105 @@ func (x *extractor) member(tr *tar.Reader, hdr *tar.Header) error {
 		return nil
 	}
 	if dir {
-		reason, err := x.t.mkdir(pfd, base, mode)
-		if err != nil {
-			return x.stop(StopWriteFailed, providers.CodeOf(err), name, err)
+		return x.dir(pfd, name, base, mode, masked)
+	}
+	return x.file(tr, hdr, pfd, name, base, mode, masked)
+}
+
+// tarMode is a tar header's mode as a FileMode: permissions and the
+// setuid, setgid and sticky bits.
+func tarMode(m int64) fs.FileMode {
+	mode := fs.FileMode(m & 0o777)
+	if m&0o4000 != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if m&0o2000 != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if m&0o1000 != 0 {
+		mode |= fs.ModeSticky
+	}
+	return mode
+}
+
+// admit says what becomes of a header: the stripped name it is written
+// under, or the name and the reason it is skipped; "" for a member outside
+// what is extracted (a global header, a name outside the strip prefix).
+func (x *extractor) admit(hdr *tar.Header) (name string, reason Reason) {
+	if hdr.Typeflag == tar.TypeXGlobalHeader {
+		x.rc.skip(hdr.Name, ReasonPAXGlobal, "")
+		return "", ""
+	}
+	name, ok := x.strip(hdr.Name, hdr.Typeflag == tar.TypeDir)
+	if !ok {
+		if name != "" {
+			x.rc.skip(hdr.Name, ReasonOutsideStrip, "")
 		}
-		if reason != "" {
-			x.rc.skip(name, reason, "")
-			return nil
+		return "", ""
+	}
+	if reason := CheckName(name); reason != "" {
+		return name, reason
+	}
+	if x.seen[name] {
+		return name, ReasonDuplicate
+	}
+	x.seen[name] = true
+	if x.opts.Filter != nil && !x.opts.Filter(name) {
+		return name, ReasonFiltered
+	}
+	switch hdr.Typeflag {
+	case tar.TypeReg, tar.TypeDir:
+		return name, ""
+	case tar.TypeSymlink:
+		return name, ReasonSymlink
+	case tar.TypeLink:
+		return name, ReasonHardlink
+	case tar.TypeChar, tar.TypeBlock:
+		return name, ReasonDevice
+	case tar.TypeFifo:
+		return name, ReasonFifo
+	}
+	return name, ReasonOtherType
+}
+
+// linkTarget is what a link skipped for being one pointed at: a symlink's
+// target, or the member a hard link names, stripped as member names are
+// (a caller may copy that member's file); "" for any other skip.
+func (x *extractor) linkTarget(hdr *tar.Header, reason Reason) string {
+	switch reason {
+	case ReasonSymlink:
+		return hdr.Linkname
+	case ReasonHardlink:
+		if t, ok := x.strip(hdr.Linkname, false); ok {
+			return t
 		}
-		x.rc.Dirs++
-		if orig&^0o755 != 0 {
-			x.rc.Masked++
-		}
-		x.rc.Written = append(x.rc.Written, Written{Path: name, Dir: true, Mode: mode})
+		return hdr.Linkname
+	}
+	return ""
+}
+
+// dir makes the directory base in pfd; masked says its mode was capped.
+func (x *extractor) dir(pfd int, name, base string, mode fs.FileMode, masked bool) error {
+	reason, err := x.t.mkdir(pfd, base, mode)
+	if err != nil {
+		return x.stop(StopWriteFailed, providers.CodeOf(err), name, err)
+	}
+	if reason != "" {
+		x.rc.skip(name, reason, "")
 		return nil
 	}
+	x.rc.Dirs++
+	if masked {
+		x.rc.Masked++
+	}
+	x.rc.Written = append(x.rc.Written, Written{Path: name, Dir: true, Mode: mode})
+	return nil
+}
+
+// file writes the regular file base in pfd from the member's data,
+// unless the caller refuses to have an existing file overwritten; masked
+// says its mode was capped.
+func (x *extractor) file(tr *tar.Reader, hdr *tar.Header, pfd int, name, base string, mode fs.FileMode, masked bool) error {
 	exists, reason, err := x.t.checkFile(pfd, base)
 	if err != nil {
 		return x.stop(StopWriteFailed, providers.CodeOf(err), name, err)
@@ -444,7 +480,7 @@ func (x *extractor) member(tr *tar.Reader, hdr *tar.Header) error {
 	}
 	x.rc.Files++
 	x.rc.Bytes += n
-	if orig&^0o755 != 0 {
+	if masked {
 		x.rc.Masked++
 	}
 	x.rc.Written = append(x.rc.Written, Written{Path: name, Size: n, Mode: mode, Mtime: hdr.ModTime,

@@ -1,0 +1,681 @@
+package boxes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/boxfs/boxfs/hands"
+	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/syncengine/cache"
+)
+
+// Box states, as Info says them.
+const (
+	StateDeclared  = "declared" // named by the config, made at first use
+	StateCreating  = "creating"
+	StateReady     = "ready"
+	StateUnhealthy = "unhealthy" // ready, but not answering: calls fail fast
+	StateGone      = "gone"      // destroyed, or found ended
+)
+
+// Box is one named box: its provider's box, the hands that reach into it,
+// the cache of its workspace, its commands, its health.
+type Box struct {
+	m    *Manager
+	name string
+
+	connectMu sync.Mutex // one connect at a time
+
+	mu      sync.Mutex
+	rec     record
+	state   string
+	box     providers.Box
+	hands   *hands.Hands
+	cache   *cache.Cache
+	facts   providers.Facts
+	errText string
+	health  health
+	cmds    *Commands
+
+	stopWatch context.CancelFunc // ends the watch of the workspace; nil without one
+}
+
+// health is whether the box answers. After a failure that says the box (not
+// the request) is in trouble, calls fail fast until a probe succeeds.
+type health struct {
+	bad     bool
+	since   time.Time
+	lastErr error
+	probing bool
+	fails   int
+}
+
+func (m *Manager) newBox(r record) *Box {
+	b := &Box{m: m, name: r.Name, rec: r, state: StateReady}
+	if r.Spec != nil && r.ID == "" {
+		b.state = StateDeclared
+	}
+	b.cmds = newCommands(b, filepath.Join(m.opts.StateDir, "cmds", safeKey(r.Name)))
+	return b
+}
+
+// Name returns the box's name.
+func (b *Box) Name() string { return b.name }
+
+// Info is what the listings say of a box.
+type Info struct {
+	Name     string    `json:"name"`
+	Provider string    `json:"provider"`
+	ID       string    `json:"id"` // "" for a declared box not made yet
+	State    string    `json:"state"`
+	Created  time.Time `json:"created,omitzero"`
+}
+
+// Info returns the box's name, provider, id and state.
+func (b *Box) Info() Info {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.state
+	if b.health.bad && st == StateReady {
+		st = StateUnhealthy
+	}
+	return Info{Name: b.name, Provider: b.rec.Provider, ID: b.rec.ID, State: st, Created: b.rec.Created}
+}
+
+// Status is what a box's ctl says of it.
+type Status struct {
+	Info
+	Via        string // the path hands takes; "" before the first connect
+	Dirty      int    // files written on the host and not pushed yet
+	LastCmd    int    // the newest command's number; 0 for none
+	LastStatus string // and its status
+}
+
+// Status returns the box's state, its path, its dirty files' count and its
+// newest command.
+func (b *Box) Status() Status {
+	st := Status{Info: b.Info()}
+	b.mu.Lock()
+	c := b.cache
+	if b.hands != nil {
+		st.Via = b.hands.Via()
+	}
+	b.mu.Unlock()
+	if c != nil {
+		st.Dirty = len(c.Dirty())
+	}
+	st.LastCmd, st.LastStatus = b.cmds.Last()
+	return st
+}
+
+func (b *Box) record() record {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.rec
+}
+
+func (b *Box) setBox(box providers.Box) {
+	b.mu.Lock()
+	b.box = box
+	b.state = StateReady
+	b.rec.ID = box.ID()
+	b.mu.Unlock()
+}
+
+// Err returns the text of the last error on the box ("" for none).
+func (b *Box) Err() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.errText
+}
+
+// SetErr keeps err's text as the box's last error and logs it; nil does
+// nothing.
+func (b *Box) SetErr(err error) {
+	if err == nil {
+		return
+	}
+	b.mu.Lock()
+	b.errText = err.Error()
+	b.mu.Unlock()
+	var e *providers.Error
+	attrs := []any{"box", b.name, "code", providers.CodeOf(err).String(), "err", err}
+	if errors.As(err, &e) {
+		attrs = append(attrs, "op", e.Op, "path", e.Path)
+	}
+	b.m.log.Warn("box operation failed", attrs...)
+}
+
+// Commands returns the box's commands.
+func (b *Box) Commands() *Commands { return b.cmds }
+
+// connect makes sure the box exists and its hands and cache are open: a
+// declared box is made, a recorded one attached, the journal pushed.
+func (b *Box) connect(ctx context.Context) error {
+	b.mu.Lock()
+	if b.cache != nil {
+		b.mu.Unlock()
+		return nil
+	}
+	if b.state == StateGone {
+		b.mu.Unlock()
+		return providers.Errorf(providers.Gone, "boxes.connect", "box %q is gone", b.name)
+	}
+	b.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*b.m.opts.OpTimeout)
+	defer cancel()
+	h, err := b.Hands(ctx)
+	if err != nil {
+		return err
+	}
+	b.connectMu.Lock()
+	defer b.connectMu.Unlock()
+	b.mu.Lock()
+	if b.cache != nil {
+		b.mu.Unlock()
+		return nil
+	}
+	rec := b.rec
+	b.mu.Unlock()
+	c, err := b.openCache(h, rec)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.cache = c
+	if b.m.opts.Watch && h.Via() == hands.ViaAgent {
+		c.Watched()
+		wctx, stop := context.WithCancel(context.Background())
+		b.stopWatch = stop
+		go b.watch(wctx, h, c, c.Root())
+	}
+	b.mu.Unlock()
+	if len(c.Dirty()) > 0 {
+		if err := c.Recover(ctx); err != nil {
+			b.SetErr(fmt.Errorf("journaled writes from an earlier run not pushed yet: %w", err))
+		}
+	}
+	return nil
+}
+
+// openCache opens the cache of the workspace h reaches.
+func (b *Box) openCache(h *hands.Hands, rec record) (*cache.Cache, error) {
+	root := h.Facts().Workspace
+	if root == "" {
+		return nil, providers.Errorf(providers.Unsupported, "boxes.connect", "box %q reports no workspace", b.name)
+	}
+	return cache.Open(h, cache.Options{
+		Dir:         b.m.cacheDir(rec),
+		Root:        root,
+		Box:         b.name,
+		AttrTimeout: b.m.opts.AttrTimeout,
+		Logger:      b.m.log,
+		Now:         b.m.opts.Now,
+		Overwrote: func(rel string) {
+			// Logged by the cache; err tells a reader of the box.
+			b.mu.Lock()
+			b.errText = fmt.Sprintf("work/%s: the push at close replaced a change the box made to the file after this host read it (the later close wins)", rel)
+			b.mu.Unlock()
+		},
+	})
+}
+
+// Hands returns hands for the box without opening its cache: a declared
+// box is made, a recorded one attached.
+func (b *Box) Hands(ctx context.Context) (*hands.Hands, error) {
+	b.mu.Lock()
+	h := b.hands
+	b.mu.Unlock()
+	if h != nil {
+		return h, nil
+	}
+	b.connectMu.Lock()
+	defer b.connectMu.Unlock()
+	b.mu.Lock()
+	if b.hands != nil {
+		h := b.hands
+		b.mu.Unlock()
+		return h, nil
+	}
+	if b.state == StateGone {
+		b.mu.Unlock()
+		return nil, providers.Errorf(providers.Gone, "boxes", "box %q is gone", b.name)
+	}
+	box, rec := b.box, b.rec
+	b.mu.Unlock()
+	if box == nil {
+		var err error
+		if box, err = b.attachOrCreate(ctx); err != nil {
+			return nil, err
+		}
+		rec = b.record()
+	}
+	opts := hands.Options{AgentBinary: b.m.opts.AgentBinary, Logger: b.m.log}
+	if mt := b.m.opts.Meter; mt != nil {
+		opts.OnExec = func(err error) { mt.Exec(rec.Provider, rec.ID, err) }
+	}
+	h, err := hands.New(ctx, box, opts)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.hands, b.facts = h, h.Facts()
+	b.mu.Unlock()
+	return h, nil
+}
+
+// attachOrCreate finds the box again by its recorded id, or makes a
+// declared one and records its id before anything runs in it.
+func (b *Box) attachOrCreate(ctx context.Context) (providers.Box, error) {
+	rec := b.record()
+	p, err := b.m.provider(rec.Provider)
+	if err != nil {
+		return nil, err
+	}
+	var box providers.Box
+	if rec.ID == "" && rec.Spec != nil {
+		box, err = b.m.make(ctx, p, rec.Provider, *rec.Spec)
+		if err != nil {
+			return nil, err
+		}
+		rec.ID, rec.Created, rec.Spec = box.ID(), time.Now().UTC(), nil
+		if err := b.m.saveRecord(rec); err != nil {
+			b.m.log.Error("box record not saved", "box", b.name, "err", err)
+		}
+		b.mu.Lock()
+		b.rec = rec
+		b.mu.Unlock()
+	} else {
+		box, err = p.Attach(ctx, rec.ID)
+		if err != nil {
+			if providers.CodeOf(err) == providers.NotFound {
+				b.markGone(providers.E(providers.Gone, "boxes.attach", err), time.Time{})
+			}
+			return nil, err
+		}
+	}
+	b.setBox(box)
+	return box, nil
+}
+
+// Parts returns the open hands and cache, connecting first.
+func (b *Box) Parts(ctx context.Context) (*hands.Hands, *cache.Cache, error) {
+	if err := b.connect(ctx); err != nil {
+		return nil, nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state == StateGone {
+		return nil, nil, providers.Errorf(providers.Gone, "boxes", "box %q is gone", b.name)
+	}
+	return b.hands, b.cache, nil
+}
+
+// markGone marks the box gone for err, and tells the meter it ended at at
+// (zero: now), once.
+func (b *Box) markGone(err error, at time.Time) {
+	b.mu.Lock()
+	was := b.state
+	b.state = StateGone
+	b.health.lastErr = err
+	rec := b.rec
+	b.mu.Unlock()
+	if was != StateGone {
+		b.m.ended(rec.Provider, rec.ID, at)
+	}
+}
+
+// Do runs one operation on the box within the operation bound, plus extra.
+// A mutation is not abandoned when the caller is interrupted (it finishes,
+// and its true result is answered); anything else is. Failures that mean
+// the box, not the request, is in trouble mark it unhealthy: later calls
+// fail fast until a background probe gets an answer.
+func (b *Box) Do(ctx context.Context, mutation bool, extra time.Duration, fn func(ctx context.Context) error) error {
+	if err := b.refuse(); err != nil {
+		return err
+	}
+	if mutation {
+		ctx = context.WithoutCancel(ctx)
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.m.opts.OpTimeout+extra)
+	defer cancel()
+	err := fn(ctx)
+	if err != nil {
+		switch providers.CodeOf(err) {
+		case providers.Timeout, providers.Liveness, providers.TransportLost, providers.Unavailable:
+			if ctx.Err() == context.Canceled {
+				break // the caller gave up; says nothing of the box
+			}
+			if gone := b.checkGone(); gone != nil {
+				return gone
+			}
+			b.unhealthy(err)
+		case providers.Gone:
+			b.markGone(err, time.Time{})
+		}
+	}
+	return err
+}
+
+// refuse is the error a gone or unhealthy box answers at once, or nil.
+func (b *Box) refuse() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.state == StateGone:
+		err := b.health.lastErr
+		if err == nil || providers.CodeOf(err) != providers.Gone {
+			err = providers.Errorf(providers.Gone, "boxes", "box %q is gone", b.name)
+		}
+		return err
+	case b.health.bad:
+		return providers.E(0, "boxes", b.health.lastErr).WithBox(b.name)
+	}
+	return nil
+}
+
+// checkGone asks the provider whether a box that stopped answering still
+// exists; a box found ended or removed is marked gone (ENODEV from then on)
+// and its error returned.
+func (b *Box) checkGone() error {
+	b.mu.Lock()
+	box := b.box
+	b.mu.Unlock()
+	if box == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := box.Status(ctx)
+	var gone error
+	var at time.Time
+	switch {
+	case err != nil && (providers.CodeOf(err) == providers.Gone || providers.CodeOf(err) == providers.NotFound):
+		gone = providers.E(providers.Gone, "boxes", err).WithBox(b.name)
+	case err == nil && st.State == providers.StateEnded:
+		gone = providers.Errorf(providers.Gone, "boxes", "box %q ended: %s", b.name, st.Reason)
+		at = st.EndedAt
+	}
+	if gone != nil {
+		b.markGone(gone, at)
+		b.SetErr(gone)
+	}
+	return gone
+}
+
+func (b *Box) unhealthy(err error) {
+	b.mu.Lock()
+	if b.health.bad {
+		b.mu.Unlock()
+		return
+	}
+	b.health = health{bad: true, since: time.Now(), lastErr: err, probing: true}
+	b.mu.Unlock()
+	b.SetErr(fmt.Errorf("box not answering, failing fast until it does: %w", err))
+	go b.probe()
+}
+
+// probe asks the box for its workspace's attributes every few seconds until
+// it answers (healthy again) or is found gone.
+func (b *Box) probe() {
+	delay := time.Second
+	for {
+		time.Sleep(delay)
+		if delay < 10*time.Second {
+			delay *= 2
+		}
+		b.mu.Lock()
+		h, c := b.hands, b.cache
+		gone := b.state == StateGone
+		b.mu.Unlock()
+		if gone || h == nil || c == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), b.m.opts.OpTimeout)
+		_, err := h.Lstat(ctx, c.Root())
+		cancel()
+		if err == nil {
+			b.mu.Lock()
+			b.health = health{}
+			b.mu.Unlock()
+			c.Invalidate()
+			b.m.log.Info("box answers again", "box", b.name)
+			return
+		}
+		if providers.CodeOf(err) == providers.Gone || b.checkGone() != nil {
+			b.markGone(err, time.Time{})
+			return
+		}
+		b.mu.Lock()
+		b.health.lastErr = err
+		b.health.fails++
+		b.mu.Unlock()
+	}
+}
+
+// Flush pushes the box's dirty files.
+func (b *Box) Flush(ctx context.Context) error {
+	b.mu.Lock()
+	c := b.cache
+	b.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return b.Do(ctx, true, time.Minute, c.FlushAll)
+}
+
+// Sync pushes the box's dirty files, then reads its whole listing again
+// and tells the view what changed.
+func (b *Box) Sync(ctx context.Context) error {
+	if err := b.Flush(ctx); err != nil {
+		return err
+	}
+	return b.Refresh(ctx)
+}
+
+// Refresh reads the box's whole listing again (one walk) and tells the
+// view which names and contents changed, so the next open sees them.
+func (b *Box) Refresh(ctx context.Context) error {
+	_, c, err := b.Parts(ctx)
+	if err != nil {
+		return err
+	}
+	v := b.m.viewer()
+	ch, err := c.Refresh(ctx)
+	if err != nil {
+		if v != nil {
+			v.AllChanged(b)
+		}
+		return err
+	}
+	if v != nil {
+		v.Changed(b, ch)
+	}
+	return nil
+}
+
+// close ends the channel to the box; the box keeps running.
+func (b *Box) close() {
+	b.mu.Lock()
+	h, c := b.hands, b.cache
+	b.hands, b.cache = nil, nil
+	if b.stopWatch != nil {
+		b.stopWatch()
+		b.stopWatch = nil
+	}
+	b.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+	if h != nil {
+		h.Close()
+	}
+}
+
+// Destroy ends the box, its running commands first. A declared box never
+// made is not made to be destroyed: it is only marked gone.
+func (b *Box) Destroy(ctx context.Context) error {
+	b.mu.Lock()
+	box := b.box
+	declared := b.rec.ID == "" && b.rec.Spec != nil
+	b.mu.Unlock()
+	if declared {
+		b.markGone(providers.Errorf(providers.Gone, "boxes", "box %q was destroyed before it was made", b.name), time.Time{})
+		return nil
+	}
+	if box == nil {
+		if err := b.connect(ctx); err != nil && providers.CodeOf(err) != providers.Gone {
+			return err
+		}
+		b.mu.Lock()
+		box = b.box
+		b.mu.Unlock()
+	}
+	b.cmds.KillAll(ctx)
+	b.close()
+	if box != nil {
+		if err := box.Destroy(ctx); err != nil && providers.CodeOf(err) != providers.Gone {
+			return err
+		}
+	}
+	b.markGone(providers.Errorf(providers.Gone, "boxes", "box %q was destroyed", b.name), time.Time{})
+	b.m.log.Info("box destroyed", "box", b.name)
+	return nil
+}
+
+// FactsJSON renders the box's facts.json: the provider's facts plus what
+// the host knows of the box's health and cache. It connects first, unless
+// the box is gone or only declared.
+func (b *Box) FactsJSON(ctx context.Context) ([]byte, error) {
+	b.mu.Lock()
+	connected, state := b.hands != nil, b.state
+	b.mu.Unlock()
+	if !connected && state != StateGone && state != StateDeclared {
+		b.connect(ctx) // what is not known says so
+	}
+	b.mu.Lock()
+	facts, h, c := b.facts, b.hands, b.cache
+	health := b.health
+	state, rec := b.state, b.rec
+	b.mu.Unlock()
+	out := struct {
+		providers.Facts
+		Name     string   `json:"name"`
+		State    string   `json:"state"`
+		Via      string   `json:"via,omitempty"`
+		Health   string   `json:"health"`
+		Since    string   `json:"unhealthySince,omitempty"`
+		LastErr  string   `json:"lastError,omitempty"`
+		Dirty    []string `json:"dirtyFiles"`
+		Commands int      `json:"commands"`
+	}{Facts: facts, Name: b.name, State: state, Health: "ok", Dirty: []string{}}
+	if out.Facts.Provider == "" {
+		out.Facts.Provider, out.Facts.ID = rec.Provider, rec.ID
+	}
+	if out.Facts.Ports == nil {
+		out.Facts.Ports = []int{}
+	}
+	if h != nil {
+		out.Via = h.Via()
+	}
+	if health.bad {
+		out.Health = StateUnhealthy
+		out.Since = health.since.UTC().Format(time.RFC3339)
+	}
+	if health.lastErr != nil {
+		out.LastErr = health.lastErr.Error()
+	}
+	if c != nil {
+		out.Dirty = append(out.Dirty, c.Dirty()...)
+	}
+	out.Commands = b.cmds.Count()
+	buf, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(buf, '\n'), nil
+}
+
+// ReceiptJSON renders the box's receipt.json through the meter.
+func (b *Box) ReceiptJSON(ctx context.Context) ([]byte, error) {
+	rec := b.record()
+	if b.m.opts.Meter == nil {
+		return fmt.Appendf(nil, "{\"box\": %q, \"cost_usd\": null, \"note\": \"no prices configured\"}\n", b.name), nil
+	}
+	return b.m.opts.Meter.ReceiptJSON(ctx, rec.Provider, rec.ID)
+}
+
+// watch has the agent report what changes in the box's workspace, and
+// tells the view of each changed path at once (and the cache), so a change
+// not made through exec (a background job, a docker exec, another mount)
+// shows at the next look instead of after the attribute timeout. A watch
+// that stops is started again, after a pause that grows while it keeps
+// failing; meanwhile the attribute timeout keeps the host's view as fresh
+// as without a watch.
+func (b *Box) watch(ctx context.Context, h *hands.Hands, c *cache.Cache, root string) {
+	go b.dueEchoes(ctx, c)
+	pause := time.Second
+	for ctx.Err() == nil {
+		started := time.Now()
+		watched := false
+		err := h.Watch(ctx, root, func() { watched = true }, func(paths []string, all bool) {
+			if all {
+				c.BoxChanged(nil, true)
+				b.allChanged()
+				return
+			}
+			b.pathsChanged(c.BoxChanged(paths, false))
+		})
+		if ctx.Err() != nil || providers.IsCode(err, providers.Unsupported) {
+			return
+		}
+		if watched {
+			// What changes while no watch runs is not reported.
+			c.BoxChanged(nil, true)
+			b.allChanged()
+		}
+		b.m.log.Debug("workspace watch ended; starting it again", "box", b.name, "err", err, "after", pause)
+		if time.Since(started) > time.Minute {
+			pause = time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Minute)
+	}
+}
+
+// dueEchoes tells the view of the watch's reports that were held as
+// echoes of the host's own changes, as they fall due.
+func (b *Box) dueEchoes(ctx context.Context, c *cache.Cache) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			b.pathsChanged(c.DueEchoes())
+		}
+	}
+}
+
+func (b *Box) pathsChanged(rels []string) {
+	if v := b.m.viewer(); v != nil && len(rels) > 0 {
+		v.PathsChanged(b, rels)
+	}
+}
+
+func (b *Box) allChanged() {
+	if v := b.m.viewer(); v != nil {
+		v.AllChanged(b)
+	}
+}

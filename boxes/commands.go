@@ -1,0 +1,356 @@
+package boxes
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/boxfs/boxfs/hands"
+	"github.com/boxfs/boxfs/providers"
+)
+
+// keepCmds is how many ended commands each box keeps.
+const keepCmds = 100
+
+// Command statuses besides "exit N".
+const (
+	StatusRunning = "running"
+	StatusKilled  = "killed" // killed through boxfs, or by the box
+	StatusLost    = "lost"   // its channel broke, or its process ended
+)
+
+// Commands are a box's commands: the running ones and the last keepCmds
+// ended ones, their output kept in host files so a reader can follow it.
+type Commands struct {
+	b   *Box
+	dir string
+
+	mu    sync.Mutex
+	next  int
+	cmds  map[int]*Command
+	order []int
+}
+
+// Command is one command run in a box through Commands.Start.
+type Command struct {
+	n       int
+	line    string
+	started time.Time
+	dir     string
+
+	mu     sync.Mutex
+	out    *os.File
+	size   int64
+	grow   chan struct{} // closed and replaced whenever output grows or the command ends
+	status string
+	proc   providers.Process
+	killed bool
+	ended  time.Time
+}
+
+func newCommands(b *Box, dir string) *Commands {
+	t := &Commands{b: b, dir: dir, next: 1, cmds: map[int]*Command{}}
+	t.load()
+	return t
+}
+
+// load finds the commands an earlier run of boxfs kept: a command without
+// its status file was running when that process ended, and is lost.
+func (t *Commands) load() {
+	ents, err := os.ReadDir(t.dir)
+	if err != nil {
+		return
+	}
+	seen := map[int]bool{}
+	for _, e := range ents {
+		base, _, _ := strings.Cut(e.Name(), ".")
+		n, err := strconv.Atoi(base)
+		if err == nil && n > 0 {
+			seen[n] = true
+		}
+	}
+	var ns []int
+	for n := range seen {
+		ns = append(ns, n)
+	}
+	sort.Ints(ns)
+	for _, n := range ns {
+		line, _ := os.ReadFile(filepath.Join(t.dir, fmt.Sprintf("%d.cmd", n)))
+		status, err := os.ReadFile(filepath.Join(t.dir, fmt.Sprintf("%d.status", n)))
+		st := strings.TrimSpace(string(status))
+		if err != nil || st == "" || st == StatusRunning {
+			st = StatusLost
+		}
+		c := &Command{n: n, line: strings.TrimSuffix(string(line), "\n"), dir: t.dir, status: st, grow: make(chan struct{})}
+		if fi, err := os.Stat(c.outPath()); err == nil {
+			c.size = fi.Size()
+		}
+		close(c.grow)
+		t.cmds[n] = c
+		t.order = append(t.order, n)
+		if n >= t.next {
+			t.next = n + 1
+		}
+	}
+	t.trimLocked()
+}
+
+// N returns the command's number in its box.
+func (c *Command) N() int { return c.n }
+
+// Line returns the command line.
+func (c *Command) Line() string { return c.line }
+
+func (c *Command) outPath() string { return filepath.Join(c.dir, fmt.Sprintf("%d.out", c.n)) }
+
+// Start runs line in the box with the box's shell: files written on the
+// host and not yet pushed go first, so the command sees them. The command
+// outlives ctx: it ends when it exits or is killed.
+func (t *Commands) Start(ctx context.Context, line string) (*Command, error) {
+	b := t.b
+	h, c, err := b.Parts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Do(ctx, true, 0, c.FlushAll); err != nil {
+		b.SetErr(fmt.Errorf("dirty files not pushed before the command: %w", err))
+	}
+	if err := os.MkdirAll(t.dir, 0o700); err != nil {
+		return nil, providers.E(providers.Unknown, "boxes.Start", err)
+	}
+	t.mu.Lock()
+	n := t.next
+	t.next++
+	t.mu.Unlock()
+	cmd := &Command{n: n, line: line, started: time.Now(), dir: t.dir, status: StatusRunning, grow: make(chan struct{})}
+	if err := os.WriteFile(filepath.Join(t.dir, fmt.Sprintf("%d.cmd", n)), []byte(line+"\n"), 0o600); err != nil {
+		return nil, providers.E(providers.Unknown, "boxes.Start", err)
+	}
+	out, err := os.OpenFile(cmd.outPath(), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, providers.E(providers.Unknown, "boxes.Start", err)
+	}
+	cmd.out = out
+	// The command outlives this request: it ends when it exits or is
+	// killed, never because the writer went away.
+	proc, err := h.Run(context.Background(), hands.Command{Line: line, Stdout: output{cmd}, Stderr: output{cmd}})
+	if err != nil {
+		out.Close()
+		os.Remove(cmd.outPath())
+		os.Remove(filepath.Join(t.dir, fmt.Sprintf("%d.cmd", n)))
+		return nil, err
+	}
+	cmd.mu.Lock()
+	cmd.proc = proc
+	cmd.mu.Unlock()
+	t.mu.Lock()
+	t.cmds[n] = cmd
+	t.order = append(t.order, n)
+	t.trimLocked()
+	t.mu.Unlock()
+	b.m.log.Info("command started", "box", b.name, "n", n, "cmd", line)
+	go t.wait(cmd)
+	return cmd, nil
+}
+
+// wait records how the command ended, then brings the box's changes into
+// view before a reader sees the end of its output: a file opened after the
+// command ended shows what the command wrote.
+func (t *Commands) wait(cmd *Command) {
+	code, err := cmd.proc.Wait()
+	cmd.mu.Lock()
+	killed := cmd.killed
+	cmd.mu.Unlock()
+	var status string
+	switch {
+	case err == nil && killed:
+		status = StatusKilled
+	case err == nil:
+		status = fmt.Sprintf("exit %d", code)
+	case killed || providers.CodeOf(err) == providers.Aborted:
+		status = StatusKilled
+	default:
+		status = StatusLost
+		t.b.SetErr(fmt.Errorf("command %d lost: %w", cmd.n, err))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), t.b.m.opts.OpTimeout)
+	if rerr := t.b.Refresh(ctx); rerr != nil {
+		t.b.m.log.Warn("listing after a command not refreshed", "box", t.b.name, "err", rerr)
+	}
+	cancel()
+	os.WriteFile(filepath.Join(t.dir, fmt.Sprintf("%d.status", cmd.n)), []byte(status+"\n"), 0o600)
+	cmd.mu.Lock()
+	cmd.status = status
+	cmd.ended = time.Now()
+	cmd.out.Close()
+	cmd.out = nil
+	close(cmd.grow)
+	cmd.mu.Unlock()
+	t.b.m.log.Info("command ended", "box", t.b.name, "n", cmd.n, "status", status)
+}
+
+// trimLocked keeps the last keepCmds commands (running ones always).
+func (t *Commands) trimLocked() {
+	for len(t.order) > keepCmds {
+		n := t.order[0]
+		c := t.cmds[n]
+		if c != nil && c.Running() {
+			break
+		}
+		t.order = t.order[1:]
+		delete(t.cmds, n)
+		for _, ext := range []string{"cmd", "out", "status"} {
+			os.Remove(filepath.Join(t.dir, fmt.Sprintf("%d.%s", n, ext)))
+		}
+	}
+}
+
+// Get returns command n, or nil when it is not kept.
+func (t *Commands) Get(n int) *Command {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.cmds[n]
+}
+
+// List returns the kept commands' numbers, oldest first.
+func (t *Commands) List() []int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]int(nil), t.order...)
+}
+
+// Count returns how many commands are kept.
+func (t *Commands) Count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.order)
+}
+
+// Last returns the newest command's number and status (0 if none).
+func (t *Commands) Last() (int, string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.order) == 0 {
+		return 0, ""
+	}
+	c := t.cmds[t.order[len(t.order)-1]]
+	return c.n, c.Status()
+}
+
+// Latest returns the newest command, or nil.
+func (t *Commands) Latest() *Command {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.order) == 0 {
+		return nil
+	}
+	return t.cmds[t.order[len(t.order)-1]]
+}
+
+// KillAll kills every running command and waits for each to be confirmed.
+func (t *Commands) KillAll(ctx context.Context) error {
+	t.mu.Lock()
+	var run []*Command
+	for _, c := range t.cmds {
+		if c.Running() {
+			run = append(run, c)
+		}
+	}
+	t.mu.Unlock()
+	var first error
+	for _, c := range run {
+		if err := c.Kill(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Running reports whether the command still runs.
+func (c *Command) Running() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.status == StatusRunning
+}
+
+// Status returns "running", "exit N", "killed" or "lost".
+func (c *Command) Status() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.status
+}
+
+// Kill ends the command's whole process group in the box, confirmed.
+func (c *Command) Kill(ctx context.Context) error {
+	c.mu.Lock()
+	if c.status != StatusRunning || c.proc == nil {
+		c.mu.Unlock()
+		return nil
+	}
+	c.killed = true
+	p := c.proc
+	c.mu.Unlock()
+	return p.Kill(ctx)
+}
+
+// output is a command's stdout and stderr, kept interleaved as they come.
+type output struct{ c *Command }
+
+// Write appends to the command's output.
+func (o output) Write(p []byte) (int, error) {
+	o.c.mu.Lock()
+	defer o.c.mu.Unlock()
+	if o.c.out == nil {
+		return 0, os.ErrClosed
+	}
+	n, err := o.c.out.WriteAt(p, o.c.size)
+	o.c.size += int64(n)
+	if n > 0 {
+		close(o.c.grow)
+		o.c.grow = make(chan struct{})
+	}
+	return n, err
+}
+
+// ReadAt reads the command's output at off, waiting for more while the
+// command runs. It returns 0 bytes at the end of a finished command's
+// output.
+func (c *Command) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	for {
+		c.mu.Lock()
+		size, grow, done := c.size, c.grow, c.status != StatusRunning
+		c.mu.Unlock()
+		if off < size {
+			f, err := os.Open(c.outPath())
+			if err != nil {
+				return 0, providers.E(providers.Unknown, "boxes.Command.ReadAt", err)
+			}
+			want := p
+			if int64(len(want)) > size-off {
+				want = want[:size-off]
+			}
+			n, err := f.ReadAt(want, off)
+			f.Close()
+			if n > 0 {
+				return n, nil
+			}
+			if err != nil {
+				return 0, providers.E(providers.Unknown, "boxes.Command.ReadAt", err)
+			}
+		}
+		if done {
+			return 0, nil
+		}
+		select {
+		case <-grow:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,44 @@
+// Package boxes keeps the named boxes of a state directory and runs their
+// lives: create, attach, forget and destroy; records; health; commands;
+// spec parsing; metering hooks.
+//
+// # Boxes
+//
+// A Manager holds the boxes of one state directory by name. Each Box
+// joins a provider's box to the hands that reach into it and the cache of
+// its workspace, opened at first use (connect): a declared box is made
+// then, a recorded one attached, and writes an earlier process journaled
+// are pushed. Box names are checked by CheckName; the words of a `new`
+// message (and of a configured environment) become a Spec by ParseSpec.
+//
+// # Health
+//
+// Every operation on a box runs through Do, within the operation bound.
+// A failure that says the box, not the request, is in trouble (timeout,
+// liveness, a lost channel) marks the box unhealthy: later calls fail fast
+// until a background probe gets an answer. A box its provider reports
+// ended or removed is gone, and answers Gone from then on.
+//
+// # Commands
+//
+// A box's Commands run command lines in the box, the running ones and the
+// last hundred ended ones kept with their output in the state directory,
+// so a reader can follow a command's output to its end, and find it again
+// after a restart (a command running when its process ended is lost).
+// The box's changes are brought into the cache before a reader sees the
+// end of a command's output.
+//
+// # Views and meters
+//
+// The manager presents nothing itself: a View (the FUSE layer) is told of
+// the changes in a workspace that the host did not make through it, and a
+// Meter (the ledger) is told when a box is made, of each exec sent to it
+// and when it ends.
+//
+// # Without a mount
+//
+// The CLI drives boxes directly when nothing is mounted on the state
+// directory, and for bulk moves (Seed, Pull) that should not go one file
+// at a time through the kernel; those paths never open a box's cache,
+// which belongs to the mounted daemon.
+package boxes

@@ -1,0 +1,197 @@
+package boxes
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/boxfs/boxfs/providers"
+)
+
+// ParseSpec reads the key=value words of a `new NAME k=v ...` message (and
+// of a configured environment): provider=, image=, lifetime=, cpus=,
+// memory=, network=, ports=, workspace=, user=, isolation=, snapshot=,
+// region=, gpu=, env.K=, label.K=. Unknown keys and malformed values are
+// Invalid; whether the provider can honour a field is the provider's to
+// say.
+func ParseSpec(words []string) (provider string, spec providers.Spec, err error) {
+	const op = "boxes.ParseSpec"
+	pairs := make([]pair, 0, len(words))
+	for _, w := range words {
+		k, v, ok := strings.Cut(w, "=")
+		if !ok || k == "" {
+			return "", spec, providers.Errorf(providers.Invalid, op, "%q is not key=value", w)
+		}
+		pairs = append(pairs, pair{k, v})
+	}
+	provider, spec, err = specOf(pairs)
+	if err != nil {
+		return "", spec, providers.E(providers.Invalid, op, err)
+	}
+	return provider, spec, nil
+}
+
+type pair struct{ k, v string }
+
+// CheckName reports whether name can name a box (Invalid if not): 1..63
+// bytes of UTF-8, no '/', NUL or newline, no leading '.', not one of the
+// namespace root's own file names.
+func CheckName(name string) error {
+	if err := checkName(name); err != nil {
+		return providers.E(providers.Invalid, "boxes.CheckName", err)
+	}
+	return nil
+}
+
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("a box name is needed")
+	case len(name) > 63:
+		return fmt.Errorf("box name %q is longer than 63 bytes", name)
+	case strings.ContainsAny(name, "/\x00\n"):
+		return fmt.Errorf("box name %q holds '/', NUL or a newline", name)
+	case strings.HasPrefix(name, "."):
+		return fmt.Errorf("box name %q starts with '.'", name)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("box name %q is not UTF-8", name)
+	case name == "ctl" || name == "err":
+		return fmt.Errorf("box name %q is taken by the root's own file", name)
+	}
+	return nil
+}
+
+// specOf reads the keys of a new message (and of a config environment) into
+// a Spec. Unknown keys and malformed values are errors; whether the provider
+// can honour a field is the provider's to say.
+func specOf(pairs []pair) (provider string, s providers.Spec, err error) {
+	seen := map[string]bool{}
+	for _, p := range pairs {
+		if seen[p.k] && !strings.HasPrefix(p.k, "env.") && !strings.HasPrefix(p.k, "label.") {
+			return "", s, fmt.Errorf("key %q given twice", p.k)
+		}
+		seen[p.k] = true
+		if p.k == "provider" {
+			provider = p.v
+			continue
+		}
+		if err := setSpec(&s, p.k, p.v); err != nil {
+			return "", s, err
+		}
+	}
+	if err := s.Validate(); err != nil {
+		var e *providers.Error
+		if errors.As(err, &e) && e.Err != nil {
+			return "", s, e.Err
+		}
+		return "", s, err
+	}
+	return provider, s, nil
+}
+
+// setSpec sets the field of s that the key k names to v.
+func setSpec(s *providers.Spec, k, v string) error {
+	switch {
+	case k == "image":
+		s.Image = v
+	case k == "snapshot":
+		s.Snapshot = v
+	case k == "region":
+		s.Region = v
+	case k == "gpu":
+		s.GPU = v
+	case k == "user":
+		s.User = v
+	case k == "workspace":
+		s.Workspace = v
+	case k == "isolation":
+		s.Isolation = providers.Isolation(v)
+	case k == "lifetime":
+		d, err := parseDuration(v)
+		if err != nil {
+			return fmt.Errorf("lifetime=%q: %v", v, err)
+		}
+		s.Lifetime = d
+	case k == "cpus":
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 {
+			return fmt.Errorf("cpus=%q is not a positive number", v)
+		}
+		s.CPUs = f
+	case k == "memory":
+		mb, err := parseMegabytes(v)
+		if err != nil {
+			return fmt.Errorf("memory=%q: %v", v, err)
+		}
+		s.MemoryMB = mb
+	case k == "network":
+		switch v {
+		case "open", "none":
+			s.Network.Mode = providers.NetworkMode(v)
+		case "":
+			return fmt.Errorf("network= needs open, none or a comma list of domains")
+		default:
+			s.Network.Mode = providers.NetworkAllowlist
+			s.Network.Allow = strings.Split(v, ",")
+		}
+	case k == "ports":
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				return fmt.Errorf("ports=%q: %q is not a number", v, f)
+			}
+			s.Ports = append(s.Ports, n)
+		}
+	case strings.HasPrefix(k, "env."):
+		if s.Env == nil {
+			s.Env = map[string]string{}
+		}
+		s.Env[strings.TrimPrefix(k, "env.")] = v
+	case strings.HasPrefix(k, "label."):
+		if s.Labels == nil {
+			s.Labels = map[string]string{}
+		}
+		s.Labels[strings.TrimPrefix(k, "label.")] = v
+	default:
+		return fmt.Errorf("unknown key %q", k)
+	}
+	return nil
+}
+
+// parseDuration takes a Go duration ("90m", "2h") or plain seconds ("300").
+func parseDuration(v string) (time.Duration, error) {
+	if n, err := strconv.Atoi(v); err == nil {
+		if n <= 0 {
+			return 0, fmt.Errorf("must be positive")
+		}
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("not a duration (use 300, 90m or 2h)")
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("must be positive")
+	}
+	return d, nil
+}
+
+// parseMegabytes takes megabytes ("512"), or a number with m/g ("512m", "2g").
+func parseMegabytes(v string) (int, error) {
+	mult := 1
+	s := strings.ToLower(v)
+	switch {
+	case strings.HasSuffix(s, "g"):
+		mult, s = 1024, strings.TrimSuffix(s, "g")
+	case strings.HasSuffix(s, "m"):
+		s = strings.TrimSuffix(s, "m")
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("not a size (use 512, 512m or 2g)")
+	}
+	return n * mult, nil
+}

@@ -1,0 +1,204 @@
+package fs
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+
+	"github.com/boxfs/boxfs/boxes"
+	"github.com/boxfs/boxfs/syncengine/cache"
+)
+
+// boxView is what the namespace keeps of one box: its directory node, its
+// work/ node and the inode numbers of its work tree. It tells the kernel
+// to drop what it holds of paths that changed in the box.
+type boxView struct {
+	fs *FS
+	b  *boxes.Box
+
+	dirMu sync.Mutex // guards dir: its node is made once
+	dir   *boxDir
+
+	mu       sync.Mutex
+	workRoot *workNode // its work/ node
+	inoTable *inoTable
+}
+
+// inos returns the inode numbers of the box's work tree, seeded by the
+// box's provider and id (a declared box gets its own once made).
+func (v *boxView) inos() *inoTable {
+	info := v.b.Info()
+	seed := info.Provider + "/" + info.ID
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.inoTable == nil || v.inoTable.seed != seed {
+		v.inoTable = newInoTable(seed)
+	}
+	return v.inoTable
+}
+
+// notifyBoxChanges tells the kernel to ask again about each changed path:
+// its name in its directory (a name made, removed or replaced), its
+// attributes and pages, and its directory's attributes. No lock is held.
+func (v *boxView) notifyBoxChanges(rels []string) {
+	if len(rels) == 0 || !v.fs.mounted() {
+		return
+	}
+	for _, rel := range rels {
+		if n := v.findNode(rel); n != nil {
+			n.NotifyContent(0, 0)
+		}
+		if rel == "" {
+			continue
+		}
+		dir, name := splitRel(rel)
+		if parent := v.findNode(dir); parent != nil {
+			parent.NotifyEntry(name)
+			parent.NotifyContent(-1, 0)
+		}
+	}
+}
+
+// notifyLinked drops the kernel's attributes of the other names of rel's
+// box file, when it has hard links the cache knows, and with entries their
+// names too.
+func (v *boxView) notifyLinked(ctx context.Context, rel string, entries bool) {
+	v.notifyNames(v.linked(ctx, rel), entries)
+}
+
+// linked returns the other names of rel's box file the cache knows.
+func (v *boxView) linked(ctx context.Context, rel string) []string {
+	_, c, err := v.b.Parts(ctx)
+	if err != nil {
+		return nil
+	}
+	return c.Linked(rel)
+}
+
+// notifyNames drops the kernel's attributes of the files at rels, and with
+// entries their names too. Never entries from a request whose caller holds
+// a directory lock (link(2) and unlink(2) hold the name's directory): the
+// kernel would wait for that lock inside the notification.
+func (v *boxView) notifyNames(rels []string, entries bool) {
+	if len(rels) == 0 || !v.fs.mounted() {
+		return
+	}
+	for _, p := range rels {
+		n := v.findNode(p)
+		if n == nil {
+			continue
+		}
+		n.NotifyContent(-1, 0)
+		if !entries {
+			continue
+		}
+		// An O_APPEND write starts at the kernel's size of the file, which
+		// only a LOOKUP or GETATTR renews; dropping the name makes the next
+		// open of it look the name up again.
+		dir, name := splitRel(p)
+		if parent := v.findNode(dir); parent != nil {
+			parent.NotifyEntry(name)
+		}
+	}
+}
+
+// findNode returns the kernel-known node of rel, if any, without asking the box.
+func (v *boxView) findNode(rel string) *gofs.Inode {
+	v.mu.Lock()
+	root := v.workRoot
+	v.mu.Unlock()
+	if root == nil {
+		return nil
+	}
+	n := root.EmbeddedInode()
+	if rel == "" {
+		return n
+	}
+	for _, seg := range strings.Split(rel, "/") {
+		n = n.GetChild(seg)
+		if n == nil {
+			return nil
+		}
+	}
+	return n
+}
+
+func splitRel(rel string) (string, string) {
+	i := strings.LastIndexByte(rel, '/')
+	if i < 0 {
+		return "", rel
+	}
+	return rel[:i], rel[i+1:]
+}
+
+// notifyChanges drops the kernel's entries, attributes and pages for what
+// changed in the box. No lock is held while the kernel is told.
+func (v *boxView) notifyChanges(ch cache.Changes) {
+	inos := v.inos()
+	for _, rel := range ch.Removed {
+		inos.remove(rel)
+	}
+	if !v.fs.mounted() {
+		return
+	}
+	for _, rel := range ch.Changed {
+		n := v.findNode(rel)
+		if n == nil {
+			continue
+		}
+		n.NotifyContent(0, 0)
+		if n.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			// The kernel's size of the file changes only with a LOOKUP or
+			// GETATTR answer, and a shell's >> (an O_APPEND open, no stat)
+			// writes at that size: dropping the name makes the open look it
+			// up again, so the append lands after what the box wrote.
+			dir, name := splitRel(rel)
+			if parent := v.findNode(dir); parent != nil {
+				parent.NotifyEntry(name)
+			}
+		}
+	}
+	for _, rel := range ch.Removed {
+		dir, name := splitRel(rel)
+		parent := v.findNode(dir)
+		child := v.findNode(rel)
+		if parent == nil {
+			continue
+		}
+		if child != nil {
+			parent.NotifyDelete(name, child)
+		} else {
+			parent.NotifyEntry(name)
+		}
+	}
+	for _, rel := range ch.Added {
+		dir, name := splitRel(rel)
+		if parent := v.findNode(dir); parent != nil {
+			parent.NotifyEntry(name)
+		}
+	}
+}
+
+// notifyAll drops what the kernel holds of every known node of the work
+// tree: the fallback when the box's changes could not be listed.
+func (v *boxView) notifyAll() {
+	if !v.fs.mounted() {
+		return
+	}
+	root := v.findNode("")
+	if root == nil {
+		return
+	}
+	var walk func(n *gofs.Inode)
+	walk = func(n *gofs.Inode) {
+		n.NotifyContent(0, 0)
+		for name, ch := range n.Children() {
+			n.NotifyEntry(name)
+			walk(ch)
+		}
+	}
+	walk(root)
+}

@@ -1,0 +1,42 @@
+// Package fs presents the boxes a boxes.Manager keeps as a FUSE file
+// system: go-fuse nodes for the namespace's root, each box's control
+// files and commands, and its work tree.
+//
+// # Namespace
+//
+// New makes the namespace over a Manager and Mount serves it through the
+// kernel. The root holds ctl (new, attach, forget; read: one line per box)
+// and err, and one directory per box, made by `new` or mkdir. A box's
+// directory holds ctl (destroy, release, flush, sync, kill; read: one
+// key=value status line), exec, cmds/, facts.json, receipt.json, err and
+// work/. Control files and the work tree never share a directory.
+//
+// # Control files
+//
+// A control message is a newline-terminated line of words, several per
+// write; every message of a write is parsed before any runs, and one bad
+// message fails the whole write with EINVAL. Reads render the file once
+// per open, so reads at any offset see one snapshot; control files use
+// direct I/O. A failure's text is kept in the nearest err file, since an
+// errno alone loses it.
+//
+// # Commands
+//
+// A write of one line to exec starts a command (the box's Commands); a
+// read on the same open follows its output to the end. cmds/N/ keeps each
+// command's line, output, status and a ctl that kills it.
+//
+// # Work tree
+//
+// work/ is the box's workspace, served through the box's cache: every
+// operation runs within the box's bounds (boxes.Box.Do), and the kernel is
+// told to drop what it holds of paths the box changed behind it (after a
+// command, at sync, or as a watch reports). Inode numbers stay the same
+// for a path across remounts of the same box.
+//
+// # Errors
+//
+// Errors reach the kernel through one table from providers codes to
+// errnos (toErrno); a box-side errno is answered as is where it is the
+// more exact answer.
+package fs

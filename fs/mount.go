@@ -1,0 +1,143 @@
+package fs
+
+import (
+	"log/slog"
+	"sync"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/boxfs/boxfs/boxes"
+	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/syncengine/cache"
+)
+
+// FS is the boxfs namespace over the boxes a Manager keeps: the root's
+// ctl and err, and per box its control files, commands and work tree.
+type FS struct {
+	m   *boxes.Manager
+	log *slog.Logger
+
+	mu      sync.Mutex
+	errText string // the root's last error
+	views   map[*boxes.Box]*boxView
+	server  *fuse.Server
+
+	root *rootNode
+}
+
+// New makes the namespace over m's boxes and has m tell it of changes in
+// their workspaces. One namespace per Manager.
+func New(m *boxes.Manager) *FS {
+	f := &FS{m: m, log: m.Options().Logger, views: map[*boxes.Box]*boxView{}}
+	f.root = &rootNode{fs: f}
+	m.SetView(viewer{f})
+	return f
+}
+
+// Root returns the root node to mount.
+func (f *FS) Root() gofs.InodeEmbedder { return f.root }
+
+// MountOptions are the kernel-facing settings of Mount.
+type MountOptions struct {
+	AllowOther bool
+	Debug      bool
+	FsName     string
+}
+
+// Mount serves the namespace at mountpoint through the kernel.
+func (f *FS) Mount(mountpoint string, mo MountOptions) (*fuse.Server, error) {
+	timeout := f.m.Options().AttrTimeout
+	name := mo.FsName
+	if name == "" {
+		name = "boxfs"
+	}
+	opts := &gofs.Options{
+		EntryTimeout:    &timeout,
+		AttrTimeout:     &timeout,
+		NegativeTimeout: &timeout,
+		MountOptions: fuse.MountOptions{
+			AllowOther:    mo.AllowOther,
+			Debug:         mo.Debug,
+			FsName:        name,
+			Name:          "boxfs",
+			DirectMount:   true,
+			DisableXAttrs: true, // the kernel stops asking (ls -l asks twice per file)
+			MaxWrite:      1 << 20,
+			MaxBackground: 32,
+		},
+		NullPermissions: true,
+	}
+	server, err := gofs.Mount(mountpoint, f.root, opts)
+	if err != nil {
+		return nil, providers.E(providers.Unknown, "fs.Mount", err)
+	}
+	f.mu.Lock()
+	f.server = server
+	f.mu.Unlock()
+	return server, nil
+}
+
+func (f *FS) mounted() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.server != nil
+}
+
+func (f *FS) setErr(err error) {
+	f.mu.Lock()
+	f.errText = err.Error()
+	f.mu.Unlock()
+	f.log.Warn("ctl", "err", err)
+}
+
+// view returns what the namespace keeps of b, made at first use.
+func (f *FS) view(b *boxes.Box) *boxView {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v := f.views[b]
+	if v == nil {
+		v = &boxView{fs: f, b: b}
+		f.views[b] = v
+	}
+	return v
+}
+
+// viewOf returns what the namespace keeps of b, or nil when it shows
+// nothing of it.
+func (f *FS) viewOf(b *boxes.Box) *boxView {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.views[b]
+}
+
+// dropView forgets what the namespace keeps of a box it no longer shows.
+func (f *FS) dropView(b *boxes.Box) {
+	f.mu.Lock()
+	delete(f.views, b)
+	f.mu.Unlock()
+}
+
+// viewer tells the namespace what the manager saw change in a box's
+// workspace; it is the Manager's View.
+type viewer struct{ f *FS }
+
+var _ boxes.View = viewer{}
+
+func (w viewer) Changed(b *boxes.Box, ch cache.Changes) {
+	if v := w.f.viewOf(b); v != nil {
+		v.notifyChanges(ch)
+	}
+}
+
+func (w viewer) PathsChanged(b *boxes.Box, rels []string) {
+	if v := w.f.viewOf(b); v != nil {
+		v.notifyBoxChanges(rels)
+	}
+}
+
+func (w viewer) AllChanged(b *boxes.Box) {
+	if v := w.f.viewOf(b); v != nil {
+		v.notifyAll()
+	}
+}

@@ -1,0 +1,66 @@
+package shell_test
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/boxfs/boxfs/internal/shell"
+	"github.com/boxfs/boxfs/providers"
+)
+
+func TestEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain/path with space": "plain/path with space",
+		"%s $x":                 "%s $x",
+		"a\nb":                  `a\0012b`,
+		`back\slash`:            `back\0134slash`,
+		`it's "quoted"`:         `it\0047s \0042quoted\0042`,
+		"\xff\n":                `\0377\0012`,
+		"é":                     `\0303\0251`,
+	} {
+		assert.Equal(t, want, shell.Escape(in), "Escape(%q)", in)
+	}
+}
+
+// What Escape writes, printf %b in sh gives back, every byte value.
+func TestEscapeRoundTrip(t *testing.T) {
+	var all []byte
+	for c := 1; c < 256; c++ {
+		all = append(all, byte(c))
+	}
+	out, err := exec.Command("sh", "-c", `a=$(printf '%bx' "$1"); printf '%s' "${a%x}"`, "sh", shell.Escape(string(all))).Output()
+	require.NoError(t, err)
+	assert.Equal(t, all, out)
+}
+
+func TestOctal(t *testing.T) {
+	assert.Equal(t, "00755", shell.Octal(0o755))
+	assert.Equal(t, "04755", shell.Octal(0o755|providers.FileMode(os.ModeSetuid)))
+	assert.Equal(t, "01777", shell.Octal(0o777|providers.FileMode(os.ModeSticky)))
+}
+
+// killgroup ends a whole group, a member that ignores TERM included, and
+// says so; a group that is already gone is gone at once.
+func TestKillGroup(t *testing.T) {
+	cmd := exec.Command("sh", "-c", `trap '' TERM; sleep 60 & sleep 60 & wait`)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, cmd.Start())
+	pg := strconv.Itoa(cmd.Process.Pid)
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }() // reaps the leader; the sleeps are the group's
+	out, err := exec.Command("sh", "-c", shell.KillGroup+`killgroup "$1" && echo gone`, "sh", pg).Output()
+	require.NoError(t, err)
+	assert.Equal(t, "gone\n", string(out))
+	<-done
+	assert.ErrorIs(t, syscall.Kill(-cmd.Process.Pid, 0), syscall.ESRCH, "a process of the group is left")
+
+	out, err = exec.Command("sh", "-c", shell.KillGroup+`killgroup "$1" && echo gone`, "sh", pg).Output()
+	require.NoError(t, err)
+	assert.Equal(t, "gone\n", string(out))
+}
