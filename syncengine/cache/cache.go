@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/boxfs/boxfs/internal/pathmap"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -76,10 +77,15 @@ type Cache struct {
 
 	dataDir, journalDir string
 
-	mu     sync.Mutex
-	dirs   map[string]*dirList  // rel of a directory -> its listing
-	attrs  map[string]attrEntry // rel -> the latest stat of it
-	files  map[string]*file     // rel -> content state, for files read or written
+	mu    sync.Mutex
+	dirs  *pathmap.Map[*dirList]  // rel of a directory -> its listing
+	attrs *pathmap.Map[attrEntry] // rel -> the latest stat of it
+	files *pathmap.Map[*file]     // rel -> content state, for files read or written
+	// links indexes the names seen with a box inode of more than one
+	// link, so the other names of a hard link are found without a scan
+	// of every attribute. A name kept here may have gone or changed since:
+	// linkedLocked checks each against attrs and drops the stale ones.
+	links  map[linkKey]map[string]bool
 	nextID uint64
 	statfs struct {
 		v  providers.StatFS
@@ -153,9 +159,10 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 		now:        opts.Now,
 		dataDir:    filepath.Join(opts.Dir, "data"),
 		journalDir: filepath.Join(opts.Dir, "journal"),
-		dirs:       map[string]*dirList{},
-		attrs:      map[string]attrEntry{},
-		files:      map[string]*file{},
+		dirs:       pathmap.New[*dirList](),
+		attrs:      pathmap.New[attrEntry](),
+		files:      pathmap.New[*file](),
+		links:      map[linkKey]map[string]bool{},
 		touched:    map[string]map[string]uint64{},
 		mine:       map[string]time.Time{},
 		echoes:     map[string]bool{},
@@ -221,7 +228,7 @@ func (c *Cache) Lookup(ctx context.Context, rel string) (providers.FileInfo, err
 	}
 	dir, name := split(rel)
 	c.mu.Lock()
-	if a, ok := c.attrs[rel]; ok && c.fresh(a.at) {
+	if a, ok := c.attrGet(rel); ok && c.fresh(a.at) {
 		c.mu.Unlock()
 		if a.stale {
 			return c.stat(ctx, rel)
@@ -231,7 +238,7 @@ func (c *Cache) Lookup(ctx context.Context, rel string) (providers.FileInfo, err
 		}
 		return a.fi, nil
 	}
-	d := c.dirs[dir]
+	d := c.dir(dir)
 	if d != nil && c.fresh(d.fetched) {
 		fi, ok := d.entries[name]
 		c.mu.Unlock()
@@ -245,7 +252,7 @@ func (c *Cache) Lookup(ctx context.Context, rel string) (providers.FileInfo, err
 	if !big {
 		if _, err := c.ReadDir(ctx, dir); err == nil {
 			c.mu.Lock()
-			d := c.dirs[dir]
+			d := c.dir(dir)
 			fi, ok := d.entries[name]
 			c.mu.Unlock()
 			if !ok {
@@ -268,11 +275,11 @@ func (c *Cache) knownAttr(rel string) (providers.FileInfo, bool) {
 }
 
 func (c *Cache) knownAttrLocked(rel string) (providers.FileInfo, bool) {
-	if a, ok := c.attrs[rel]; ok && !a.neg {
+	if a, ok := c.attrGet(rel); ok && !a.neg {
 		return a.fi, true
 	}
 	dir, name := split(rel)
-	if d := c.dirs[dir]; d != nil {
+	if d := c.dir(dir); d != nil {
 		fi, ok := d.entries[name]
 		return fi, ok
 	}
@@ -293,7 +300,7 @@ func (c *Cache) Getattr(ctx context.Context, rel string) (providers.FileInfo, er
 		}
 	}
 	c.mu.Lock()
-	if a, ok := c.attrs[rel]; ok && c.fresh(a.at) {
+	if a, ok := c.attrGet(rel); ok && c.fresh(a.at) {
 		c.mu.Unlock()
 		if a.stale {
 			return c.stat(ctx, rel)
@@ -305,7 +312,7 @@ func (c *Cache) Getattr(ctx context.Context, rel string) (providers.FileInfo, er
 	}
 	if rel != "" {
 		dir, name := split(rel)
-		if d := c.dirs[dir]; d != nil && c.fresh(d.fetched) {
+		if d := c.dir(dir); d != nil && c.fresh(d.fetched) {
 			fi, ok := d.entries[name]
 			c.mu.Unlock()
 			if !ok {
@@ -330,7 +337,7 @@ func (c *Cache) stat(ctx context.Context, rel string) (providers.FileInfo, error
 	c.endFetchLocked()
 	if err != nil {
 		if providers.CodeOf(err) == providers.NotFound && !newer {
-			c.attrs[rel] = attrEntry{at: now, neg: true}
+			c.setAttrLocked(rel, attrEntry{at: now, neg: true})
 		}
 		return providers.FileInfo{}, err
 	}
@@ -438,13 +445,13 @@ func (c *Cache) overlayLocked(start uint64, attrs map[string]providers.FileInfo,
 
 func (c *Cache) overlayOneLocked(dir, name string, attrs map[string]providers.FileInfo, dirs map[string]*dirList) {
 	p := join(dir, name)
-	a, known := c.attrs[p]
+	a, known := c.attrGet(p)
 	if known && !a.neg {
 		attrs[p] = a.fi
 		if d := dirs[dir]; d != nil {
 			d.entries[name] = a.fi
 		}
-		if od := c.dirs[p]; od != nil && dirs[p] == nil && a.fi.IsDir() {
+		if od := c.dir(p); od != nil && dirs[p] == nil && a.fi.IsDir() {
 			dirs[p] = od
 		}
 		return
@@ -489,12 +496,12 @@ func (c *Cache) record(rel string, fi providers.FileInfo, at time.Time) {
 }
 
 func (c *Cache) recordLocked(rel string, fi providers.FileInfo, at time.Time) {
-	c.attrs[rel] = attrEntry{fi: fi, at: at}
+	c.setAttrLocked(rel, attrEntry{fi: fi, at: at})
 	if rel == "" {
 		return
 	}
 	dir, name := split(rel)
-	if d := c.dirs[dir]; d != nil {
+	if d := c.dir(dir); d != nil {
 		d.entries[name] = fi
 	}
 }
@@ -509,13 +516,13 @@ func (c *Cache) dirChangedLocked(rel string) {
 		return
 	}
 	dir, _ := split(rel)
-	a, ok := c.attrs[dir]
+	a, ok := c.attrGet(dir)
 	if !ok || a.neg {
 		if dir == "" {
 			return
 		}
 		gp, name := split(dir)
-		d := c.dirs[gp]
+		d := c.dir(gp)
 		if d == nil {
 			return
 		}
@@ -526,35 +533,73 @@ func (c *Cache) dirChangedLocked(rel string) {
 		a = attrEntry{fi: fi}
 	}
 	a.at, a.stale = c.now(), true
-	c.attrs[dir] = a
+	c.setAttrLocked(dir, a)
+}
+
+// linkKey names one box inode.
+type linkKey struct{ dev, ino uint64 }
+
+// hardLinked reports whether fi is a box file with more than one name.
+func hardLinked(fi providers.FileInfo) bool {
+	return fi.Ino != 0 && fi.Nlink >= 2 && !fi.IsDir()
+}
+
+// attrGet returns what the cache holds of rel's attributes. c.mu held.
+func (c *Cache) attrGet(rel string) (attrEntry, bool) { return c.attrs.Get(rel) }
+
+// dir returns rel's listing, or nil. c.mu held.
+func (c *Cache) dir(rel string) *dirList {
+	d, _ := c.dirs.Get(rel)
+	return d
+}
+
+// file returns rel's content state, or nil. c.mu held.
+func (c *Cache) file(rel string) *file {
+	f, _ := c.files.Get(rel)
+	return f
+}
+
+// setAttrLocked keeps e as rel's attributes, and a name of a hard link in
+// the index of links. c.mu held.
+func (c *Cache) setAttrLocked(rel string, e attrEntry) {
+	c.attrs.Set(rel, e)
+	if !e.neg && hardLinked(e.fi) {
+		k := linkKey{e.fi.Dev, e.fi.Ino}
+		names := c.links[k]
+		if names == nil {
+			names = map[string]bool{}
+			c.links[k] = names
+		}
+		names[rel] = true
+	}
 }
 
 // linkedLocked returns the other names the cache knows of the box file fi
 // describes at rel: the same device and inode, with more than one link.
 // Each name of a hard link is a file of its own here (its own content copy,
 // its own attributes), so what changes the box file through one name is
-// passed on to the others by the caller. c.mu held.
+// passed on to the others by the caller. It costs the number of names the
+// inode was seen under, not the size of the cache. c.mu held.
 func (c *Cache) linkedLocked(rel string, fi providers.FileInfo) []string {
-	if fi.Ino == 0 || fi.Nlink < 2 || fi.IsDir() {
+	if !hardLinked(fi) {
 		return nil
 	}
-	seen := map[string]bool{rel: true}
+	k := linkKey{fi.Dev, fi.Ino}
+	names := c.links[k]
 	var out []string
-	add := func(p string, o providers.FileInfo) {
-		if !seen[p] && o.Ino == fi.Ino && o.Dev == fi.Dev && !o.IsDir() {
-			seen[p] = true
-			out = append(out, p)
+	for p := range names {
+		if p == rel {
+			continue
 		}
+		o, ok := c.knownAttrLocked(p)
+		if !ok || o.Ino != fi.Ino || o.Dev != fi.Dev || o.IsDir() {
+			delete(names, p) // gone, or another file now
+			continue
+		}
+		out = append(out, p)
 	}
-	for p, a := range c.attrs {
-		if !a.neg {
-			add(p, a.fi)
-		}
-	}
-	for dir, d := range c.dirs {
-		for name, o := range d.entries {
-			add(join(dir, name), o)
-		}
+	if len(names) == 0 {
+		delete(c.links, k)
 	}
 	sortStrings(out)
 	return out
@@ -584,9 +629,9 @@ func (c *Cache) linksChangedLocked(rel string, fi providers.FileInfo, exact bool
 		o := fi
 		_, o.Name = split(p)
 		c.touchLocked(p)
-		c.attrs[p] = attrEntry{fi: o, at: now, stale: !exact}
+		c.setAttrLocked(p, attrEntry{fi: o, at: now, stale: !exact})
 		dir, name := split(p)
-		if d := c.dirs[dir]; d != nil {
+		if d := c.dir(dir); d != nil {
 			d.entries[name] = o
 		}
 	}
@@ -601,21 +646,13 @@ func (c *Cache) forget(rel string) {
 
 func (c *Cache) forgetLocked(rel string) {
 	c.touchLocked(rel)
-	delete(c.attrs, rel)
-	prefix := rel + "/"
-	for k := range c.attrs {
-		if strings.HasPrefix(k, prefix) {
-			delete(c.attrs, k)
-		}
-	}
-	for k := range c.dirs {
-		if k == rel || strings.HasPrefix(k, prefix) {
-			delete(c.dirs, k)
-		}
-	}
+	c.attrs.Delete(rel)
+	c.attrs.DeleteUnder(rel)
+	c.dirs.Delete(rel)
+	c.dirs.DeleteUnder(rel)
 	if rel != "" {
 		dir, name := split(rel)
-		if d := c.dirs[dir]; d != nil {
+		if d := c.dir(dir); d != nil {
 			delete(d.entries, name)
 		}
 	}
@@ -625,7 +662,7 @@ func (c *Cache) forgetLocked(rel string) {
 // one round trip to the box. Entries carry full attributes (READDIRPLUS).
 func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, error) {
 	c.mu.Lock()
-	if d := c.dirs[rel]; d != nil && c.fresh(d.fetched) {
+	if d := c.dir(rel); d != nil && c.fresh(d.fetched) {
 		out := c.entriesLocked(rel, d)
 		c.mu.Unlock()
 		return out, nil
@@ -633,7 +670,7 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 	c.mu.Unlock()
 	if c.revalidate(ctx) {
 		c.mu.Lock()
-		if d := c.dirs[rel]; d != nil && c.fresh(d.fetched) {
+		if d := c.dir(rel); d != nil && c.fresh(d.fetched) {
 			out := c.entriesLocked(rel, d)
 			c.mu.Unlock()
 			return out, nil
@@ -664,9 +701,9 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 	c.mu.Lock()
 	c.overlayLocked(start, attrs, map[string]*dirList{rel: d}, []string{rel})
 	c.endFetchLocked()
-	c.dirs[rel] = d
+	c.dirs.Set(rel, d)
 	for p, fi := range attrs {
-		c.attrs[p] = attrEntry{fi: fi, at: now}
+		c.setAttrLocked(p, attrEntry{fi: fi, at: now})
 	}
 	out := c.entriesLocked(rel, d)
 	c.mu.Unlock()
@@ -678,7 +715,7 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 func (c *Cache) entriesLocked(rel string, d *dirList) []providers.FileInfo {
 	out := make([]providers.FileInfo, 0, len(d.entries))
 	for name, fi := range d.entries {
-		if f := c.files[join(rel, name)]; f != nil {
+		if f := c.file(join(rel, name)); f != nil {
 			if lfi, ok := f.localAttr(); ok {
 				fi = lfi
 			}
@@ -692,7 +729,7 @@ func (c *Cache) entriesLocked(rel string, d *dirList) []providers.FileInfo {
 // Readlink returns a symlink's target, from the listing when it carries it.
 func (c *Cache) Readlink(ctx context.Context, rel string) (string, error) {
 	c.mu.Lock()
-	a, ok := c.attrs[rel]
+	a, ok := c.attrGet(rel)
 	c.mu.Unlock()
 	if ok && !a.neg && c.fresh(a.at) && a.fi.IsSymlink() && a.fi.Target != "" {
 		return a.fi.Target, nil
@@ -801,41 +838,34 @@ func (c *Cache) DueEchoes() []string {
 func (c *Cache) boxChangedLocked(rel string, now time.Time) {
 	// rel's own attributes are asked of the box at their next use, whether
 	// they came from a stat or a listing.
-	if a, ok := c.attrs[rel]; ok {
+	if a, ok := c.attrGet(rel); ok {
 		a.at, a.stale = now, true
-		c.attrs[rel] = a
-	} else if dir, name := split(rel); rel != "" && c.dirs[dir] != nil {
-		if fi, ok := c.dirs[dir].entries[name]; ok {
-			c.attrs[rel] = attrEntry{fi: fi, at: now, stale: true}
+		c.setAttrLocked(rel, a)
+	} else if dir, name := split(rel); rel != "" && c.dir(dir) != nil {
+		if fi, ok := c.dir(dir).entries[name]; ok {
+			c.setAttrLocked(rel, attrEntry{fi: fi, at: now, stale: true})
 		}
 	}
 	if rel != "" {
 		dir, _ := split(rel)
-		if d := c.dirs[dir]; d != nil {
+		if d := c.dir(dir); d != nil {
 			d.fetched = time.Time{}
 		}
 	}
-	d, isDir := c.dirs[rel]
-	if !isDir && !c.attrs[rel].fi.IsDir() {
+	d := c.dir(rel)
+	if a, _ := c.attrGet(rel); d == nil && !a.fi.IsDir() {
 		return
 	}
 	if d != nil {
 		d.fetched = time.Time{}
 	}
-	prefix := rel + "/"
-	if rel == "" {
-		prefix = ""
+	for _, p := range c.dirs.Under(rel) {
+		c.dir(p).fetched = time.Time{}
 	}
-	for p, d := range c.dirs {
-		if strings.HasPrefix(p, prefix) {
-			d.fetched = time.Time{}
-		}
-	}
-	for p, a := range c.attrs {
-		if p != rel && strings.HasPrefix(p, prefix) {
-			a.at = time.Time{}
-			c.attrs[p] = a
-		}
+	for _, p := range c.attrs.Under(rel) {
+		a, _ := c.attrGet(p)
+		a.at = time.Time{}
+		c.attrs.Set(p, a)
 	}
 }
 
@@ -848,12 +878,18 @@ func (c *Cache) Invalidate() {
 }
 
 func (c *Cache) invalidateLocked() {
-	for _, d := range c.dirs {
+	c.dirs.Range(func(_ string, d *dirList) bool {
 		d.fetched = time.Time{}
-	}
-	for k, a := range c.attrs {
+		return true
+	})
+	for _, k := range c.attrs.Under("") {
+		a, _ := c.attrGet(k)
 		a.at = time.Time{}
-		c.attrs[k] = a
+		c.attrs.Set(k, a)
+	}
+	if a, ok := c.attrGet(""); ok {
+		a.at = time.Time{}
+		c.attrs.Set("", a)
 	}
 	c.statfs.at = time.Time{}
 }
@@ -878,7 +914,7 @@ func (c *Cache) afterMutation(ctx context.Context, rel string) (providers.FileIn
 // directory comes first. tar sets three of these on every file it makes.
 func (c *Cache) afterSetattr(ctx context.Context, rel string, set func(*providers.FileInfo)) (providers.FileInfo, error) {
 	c.mu.Lock()
-	a, ok := c.attrs[rel]
+	a, ok := c.attrGet(rel)
 	c.mu.Unlock()
 	if !ok || a.neg {
 		return c.afterMutation(ctx, rel)
@@ -888,10 +924,10 @@ func (c *Cache) afterSetattr(ctx context.Context, rel string, set func(*provider
 	fi.Ctime = c.now()
 	c.mu.Lock()
 	c.touchLocked(rel)
-	c.attrs[rel] = attrEntry{fi: fi, at: c.now(), stale: true}
+	c.setAttrLocked(rel, attrEntry{fi: fi, at: c.now(), stale: true})
 	if rel != "" {
 		dir, name := split(rel)
-		if d := c.dirs[dir]; d != nil {
+		if d := c.dir(dir); d != nil {
 			d.entries[name] = fi
 		}
 	}
@@ -908,7 +944,7 @@ func (c *Cache) Mkdir(ctx context.Context, rel string, perm fs.FileMode) (provid
 		return providers.FileInfo{}, err
 	}
 	c.mu.Lock()
-	c.dirs[rel] = &dirList{entries: map[string]providers.FileInfo{}, fetched: c.now()}
+	c.dirs.Set(rel, &dirList{entries: map[string]providers.FileInfo{}, fetched: c.now()})
 	c.mu.Unlock()
 	return c.made(rel, fi), nil
 }
@@ -984,22 +1020,22 @@ func (c *Cache) Remove(ctx context.Context, rel string) error {
 		others = c.linkedLocked(rel, fi)
 		c.linksChangedLocked(rel, fi, false) // one link fewer: asked of the box
 	}
-	f := c.files[rel]
-	delete(c.files, rel)
+	f := c.file(rel)
+	c.files.Delete(rel)
 	// The file lives on under another name of a hard link: an open of the
 	// removed name writes into it there, as on a disk.
 	heir := ""
 	if f != nil {
 		for _, o := range others {
-			if c.files[o] == nil {
+			if c.file(o) == nil {
 				heir = o
-				c.files[o] = f
+				c.files.Set(o, f)
 				break
 			}
 		}
 	}
 	c.forgetLocked(rel)
-	c.attrs[rel] = attrEntry{at: c.now(), neg: true}
+	c.setAttrLocked(rel, attrEntry{at: c.now(), neg: true})
 	c.dirChangedLocked(rel)
 	c.mu.Unlock()
 	switch {
@@ -1020,7 +1056,7 @@ func (c *Cache) Rmdir(ctx context.Context, rel string) error {
 	}
 	c.mu.Lock()
 	c.forgetLocked(rel)
-	c.attrs[rel] = attrEntry{at: c.now(), neg: true}
+	c.setAttrLocked(rel, attrEntry{at: c.now(), neg: true})
 	c.dirChangedLocked(rel)
 	c.mu.Unlock()
 	return nil
@@ -1047,44 +1083,39 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 	}
 	c.mu.Lock()
 	var dropped []*file
-	oldPrefix, newPrefix := oldrel+"/", newrel+"/"
 	// Files at or under the target are replaced.
-	for k, f := range c.files {
-		if k == newrel || strings.HasPrefix(k, newPrefix) {
-			delete(c.files, k)
+	for _, k := range append(c.files.Under(newrel), newrel) {
+		if f := c.file(k); f != nil {
+			c.files.Delete(k)
 			dropped = append(dropped, f)
 		}
 	}
 	moved := map[string]*file{}
-	for k, f := range c.files {
-		switch {
-		case k == oldrel:
-			moved[newrel] = f
-			delete(c.files, k)
-		case strings.HasPrefix(k, oldPrefix):
-			moved[newPrefix+k[len(oldPrefix):]] = f
-			delete(c.files, k)
+	for _, k := range append(c.files.Under(oldrel), oldrel) {
+		if f := c.file(k); f != nil {
+			moved[newrel+k[len(oldrel):]] = f
+			c.files.Delete(k)
 		}
 	}
 	for k, f := range moved {
-		c.files[k] = f
+		c.files.Set(k, f)
 		f.setRel(k)
 	}
 	// Listings under either name are rebuilt on next use.
 	c.forgetLocked(newrel)
 	var kept providers.FileInfo
 	var haveKept bool
-	if a, ok := c.attrs[oldrel]; ok && !a.neg {
+	if a, ok := c.attrGet(oldrel); ok && !a.neg {
 		kept, haveKept = a.fi, true
 	}
 	c.forgetLocked(oldrel)
 	now := c.now()
-	c.attrs[oldrel] = attrEntry{at: now, neg: true}
+	c.setAttrLocked(oldrel, attrEntry{at: now, neg: true})
 	if haveKept {
 		_, kept.Name = split(newrel)
-		c.attrs[newrel] = attrEntry{fi: kept, at: now}
+		c.setAttrLocked(newrel, attrEntry{fi: kept, at: now})
 		dir, name := split(newrel)
-		if d := c.dirs[dir]; d != nil {
+		if d := c.dir(dir); d != nil {
 			d.entries[name] = kept
 		}
 	}
@@ -1196,7 +1227,7 @@ func (c *Cache) Truncate(ctx context.Context, rel string, size int64) (providers
 func (c *Cache) localFile(rel string) *file {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.files[rel]
+	return c.file(rel)
 }
 
 // Dirty returns the paths with writes not yet in the box.
@@ -1204,11 +1235,12 @@ func (c *Cache) Dirty() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []string
-	for rel, f := range c.files {
+	c.files.Range(func(rel string, f *file) bool {
 		if f.isDirty() {
 			out = append(out, rel)
 		}
-	}
+		return true
+	})
 	sortStrings(out)
 	return out
 }
@@ -1218,11 +1250,12 @@ func (c *Cache) Dirty() []string {
 func (c *Cache) FlushAll(ctx context.Context) error {
 	c.mu.Lock()
 	var fs []*file
-	for _, f := range c.files {
+	c.files.Range(func(_ string, f *file) bool {
 		if f.isDirty() {
 			fs = append(fs, f)
 		}
-	}
+		return true
+	})
 	c.mu.Unlock()
 	var first error
 	for _, f := range fs {

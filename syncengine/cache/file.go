@@ -131,12 +131,12 @@ func (c *Cache) Create(ctx context.Context, rel string, flags int, perm fs.FileM
 func (c *Cache) fileFor(rel string) *file {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if f := c.files[rel]; f != nil {
+	if f := c.file(rel); f != nil {
 		return f
 	}
 	c.nextID++
 	f := &file{id: c.nextID, rel: rel, inBox: true}
-	c.files[rel] = f
+	c.files.Set(rel, f)
 	return f
 }
 
@@ -762,8 +762,8 @@ func (c *Cache) loadJournal() error {
 		if rec.Owner != nil {
 			f.chown, f.uid, f.gid = true, rec.Owner[0], rec.Owner[1]
 		}
-		if old := c.files[rec.Path]; old == nil || old.id < rec.ID {
-			c.files[rec.Path] = f
+		if old := c.file(rec.Path); old == nil || old.id < rec.ID {
+			c.files.Set(rec.Path, f)
 		}
 		if rec.ID > c.nextID {
 			c.nextID = rec.ID
@@ -786,14 +786,15 @@ func (c *Cache) loadJournal() error {
 func (c *Cache) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, f := range c.files {
+	c.files.Range(func(_ string, f *file) bool {
 		f.mu.Lock()
 		if f.data != nil {
 			f.data.Close()
 			f.data = nil
 		}
 		f.mu.Unlock()
-	}
+		return true
+	})
 	return nil
 }
 

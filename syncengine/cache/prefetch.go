@@ -38,7 +38,7 @@ func (c *Cache) prefetch(ctx context.Context, rel string) {
 	dir, name := split(rel)
 	c.mu.Lock()
 	sr := c.sr
-	d := c.dirs[dir]
+	d := c.dir(dir)
 	if sr == nil || d == nil {
 		c.mu.Unlock()
 		return
@@ -96,7 +96,7 @@ func (c *Cache) prefetch(ctx context.Context, rel string) {
 // holds reports whether the cache has rel's content as fi describes it.
 func (c *Cache) holds(rel string, fi providers.FileInfo) bool {
 	c.mu.Lock()
-	f := c.files[rel]
+	f := c.file(rel)
 	c.mu.Unlock()
 	return f != nil && f.holds(fi)
 }
