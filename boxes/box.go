@@ -223,6 +223,12 @@ func (b *Box) openCache(h *hands.Hands, rec record) (*cache.Cache, error) {
 			b.errText = fmt.Sprintf("work/%s: the push at close replaced a change the box made to the file after this host read it (the later close wins)", rel)
 			b.mu.Unlock()
 		},
+		Recovered: func(rel, kept string) {
+			// Logged by the cache; err tells a reader of the box.
+			b.mu.Lock()
+			b.errText = fmt.Sprintf("work/%s: the box changed the file after this host's unpushed writes to it were journaled (the daemon stopped before pushing them): the box's file keeps the name, the host's writes are in work/%s", rel, kept)
+			b.mu.Unlock()
+		},
 	})
 }
 

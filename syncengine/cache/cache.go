@@ -56,6 +56,10 @@ type Options struct {
 	// box made to the file after the host read it (the later close wins;
 	// the push has been logged already).
 	Overwrote func(rel string)
+	// Recovered, when set, is told of each file an earlier process left
+	// dirty that the box changed since: the box's file kept rel, the host's
+	// writes were pushed as kept (the move has been logged already).
+	Recovered func(rel, kept string)
 	// Now is the clock (default time.Now); tests pin it.
 	Now func() time.Time
 }
@@ -75,7 +79,8 @@ type Cache struct {
 	log      *slog.Logger
 	now      func() time.Time
 
-	dataDir, journalDir string
+	dataDir string
+	jnl     *journal
 
 	mu    sync.Mutex
 	dirs  *pathmap.Map[*dirList]  // rel of a directory -> its listing
@@ -151,23 +156,22 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 		return nil, providers.Errorf(providers.Invalid, op, "workspace root %q is not absolute", opts.Root)
 	}
 	c := &Cache{
-		remote:     remote,
-		sw:         providers.AsStatWriter(remote),
-		cold:       map[string]int{},
-		opts:       opts,
-		log:        opts.Logger.With("box", opts.Box),
-		now:        opts.Now,
-		dataDir:    filepath.Join(opts.Dir, "data"),
-		journalDir: filepath.Join(opts.Dir, "journal"),
-		dirs:       pathmap.New[*dirList](),
-		attrs:      pathmap.New[attrEntry](),
-		files:      pathmap.New[*file](),
-		links:      map[linkKey]map[string]bool{},
-		touched:    map[string]map[string]uint64{},
-		mine:       map[string]time.Time{},
-		echoes:     map[string]bool{},
+		remote:  remote,
+		sw:      providers.AsStatWriter(remote),
+		cold:    map[string]int{},
+		opts:    opts,
+		log:     opts.Logger.With("box", opts.Box),
+		now:     opts.Now,
+		dataDir: filepath.Join(opts.Dir, "data"),
+		dirs:    pathmap.New[*dirList](),
+		attrs:   pathmap.New[attrEntry](),
+		files:   pathmap.New[*file](),
+		links:   map[linkKey]map[string]bool{},
+		touched: map[string]map[string]uint64{},
+		mine:    map[string]time.Time{},
+		echoes:  map[string]bool{},
 	}
-	for _, d := range []string{c.dataDir, c.journalDir} {
+	for _, d := range []string{c.dataDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, providers.E(providers.Unknown, op, err)
 		}

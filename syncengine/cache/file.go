@@ -2,14 +2,10 @@ package cache
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -49,7 +45,18 @@ type file struct {
 	version  uint64 // bumped whenever data is refilled from the box
 	kernel   uint64 // the version the kernel's page cache was last filled from
 	pushErr  error
-	journal  bool // a journal record exists
+	journal  bool // the journal holds the file as dirty
+	// created: the host made the file and the box has not had it yet
+	// (inBox false), or had nothing under its name when the writes began;
+	// excl: made with O_EXCL, so its push must not replace a file the box
+	// made meanwhile.
+	created, excl bool
+	// started is the box file the dirty content started from, when known:
+	// a recovery after a crash checks that the box did not change it since.
+	started *providers.FileInfo
+	// recovered: the journal of an earlier process left the file dirty;
+	// its first push checks started first.
+	recovered bool
 }
 
 // Handle is one open of a work/ file.
@@ -81,6 +88,9 @@ func (c *Cache) OpenFile(ctx context.Context, rel string, flags int) (h *Handle,
 	}()
 
 	if trunc {
+		if fi, ok := c.knownAttr(rel); ok && fi.IsRegular() {
+			f.noteStart(fi)
+		}
 		if err := f.truncate(c, 0); err != nil {
 			return nil, false, err
 		}
@@ -138,6 +148,17 @@ func (c *Cache) fileFor(rel string) *file {
 	f := &file{id: c.nextID, rel: rel, inBox: true}
 	c.files.Set(rel, f)
 	return f
+}
+
+// noteStart records fi, the box file as the cache knows it, as where the
+// writes about to begin (a truncating open) start from, unless the file is
+// dirty already.
+func (f *file) noteStart(fi providers.FileInfo) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.dirty && !f.created {
+		f.started = &fi
+	}
 }
 
 // openDataLocked opens (and with trunc empties) the data file. f.mu held.
@@ -472,9 +493,7 @@ func (f *file) deferAttr(c *Cache, set func()) bool {
 	}
 	set()
 	if f.journal {
-		if err := f.writeJournalLocked(c); err != nil {
-			c.log.Error("journal rewrite failed; a crash now would lose an attribute set on this file", "path", f.rel, "err", err)
-		}
+		f.journalLocked(c)
 	}
 	return true
 }
@@ -522,9 +541,10 @@ func (f *file) markDirtyLocked(c *Cache) {
 	if f.local.IsZero() {
 		f.local = c.now()
 	}
-	if err := f.writeJournalLocked(c); err != nil {
-		c.log.Error("journal write failed; a crash now would lose this file's writes", "path", f.rel, "err", err)
+	if f.started == nil && !f.created && f.valid && !f.boxMtime.IsZero() {
+		f.started = &providers.FileInfo{Size: f.boxSize, Mtime: f.boxMtime, Ino: f.base.Ino, Nlink: f.base.Nlink}
 	}
+	f.journalLocked(c)
 }
 
 func (f *file) truncate(c *Cache, size int64) error {
@@ -561,6 +581,16 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 	if !f.dirty || f.gone {
 		f.mu.Unlock()
 		return nil
+	}
+	if f.recovered {
+		f.mu.Unlock()
+		if err := c.recoverCheck(ctx, f); err != nil {
+			f.mu.Lock()
+			f.pushErr = err
+			f.mu.Unlock()
+			return err
+		}
+		f.mu.Lock()
 	}
 	rel := f.rel
 	o := providers.WriteOptions{Perm: f.mode, ForceMode: f.force, Chown: f.chown, UID: f.uid, GID: f.gid, Atime: f.atime, Mtime: f.mtime}
@@ -613,11 +643,12 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 	f.pushErr = nil
 	f.atime, f.mtime = time.Time{}, time.Time{}
 	f.force, f.chown = false, false
+	f.inBox, f.created, f.excl, f.started, f.recovered = true, false, false, nil, false
 	if f.nopen == 0 && f.data != nil {
 		f.data.Close()
 		f.data = nil
 	}
-	f.removeJournalLocked(c)
+	f.unjournalLocked(c)
 	f.mu.Unlock()
 	_, fi.Name = split(rel)
 	c.mu.Lock()
@@ -663,7 +694,7 @@ func (f *file) unlinked(c *Cache) {
 	defer f.mu.Unlock()
 	f.gone = true
 	f.dirty = false
-	f.removeJournalLocked(c)
+	f.unjournalLocked(c)
 	if f.nopen == 0 && f.data != nil {
 		f.data.Close()
 		f.data = nil
@@ -671,119 +702,10 @@ func (f *file) unlinked(c *Cache) {
 	}
 }
 
-// The journal: one small JSON record per dirty file, naming its data file.
-// Records and data files are written through the page cache, which survives
-// a crash of the daemon (not a power loss of the machine).
-type journalRecord struct {
-	Path  string      `json:"path"`
-	ID    uint64      `json:"id"`
-	Mode  fs.FileMode `json:"mode"`
-	Force bool        `json:"force,omitempty"` // Mode was set while dirty
-	Atime time.Time   `json:"atime,omitzero"`
-	Mtime time.Time   `json:"mtime,omitzero"`
-	Owner *[2]int     `json:"owner,omitempty"` // uid, gid set while dirty (-1 kept)
-}
-
-func (f *file) writeJournalLocked(c *Cache) error {
-	rec := journalRecord{Path: f.rel, ID: f.id, Mode: f.mode, Force: f.force, Atime: f.atime, Mtime: f.mtime}
-	if f.chown {
-		rec.Owner = &[2]int{f.uid, f.gid}
-	}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	// Written whole under a temporary name and renamed, not fsync'd: the
-	// journal (like the data files) is for a crash of the daemon, which the
-	// page cache survives; an fsync per first write of each file would cost
-	// about what a round trip to the box does (untar writes thousands).
-	name := filepath.Join(c.journalDir, strconv.FormatUint(f.id, 10)+".json")
-	tmp := name + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, name); err != nil {
-		return err
-	}
-	f.journal = true
-	return nil
-}
-
-func (f *file) rewriteJournal(c *Cache) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.journal && f.dirty {
-		if err := f.writeJournalLocked(c); err != nil {
-			c.log.Error("journal rewrite after rename failed", "path", f.rel, "err", err)
-		}
-	}
-}
-
-func (f *file) removeJournalLocked(c *Cache) {
-	if !f.journal {
-		return
-	}
-	os.Remove(filepath.Join(c.journalDir, strconv.FormatUint(f.id, 10)+".json"))
-	f.journal = false
-}
-
-// loadJournal reads what a previous process left dirty, and clears data
-// files nothing refers to.
-func (c *Cache) loadJournal() error {
-	ents, err := os.ReadDir(c.journalDir)
-	if err != nil {
-		return providers.E(providers.Unknown, "cache.loadJournal", err)
-	}
-	keep := map[uint64]bool{}
-	for _, e := range ents {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".json") {
-			os.Remove(filepath.Join(c.journalDir, name))
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(c.journalDir, name))
-		var rec journalRecord
-		if err == nil {
-			err = json.Unmarshal(b, &rec)
-		}
-		if err != nil || rec.Path == "" {
-			c.log.Error("unreadable journal record; left in place", "file", name, "err", err)
-			continue
-		}
-		st, err := os.Stat(c.dataPath(rec.ID))
-		if err != nil {
-			c.log.Error("journal names a missing data file; dropped", "path", rec.Path, "err", err)
-			os.Remove(filepath.Join(c.journalDir, name))
-			continue
-		}
-		keep[rec.ID] = true
-		f := &file{id: rec.ID, rel: rec.Path, valid: true, dirty: true, inBox: true, journal: true,
-			mode: rec.Mode, force: rec.Force, atime: rec.Atime, mtime: rec.Mtime, size: st.Size(), local: st.ModTime()}
-		if rec.Owner != nil {
-			f.chown, f.uid, f.gid = true, rec.Owner[0], rec.Owner[1]
-		}
-		if old := c.file(rec.Path); old == nil || old.id < rec.ID {
-			c.files.Set(rec.Path, f)
-		}
-		if rec.ID > c.nextID {
-			c.nextID = rec.ID
-		}
-	}
-	data, err := os.ReadDir(c.dataDir)
-	if err != nil {
-		return providers.E(providers.Unknown, "cache.loadJournal", err)
-	}
-	for _, e := range data {
-		id, err := strconv.ParseUint(e.Name(), 10, 64)
-		if err != nil || !keep[id] {
-			os.Remove(filepath.Join(c.dataDir, e.Name()))
-		}
-	}
-	return nil
-}
-
-// Close closes the cache's data files. Dirty files stay journaled.
+// Close closes the cache's data files and journal. Dirty files stay
+// journaled.
 func (c *Cache) Close() error {
+	defer c.jnl.close()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.files.Range(func(_ string, f *file) bool {
