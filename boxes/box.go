@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/boxfs/boxfs/hands"
+	"github.com/boxfs/boxfs/hands/agent"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/syncengine/cache"
 )
@@ -580,6 +581,9 @@ func (b *Box) FactsJSON(ctx context.Context) ([]byte, error) {
 		LastErr  string   `json:"lastError,omitempty"`
 		Dirty    []string `json:"dirtyFiles"`
 		Commands int      `json:"commands"`
+		// Agent is the agent channel's counters (round trips, restarts),
+		// when the box is reached through it.
+		Agent *agent.Stats `json:"agent,omitempty"`
 	}{Facts: facts, Name: b.name, State: state, Health: "ok", Dirty: []string{}}
 	if out.Facts.Provider == "" {
 		out.Facts.Provider, out.Facts.ID = rec.Provider, rec.ID
@@ -589,6 +593,9 @@ func (b *Box) FactsJSON(ctx context.Context) ([]byte, error) {
 	}
 	if h != nil {
 		out.Via = h.Via()
+		if st, ok := h.AgentStats(); ok {
+			out.Agent = &st
+		}
 	}
 	if health.bad {
 		out.Health = StateUnhealthy

@@ -207,6 +207,9 @@ type WriteOptions struct {
 	// Atime and Mtime are set to the nanosecond; a zero one is left as the
 	// write made it.
 	Atime, Mtime time.Time
+	// Exclusive: the name must be free; a file there (made since the
+	// caller looked) is Exists (EEXIST) and stays as it is.
+	Exclusive bool
 }
 
 // Walker lists a whole tree in one go: the listing syncengine's marks are

@@ -33,6 +33,12 @@ func (s stepWriter) MkdirStat(ctx context.Context, name string, perm FileMode) (
 }
 
 func (s stepWriter) WriteFileStat(ctx context.Context, name string, r io.Reader, o WriteOptions) (FileInfo, error) {
+	if o.Exclusive {
+		// The name is taken first, empty; the content replaces it.
+		if err := s.f.Create(ctx, name, o.Perm, true); err != nil {
+			return FileInfo{}, err
+		}
+	}
 	if err := s.f.WriteFile(ctx, name, r, o.Perm); err != nil {
 		return FileInfo{}, err
 	}

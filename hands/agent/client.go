@@ -840,6 +840,9 @@ func (c *Client) WriteFileStat(ctx context.Context, name string, r io.Reader, o 
 	if o.ForceMode {
 		q.Set("force", "1")
 	}
+	if o.Exclusive {
+		q.Set("excl", "1")
+	}
 	if o.Chown {
 		q.Set("uid", strconv.Itoa(o.UID))
 		q.Set("gid", strconv.Itoa(o.GID))

@@ -287,6 +287,8 @@ func (h *handlers) newAtomic(q url.Values) (*atomicFile, error) {
 	var st unix.Stat_t
 	keep := false
 	switch err := unix.Lstat(dst, &st); {
+	case err == nil && q.Get("excl") == "1":
+		return nil, errnoErr(syscall.EEXIST)
 	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR:
 		return nil, errnoErr(syscall.EISDIR)
 	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG:
@@ -408,11 +410,28 @@ func (a *atomicFile) Close() error {
 			return toWire(err)
 		}
 	}
-	if err := unix.Rename(a.tmp, a.dst); err != nil {
+	if err := a.rename(); err != nil {
 		unix.Unlink(a.tmp)
 		return toWire(err)
 	}
 	return answerStat(a.q, a.dst)
+}
+
+// rename gives the new content its name: over what is there, or with
+// "excl=1" only if the name is free (EEXIST otherwise).
+func (a *atomicFile) rename() error {
+	if a.q.Get("excl") != "1" {
+		return unix.Rename(a.tmp, a.dst)
+	}
+	err := unix.Renameat2(unix.AT_FDCWD, a.tmp, unix.AT_FDCWD, a.dst, unix.RENAME_NOREPLACE)
+	if err != unix.EINVAL && err != unix.ENOSYS {
+		return err
+	}
+	// A file system without RENAME_NOREPLACE: link(2) does not replace.
+	if err := unix.Link(a.tmp, a.dst); err != nil {
+		return err
+	}
+	return unix.Unlink(a.tmp)
 }
 
 // ownerQuery reads the optional "uid" and "gid" of a write; chown is

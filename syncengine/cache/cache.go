@@ -1014,6 +1014,9 @@ func (c *Cache) Link(ctx context.Context, oldrel, newrel string) (providers.File
 // Remove unlinks a file. Its cached content goes too (an open handle keeps
 // reading it until it is released).
 func (c *Cache) Remove(ctx context.Context, rel string) error {
+	if c.removeHere(rel) {
+		return nil
+	}
 	c.intend(rel)
 	if err := c.remote.Remove(ctx, c.abs(rel)); err != nil {
 		return err
@@ -1073,6 +1076,9 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 	ofi, ook := c.knownAttrLocked(oldrel)
 	nfi, nok := c.knownAttrLocked(newrel)
 	c.mu.Unlock()
+	if ook && !ofi.IsDir() && c.renameHere(oldrel, newrel) {
+		return nil
+	}
 	// A replaced file's dirty data must not be pushed over the moved one.
 	c.intend(oldrel, newrel)
 	if err := c.remote.Rename(ctx, c.abs(oldrel), c.abs(newrel)); err != nil {
@@ -1207,7 +1213,7 @@ func (c *Cache) Utimes(ctx context.Context, rel string, atime, mtime time.Time) 
 // Truncate sets rel's size. A file with cached content is truncated here and
 // pushed at the next flush; any other file is truncated in the box at once.
 func (c *Cache) Truncate(ctx context.Context, rel string, size int64) (providers.FileInfo, error) {
-	if f := c.localFile(rel); f != nil && f.opens() > 0 {
+	if f := c.localFile(rel); f != nil && (f.opens() > 0 || !f.existsInBox()) {
 		if err := f.truncate(c, size); err != nil {
 			return providers.FileInfo{}, err
 		}

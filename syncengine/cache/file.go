@@ -104,10 +104,15 @@ func (c *Cache) OpenFile(ctx context.Context, rel string, flags int) (h *Handle,
 	return &Handle{c: c, f: f, write: write}, keepCache, nil
 }
 
-// Create makes rel in the box at once (exclusive or truncating, as
-// O_CREAT|O_EXCL or O_CREAT|O_TRUNC) and opens it.
+// Create makes rel (exclusive or truncating, as O_CREAT|O_EXCL or
+// O_CREAT|O_TRUNC) and opens it: on the host only when its directory's
+// fresh listing says the name is free (the push at close makes it in the
+// box), else in the box at once.
 func (c *Cache) Create(ctx context.Context, rel string, flags int, perm fs.FileMode) (*Handle, providers.FileInfo, error) {
 	excl := flags&syscall.O_EXCL != 0
+	if h, fi, made, err := c.createHere(rel, excl, perm); made {
+		return h, fi, err
+	}
 	c.intend(rel)
 	fi, err := c.sw.CreateStat(ctx, c.abs(rel), perm, excl)
 	if err != nil {
@@ -593,7 +598,8 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 		f.mu.Lock()
 	}
 	rel := f.rel
-	o := providers.WriteOptions{Perm: f.mode, ForceMode: f.force, Chown: f.chown, UID: f.uid, GID: f.gid, Atime: f.atime, Mtime: f.mtime}
+	o := providers.WriteOptions{Perm: f.mode, ForceMode: f.force, Chown: f.chown, UID: f.uid, GID: f.gid, Atime: f.atime, Mtime: f.mtime,
+		Exclusive: f.excl && !f.inBox}
 	links := f.base.Nlink
 	inBox := f.inBox
 	basedOn := providers.FileInfo{Size: f.boxSize, Mtime: f.boxMtime} // the box's file this copy started from
@@ -629,6 +635,9 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 		fi, err = c.sw.WriteFileStat(ctx, c.abs(rel), src, o)
 	}
 	if err != nil {
+		if o.Exclusive && providers.IsCode(err, providers.Exists) {
+			return f.lostCreate(c, rel, err)
+		}
 		f.mu.Lock()
 		f.pushErr = err
 		f.mu.Unlock()
