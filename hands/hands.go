@@ -78,6 +78,7 @@ var (
 	_ providers.StatWriter   = (*Hands)(nil)
 	_ providers.SmallReader  = (*Hands)(nil)
 	_ providers.CappedWalker = (*Hands)(nil)
+	_ providers.BatchWriter  = (*Hands)(nil)
 )
 
 // New reads box's facts once and picks the fastest path they allow (see the
@@ -260,6 +261,19 @@ func (h *Hands) MkdirStat(ctx context.Context, name string, perm providers.FileM
 // agent channel for a file up to 192 KiB; a call per step elsewhere.
 func (h *Hands) WriteFileStat(ctx context.Context, name string, r io.Reader, o providers.WriteOptions) (providers.FileInfo, error) {
 	return providers.AsStatWriter(h.files).WriteFileStat(ctx, name, r, o)
+}
+
+// WriteFiles writes many whole files, each as WriteFileStat does: in one
+// round trip over the agent channel, one call each elsewhere.
+func (h *Hands) WriteFiles(ctx context.Context, files []providers.FileWrite) ([]providers.FileWritten, error) {
+	if bw, ok := h.files.(providers.BatchWriter); ok {
+		return bw.WriteFiles(ctx, files)
+	}
+	out := make([]providers.FileWritten, len(files))
+	for i, f := range files {
+		out[i].Info, out[i].Err = h.WriteFileStat(ctx, f.Name, f.Data, f.Options)
+	}
+	return out, nil
 }
 
 // Watch reports the changes made under root in the box as they happen

@@ -176,6 +176,32 @@ type CappedWalker interface {
 	WalkMax(ctx context.Context, root string, max int) ([]FileInfo, error)
 }
 
+// BatchWriter is an optional part of Files: many whole files written in
+// one round trip, each as StatWriter's WriteFileStat writes one (its
+// content atomically, with its attributes), each answered with its own
+// result. The write-behind mode pushes its batches through it.
+type BatchWriter interface {
+	// WriteFiles writes files in order and returns one result per file, in
+	// the same order. An error means the batch as a whole failed: which of
+	// its files were written is not known.
+	WriteFiles(ctx context.Context, files []FileWrite) ([]FileWritten, error)
+}
+
+// FileWrite is one file of a BatchWriter's batch.
+type FileWrite struct {
+	Name    string    // box-side absolute path
+	Data    io.Reader // exactly Size bytes
+	Size    int64
+	Options WriteOptions
+}
+
+// FileWritten is what became of one file of a batch: its attributes as
+// Lstat gives them after the write, or the error that left it unwritten.
+type FileWritten struct {
+	Info FileInfo
+	Err  error
+}
+
 // SmallReader is an optional part of Files: many small files of one
 // directory read whole in one round trip, each with the attributes it had
 // while read, so a scan of a tree (grep -r, an indexer) need not spend a

@@ -836,24 +836,7 @@ func (c *Client) WriteFileStat(ctx context.Context, name string, r io.Reader, o 
 	if err != nil {
 		return providers.FileInfo{}, c.withBox(op, name, err)
 	}
-	q := url.Values{"perm": {shell.Octal(o.Perm)}, "stat": {"1"}}
-	if o.ForceMode {
-		q.Set("force", "1")
-	}
-	if o.Exclusive {
-		q.Set("excl", "1")
-	}
-	if o.Chown {
-		q.Set("uid", strconv.Itoa(o.UID))
-		q.Set("gid", strconv.Itoa(o.GID))
-	}
-	if !o.Atime.IsZero() {
-		q.Set("atime", strconv.FormatInt(o.Atime.UnixNano(), 10))
-	}
-	if !o.Mtime.IsZero() {
-		q.Set("mtime", strconv.FormatInt(o.Mtime.UnixNano(), 10))
-	}
-	st, err := c.writeFile(ctx, op, p, r, q)
+	st, err := c.writeFile(ctx, op, p, r, writeQuery(p, o))
 	if err != nil {
 		return providers.FileInfo{}, err
 	}

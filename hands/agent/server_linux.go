@@ -32,7 +32,7 @@ import (
 // wire.go) on in and out, with the box's file system at "/", until in ends.
 // A clean end of in returns nil.
 func Serve(in io.Reader, out io.WriteCloser) error {
-	h := &handlers{atomics: make(map[string]*atomicFile)}
+	h := &handlers{atomics: map[string]*atomicFile{}, batches: map[string]*batchFile{}}
 	rs := sftp.NewRequestServer(stream{in, out},
 		sftp.Handlers{FileGet: h, FilePut: h, FileCmd: h, FileList: h},
 		sftp.WithRSMaxTxPacket(maxPacket))
@@ -145,6 +145,7 @@ func errnoErr(errno syscall.Errno) error { return &wireError{errno} }
 type handlers struct {
 	mu      sync.Mutex
 	atomics map[string]*atomicFile // open opAtomic files by id
+	batches map[string]*batchFile  // open opBatch files by id
 }
 
 var (
@@ -193,10 +194,15 @@ func (h *handlers) OpenFile(r *sftp.Request) (sftp.WriterAtReaderAt, error) { re
 
 func (h *handlers) openWrite(r *sftp.Request) (sftp.WriterAtReaderAt, error) {
 	if op, q, ok, err := parseSynthetic(r.Filepath); ok {
-		if err != nil || op != opAtomic {
+		switch {
+		case err != nil:
 			return nil, errnoErr(syscall.EINVAL)
+		case op == opAtomic:
+			return h.newAtomic(q)
+		case op == opBatch:
+			return h.newBatch(q)
 		}
-		return h.newAtomic(q)
+		return nil, errnoErr(syscall.EINVAL)
 	}
 	pf := r.Pflags()
 	flags := os.O_WRONLY
@@ -527,8 +533,15 @@ func (h *handlers) syntheticCmd(r *sftp.Request, op string, q url.Values) error 
 			}
 		}
 	}
-	if op == opAtomic {
+	switch {
+	case op == opAtomic:
 		return h.abortAtomic(q, abort)
+	case op == opBatch && abort:
+		return h.abortBatch(q)
+	case op == opBatch && data != nil:
+		return h.applyBatch(strings.NewReader(*data))
+	case op == opBatch:
+		return errnoErr(syscall.EINVAL)
 	}
 	p := q.Get("path")
 	if !path.IsAbs(p) {

@@ -235,16 +235,8 @@ func statFromStatus(e error) (s statNS, ok bool, err error) {
 	if !errors.As(e, &se) || se.Code != statStatusCode {
 		return statNS{}, false, nil
 	}
-	rest, found := strings.CutPrefix(se.Error(), "sftp: ")
+	msg, found := statusMessage(se)
 	if !found {
-		return statNS{}, true, errBadAnswer
-	}
-	quoted, qerr := strconv.QuotedPrefix(rest)
-	if qerr != nil {
-		return statNS{}, true, errBadAnswer
-	}
-	msg, qerr := strconv.Unquote(quoted)
-	if qerr != nil {
 		return statNS{}, true, errBadAnswer
 	}
 	raw, herr := hex.DecodeString(msg)

@@ -56,6 +56,22 @@ type Options struct {
 	// box made to the file after the host read it (the later close wins;
 	// the push has been logged already).
 	Overwrote func(rel string)
+	// WriteBehind acknowledges a close once the file's bytes are in the
+	// journal, and pushes dirty files in batches (see behind.go); FlushAll
+	// is the barrier. The Behind fields bound a batch: the pause after the
+	// last close (DefaultBehindDelay), the longest wait of a close
+	// (DefaultBehindMaxWait), and the files and bytes that send it at once
+	// (DefaultBehindFiles, DefaultBehindBytes); BehindTimeout bounds one
+	// batch's push (default 5 minutes).
+	WriteBehind   bool
+	BehindDelay   time.Duration
+	BehindMaxWait time.Duration
+	BehindFiles   int
+	BehindBytes   int64
+	BehindTimeout time.Duration
+	// PushFailed, when set, is told of each push of write-behind that
+	// failed (the file stays dirty and is tried again).
+	PushFailed func(rel string, err error)
 	// Recovered, when set, is told of each file an earlier process left
 	// dirty that the box changed since: the box's file kept rel, the host's
 	// writes were pushed as kept (the move has been logged already).
@@ -92,7 +108,11 @@ type Cache struct {
 	// linkedLocked checks each against attrs and drops the stale ones.
 	links  map[linkKey]map[string]bool
 	nextID uint64
-	statfs struct {
+
+	dirtyMu sync.Mutex
+	dirty   map[*file]struct{} // the files holding writes the box lacks (dirtyMu)
+	behind  *behind            // the write-behind queue; nil in write-through
+	statfs  struct {
 		v  providers.StatFS
 		at time.Time
 	}
@@ -152,6 +172,21 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.BehindDelay <= 0 {
+		opts.BehindDelay = DefaultBehindDelay
+	}
+	if opts.BehindMaxWait <= 0 {
+		opts.BehindMaxWait = DefaultBehindMaxWait
+	}
+	if opts.BehindFiles <= 0 {
+		opts.BehindFiles = DefaultBehindFiles
+	}
+	if opts.BehindBytes <= 0 {
+		opts.BehindBytes = DefaultBehindBytes
+	}
+	if opts.BehindTimeout <= 0 {
+		opts.BehindTimeout = 5 * time.Minute
+	}
 	if !strings.HasPrefix(opts.Root, "/") {
 		return nil, providers.Errorf(providers.Invalid, op, "workspace root %q is not absolute", opts.Root)
 	}
@@ -167,6 +202,7 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 		attrs:   pathmap.New[attrEntry](),
 		files:   pathmap.New[*file](),
 		links:   map[linkKey]map[string]bool{},
+		dirty:   map[*file]struct{}{},
 		touched: map[string]map[string]uint64{},
 		mine:    map[string]time.Time{},
 		echoes:  map[string]bool{},
@@ -180,6 +216,9 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 	c.cw, _ = remote.(providers.CappedWalker)
 	if err := c.loadJournal(); err != nil {
 		return nil, err
+	}
+	if opts.WriteBehind {
+		c.behind = newBehind(c)
 	}
 	return c, nil
 }
@@ -1242,38 +1281,33 @@ func (c *Cache) localFile(rel string) *file {
 
 // Dirty returns the paths with writes not yet in the box.
 func (c *Cache) Dirty() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	var out []string
-	c.files.Range(func(rel string, f *file) bool {
-		if f.isDirty() {
-			out = append(out, rel)
-		}
-		return true
-	})
+	for _, f := range c.dirtyFiles() {
+		out = append(out, f.path())
+	}
 	sortStrings(out)
 	return out
 }
 
-// FlushAll pushes every dirty file. It tries them all and returns the first
-// error; a file that fails stays dirty.
-func (c *Cache) FlushAll(ctx context.Context) error {
-	c.mu.Lock()
-	var fs []*file
-	c.files.Range(func(_ string, f *file) bool {
-		if f.isDirty() {
-			fs = append(fs, f)
+// PushErrors returns the last push error of each dirty file whose push
+// failed, by path.
+func (c *Cache) PushErrors() map[string]error {
+	out := map[string]error{}
+	for _, f := range c.dirtyFiles() {
+		f.mu.Lock()
+		if f.pushErr != nil {
+			out[f.rel] = f.pushErr
 		}
-		return true
-	})
-	c.mu.Unlock()
-	var first error
-	for _, f := range fs {
-		if err := f.push(ctx, c); err != nil && first == nil {
-			first = err
-		}
+		f.mu.Unlock()
 	}
-	return first
+	return out
+}
+
+// FlushAll pushes every dirty file (in batches where the remote takes
+// them): the barrier. It tries them all and returns the first error; a
+// file that fails stays dirty.
+func (c *Cache) FlushAll(ctx context.Context) error {
+	return c.pushMany(ctx, c.dirtyFiles(), nil)
 }
 
 // Recover pushes the dirty files a previous process journaled and did not

@@ -153,6 +153,7 @@ func (f *file) unlinkedContentLocked(c *Cache) {
 	defer f.mu.Unlock()
 	f.gone = true
 	f.dirty = false
+	c.clean(f)
 	f.unjournalLocked(c)
 	if f.nopen == 0 && f.data != nil {
 		f.data.Close()
@@ -169,6 +170,7 @@ func (f *file) unlinkedContentLocked(c *Cache) {
 func (f *file) lostCreate(c *Cache, rel string, err error) error {
 	f.mu.Lock()
 	f.gone, f.dirty = true, false
+	c.clean(f)
 	f.unjournalLocked(c)
 	f.mu.Unlock()
 	c.mu.Lock()

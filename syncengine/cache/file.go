@@ -359,12 +359,27 @@ func (h *Handle) Attr() (providers.FileInfo, bool) { return h.f.localAttr() }
 
 // Flush pushes the file to the box if it holds writes the box lacks, and
 // returns the push's error: this is what close(2) reports. A file already
-// pushed (a dup'd descriptor's close) is not pushed again.
-func (h *Handle) Flush(ctx context.Context) error { return h.f.push(ctx, h.c) }
+// pushed (a dup'd descriptor's close) is not pushed again. In write-behind
+// it queues the file for its batch and returns at once: its bytes are in
+// the journal.
+func (h *Handle) Flush(ctx context.Context) error {
+	if b := h.c.behind; b != nil {
+		if h.f.isDirty() {
+			b.closed(h.f)
+		}
+		return nil
+	}
+	return h.f.push(ctx, h.c)
+}
 
-// Fsync pushes like Flush and then asks the box to sync the file.
+// Fsync pushes like Flush and then asks the box to sync the file. In
+// write-behind it is a barrier: every dirty file is pushed first.
 func (h *Handle) Fsync(ctx context.Context) error {
-	if err := h.f.push(ctx, h.c); err != nil {
+	push := func(ctx context.Context) error { return h.f.push(ctx, h.c) }
+	if h.c.behind != nil {
+		push = h.c.FlushAll
+	}
+	if err := push(ctx); err != nil {
 		return err
 	}
 	h.f.mu.Lock()
@@ -385,7 +400,9 @@ func (h *Handle) Release(ctx context.Context) {
 	}
 	h.done = true
 	h.f.release(h.c)
-	if h.f.isDirty() && h.f.opens() == 0 {
+	if h.f.isDirty() && h.f.opens() == 0 && h.c.behind != nil {
+		h.c.behind.closed(h.f)
+	} else if h.f.isDirty() && h.f.opens() == 0 {
 		if err := h.f.push(ctx, h.c); err != nil {
 			h.c.log.Warn("push after last close failed; kept dirty", "path", h.f.path(), "err", err)
 		}
@@ -543,6 +560,7 @@ func (f *file) markDirtyLocked(c *Cache) {
 		return
 	}
 	f.dirty = true
+	c.dirtied(f)
 	if f.local.IsZero() {
 		f.local = c.now()
 	}
@@ -572,102 +590,6 @@ func (f *file) truncate(c *Cache, size int64) error {
 	f.size = size
 	f.local = c.now()
 	f.markDirtyLocked(c)
-	return nil
-}
-
-// push sends a dirty file to the box: the whole content, atomically (the box
-// writes a temporary name and renames it), with the attributes set while it
-// was dirty, and records what the box answers. On failure the file stays
-// dirty and the error is returned.
-func (f *file) push(ctx context.Context, c *Cache) error {
-	f.content.Lock()
-	defer f.content.Unlock()
-	f.mu.Lock()
-	if !f.dirty || f.gone {
-		f.mu.Unlock()
-		return nil
-	}
-	if f.recovered {
-		f.mu.Unlock()
-		if err := c.recoverCheck(ctx, f); err != nil {
-			f.mu.Lock()
-			f.pushErr = err
-			f.mu.Unlock()
-			return err
-		}
-		f.mu.Lock()
-	}
-	rel := f.rel
-	o := providers.WriteOptions{Perm: f.mode, ForceMode: f.force, Chown: f.chown, UID: f.uid, GID: f.gid, Atime: f.atime, Mtime: f.mtime,
-		Exclusive: f.excl && !f.inBox}
-	links := f.base.Nlink
-	inBox := f.inBox
-	basedOn := providers.FileInfo{Size: f.boxSize, Mtime: f.boxMtime} // the box's file this copy started from
-	src, err := os.Open(c.dataPath(f.id))
-	f.mu.Unlock()
-	if err != nil {
-		return providers.E(providers.Unknown, "cache.push", err)
-	}
-	defer src.Close()
-	if o.Perm == 0 && !o.ForceMode {
-		o.Perm = 0o644
-	}
-	if fi, ok := c.knownAttr(rel); ok {
-		if fi.Nlink > links {
-			links = fi.Nlink
-		}
-		if inBox && !basedOn.Mtime.IsZero() && fi.IsRegular() && (fi.Size != basedOn.Size || !fi.Mtime.Equal(basedOn.Mtime)) {
-			// The later close wins (docs/namespace.md): said, not silent.
-			c.log.Warn("push replaces a change the box made to the file after the host read it", "path", rel,
-				"box_size", fi.Size, "box_mtime", fi.Mtime, "read_size", basedOn.Size, "read_mtime", basedOn.Mtime)
-			if c.opts.Overwrote != nil {
-				c.opts.Overwrote(rel)
-			}
-		}
-	}
-	var fi providers.FileInfo
-	c.intend(rel)
-	if inBox && links > 1 {
-		// A name of a hard link: replacing it would split it from its
-		// other names. Written in place instead (not atomic, as on a disk).
-		fi, err = c.writeInPlace(ctx, c.abs(rel), src, o)
-	} else {
-		fi, err = c.sw.WriteFileStat(ctx, c.abs(rel), src, o)
-	}
-	if err != nil {
-		if o.Exclusive && providers.IsCode(err, providers.Exists) {
-			return f.lostCreate(c, rel, err)
-		}
-		f.mu.Lock()
-		f.pushErr = err
-		f.mu.Unlock()
-		return err
-	}
-	now := c.now()
-	f.mu.Lock()
-	f.boxSize, f.boxMtime = fi.Size, fi.Mtime
-	f.size, f.base = fi.Size, fi
-	f.valid = true
-	f.dirty = false
-	f.pushErr = nil
-	f.atime, f.mtime = time.Time{}, time.Time{}
-	f.force, f.chown = false, false
-	f.inBox, f.created, f.excl, f.started, f.recovered = true, false, false, nil, false
-	if f.nopen == 0 && f.data != nil {
-		f.data.Close()
-		f.data = nil
-	}
-	f.unjournalLocked(c)
-	f.mu.Unlock()
-	_, fi.Name = split(rel)
-	c.mu.Lock()
-	c.touchLocked(rel)
-	c.recordLocked(rel, fi, now)
-	if !inBox || links <= 1 {
-		c.dirChangedLocked(rel) // the push renamed a temporary name over rel
-	}
-	c.linksChangedLocked(rel, fi, true)
-	c.mu.Unlock()
 	return nil
 }
 
@@ -703,6 +625,7 @@ func (f *file) unlinked(c *Cache) {
 	defer f.mu.Unlock()
 	f.gone = true
 	f.dirty = false
+	c.clean(f)
 	f.unjournalLocked(c)
 	if f.nopen == 0 && f.data != nil {
 		f.data.Close()
@@ -711,9 +634,12 @@ func (f *file) unlinked(c *Cache) {
 	}
 }
 
-// Close closes the cache's data files and journal. Dirty files stay
-// journaled.
+// Close closes the cache's data files and journal, and stops the
+// write-behind pusher. Dirty files stay journaled.
 func (c *Cache) Close() error {
+	if c.behind != nil {
+		c.behind.close()
+	}
 	defer c.jnl.close()
 	c.mu.Lock()
 	defer c.mu.Unlock()
