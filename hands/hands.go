@@ -271,6 +271,10 @@ func (h *Hands) WriteFiles(ctx context.Context, files []providers.FileWrite) ([]
 	}
 	out := make([]providers.FileWritten, len(files))
 	for i, f := range files {
+		if f.Dir {
+			out[i].Info, out[i].Err = providers.WriteDir(ctx, h, f)
+			continue
+		}
 		out[i].Info, out[i].Err = h.WriteFileStat(ctx, f.Name, f.Data, f.Options)
 	}
 	return out, nil

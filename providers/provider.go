@@ -187,12 +187,16 @@ type BatchWriter interface {
 	WriteFiles(ctx context.Context, files []FileWrite) ([]FileWritten, error)
 }
 
-// FileWrite is one file of a BatchWriter's batch.
+// FileWrite is one file of a BatchWriter's batch, or, with Dir, one
+// directory: made with Options.Perm (exactly) when Make and missing (an
+// existing directory is fine), then given Options' owner (Chown), mode
+// (ForceMode) and times; without Make it must exist.
 type FileWrite struct {
-	Name    string    // box-side absolute path
-	Data    io.Reader // exactly Size bytes
-	Size    int64
-	Options WriteOptions
+	Name      string    // box-side absolute path
+	Data      io.Reader // exactly Size bytes
+	Size      int64
+	Options   WriteOptions
+	Dir, Make bool
 }
 
 // FileWritten is what became of one file of a batch: its attributes as

@@ -45,6 +45,28 @@ func (s stepWriter) WriteFileStat(ctx context.Context, name string, r io.Reader,
 	return SetAttrs(ctx, s.f, name, o)
 }
 
+// WriteDir does over f what a BatchWriter does with a directory entry fw:
+// makes it when fw.Make and it is missing (an existing directory is
+// fine), gives it fw.Options' attributes, and returns Lstat of it.
+func WriteDir(ctx context.Context, f Files, fw FileWrite) (FileInfo, error) {
+	if fw.Make {
+		err := f.Mkdir(ctx, fw.Name, fw.Options.Perm)
+		if err != nil && !IsCode(err, Exists) {
+			return FileInfo{}, err
+		}
+		if err != nil {
+			fi, lerr := f.Lstat(ctx, fw.Name)
+			if lerr != nil {
+				return FileInfo{}, lerr
+			}
+			if !fi.IsDir() {
+				return FileInfo{}, err
+			}
+		}
+	}
+	return SetAttrs(ctx, f, fw.Name, fw.Options)
+}
+
 // SetAttrs gives name the attributes o asks a write to set (owner, then
 // mode when ForceMode, then times), one call of f each, and returns Lstat
 // of it: what a write that cannot set them itself does after writing.

@@ -21,7 +21,8 @@ import (
 
 // A batch of whole files (the write-behind mode's push) travels as one tar
 // stream: a member per file, named by its index, its path and write
-// options in the PAX record batchQuery as the query an opWrite takes. Up to
+// options in the PAX record batchQuery as the query an opWrite takes; a
+// directory member ("make=1" to make it) sets a directory's attributes. Up to
 // inlineMax of tar rides in one SETSTAT of opBatch; a larger one is an
 // OPEN, WRITEs and a CLOSE of opBatch. Either is answered by
 // batchStatusCode with, as the message, the hex of one record per member:
@@ -129,16 +130,20 @@ func (c *Client) writeBatch(ctx context.Context, files []providers.FileWrite) ([
 func writeBatchTar(w io.Writer, files []providers.FileWrite, ps []string) error {
 	tw := tar.NewWriter(w)
 	for i, f := range files {
-		hdr := &tar.Header{
-			Typeflag:   tar.TypeReg,
-			Name:       strconv.Itoa(i),
-			Size:       f.Size,
-			Mode:       0o600,
-			Format:     tar.FormatPAX,
-			PAXRecords: map[string]string{batchQuery: writeQuery(ps[i], f.Options).Encode()},
+		q := writeQuery(ps[i], f.Options)
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: strconv.Itoa(i), Size: f.Size, Mode: 0o600, Format: tar.FormatPAX}
+		if f.Dir {
+			hdr.Typeflag, hdr.Size = tar.TypeDir, 0
+			if f.Make {
+				q.Set("make", "1")
+			}
 		}
+		hdr.PAXRecords = map[string]string{batchQuery: q.Encode()}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return err
+		}
+		if f.Dir {
+			continue
 		}
 		if n, err := io.Copy(tw, f.Data); err != nil {
 			return err

@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"path"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,7 +47,7 @@ func (h *handlers) applyBatch(r io.Reader) error {
 		if err == io.EOF {
 			break
 		}
-		if err != nil || n >= batchMax || hdr.Typeflag != tar.TypeReg {
+		if err != nil || n >= batchMax || (hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeDir) {
 			return errnoErr(syscall.EINVAL)
 		}
 		q, err := url.ParseQuery(hdr.PAXRecords[batchQuery])
@@ -54,6 +56,10 @@ func (h *handlers) applyBatch(r io.Reader) error {
 		}
 		q.Set("id", providers.NewID(8))
 		q.Set("stat", "1")
+		if hdr.Typeflag == tar.TypeDir {
+			raw = appendBatchRecord(raw, q.Get("path"), writeDirMember(q))
+			continue
+		}
 		raw = appendBatchRecord(raw, q.Get("path"), h.writeMember(q, tr))
 	}
 	return &batchAnswer{raw}
@@ -70,6 +76,50 @@ func (h *handlers) writeMember(q url.Values, data io.Reader) error {
 		a.fail(err)
 	}
 	return a.Close()
+}
+
+// writeDirMember makes the directory q names ("make=1", when missing) and
+// gives it q's owner, mode ("force=1") and times, then answers its
+// attributes.
+func writeDirMember(q url.Values) error {
+	p := q.Get("path")
+	perm, err := strconv.ParseUint(q.Get("perm"), 8, 32)
+	if !path.IsAbs(p) || err != nil || perm > 0o7777 {
+		return errnoErr(syscall.EINVAL)
+	}
+	uid, gid, chown, err := ownerQuery(q)
+	if err != nil {
+		return err
+	}
+	times, err := timesQuery(q)
+	if err != nil {
+		return err
+	}
+	if q.Get("make") == "1" {
+		if err := unix.Mkdir(p, uint32(perm)); err != nil {
+			var st unix.Stat_t
+			if err != syscall.EEXIST || unix.Lstat(p, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				return toWire(err)
+			}
+		}
+	}
+	if chown {
+		if err := unix.Lchown(p, uid, gid); err != nil {
+			return toWire(err)
+		}
+	}
+	if q.Get("force") == "1" {
+		// After the owner: chown clears the setuid and setgid bits.
+		if err := unix.Chmod(p, uint32(perm)); err != nil {
+			return toWire(err)
+		}
+	}
+	if times != nil {
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, times, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return toWire(err)
+		}
+	}
+	return answerStat(q, p)
 }
 
 // appendBatchRecord appends the answer of one member written to p: its

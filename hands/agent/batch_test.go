@@ -67,3 +67,38 @@ func TestWriteFiles(t *testing.T) {
 		})
 	}
 }
+
+// Directory members make a directory (an existing one is fine, a file in
+// its place is not) and set a directory's owner, mode and times, in the
+// batch's order: files written into it do not move the times set after.
+func TestWriteFilesDirectories(t *testing.T) {
+	c := newPipeServer(t, 10*time.Second).client
+	ctx := bg(t)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "file"), nil, 0o644))
+	mt := time.Date(2001, 1, 1, 0, 0, 0, 5, time.UTC)
+	d := filepath.Join(dir, "d")
+	res, err := c.WriteFiles(ctx, []providers.FileWrite{
+		{Name: d, Dir: true, Make: true, Options: providers.WriteOptions{Perm: 0o750, ForceMode: true}},
+		{Name: d, Dir: true, Make: true, Options: providers.WriteOptions{Perm: 0o750, ForceMode: true}},
+		{Name: filepath.Join(dir, "file"), Dir: true, Make: true, Options: providers.WriteOptions{Perm: 0o755}},
+		{Name: filepath.Join(d, "f"), Data: strings.NewReader("f"), Size: 1, Options: providers.WriteOptions{Perm: 0o644}},
+		{Name: d, Dir: true, Options: providers.WriteOptions{Perm: 0o700, ForceMode: true, Mtime: mt, Atime: mt}},
+		{Name: filepath.Join(dir, "missing"), Dir: true, Options: providers.WriteOptions{Mtime: mt}},
+	})
+	require.NoError(t, err)
+	require.Len(t, res, 6)
+	assert.NoError(t, res[0].Err)
+	assert.NoError(t, res[1].Err, "an existing directory")
+	assert.ErrorIs(t, res[2].Err, syscall.EEXIST, "a file where a directory is made")
+	assert.NoError(t, res[3].Err)
+	if assert.NoError(t, res[4].Err) {
+		assert.True(t, res[4].Info.IsDir())
+		assert.True(t, res[4].Info.Mtime.Equal(mt), "answered mtime %v", res[4].Info.Mtime)
+		assert.Equal(t, os.ModeDir|0o700, res[4].Info.Mode)
+	}
+	assert.ErrorIs(t, res[5].Err, syscall.ENOENT, "attributes of a missing directory")
+	var st syscall.Stat_t
+	require.NoError(t, syscall.Stat(d, &st))
+	assert.Equal(t, mt.UnixNano(), st.Mtim.Nano())
+}

@@ -56,8 +56,21 @@ func (b *behind) closed(f *file) {
 		b.pending[f] = true
 		b.bytes += size
 	}
+	b.planLocked()
+}
+
+// changed notes a directory made or changed here: it goes with the next
+// batch.
+func (b *behind) changed() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.planLocked()
+}
+
+// planLocked plans the next batch after a change. b.mu held.
+func (b *behind) planLocked() {
 	now := time.Now()
-	if len(b.pending) == 1 {
+	if b.first.IsZero() {
 		b.first = now
 	}
 	o := b.c.opts
@@ -103,11 +116,8 @@ func (b *behind) run() {
 			files = append(files, f)
 		}
 		clear(b.pending)
-		b.bytes = 0
+		b.bytes, b.first = 0, time.Time{}
 		b.mu.Unlock()
-		if len(files) == 0 {
-			continue
-		}
 		b.push(files)
 	}
 }
@@ -118,7 +128,7 @@ func (b *behind) push(files []*file) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.BehindTimeout)
 	defer cancel()
 	var failed []*file
-	c.pushMany(ctx, files, func(rel string, err error) {
+	err := c.pushAll(ctx, files, func(rel string, err error) {
 		if c.opts.PushFailed != nil {
 			c.opts.PushFailed(rel, err)
 		}
@@ -130,7 +140,7 @@ func (b *behind) push(files []*file) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(failed) == 0 {
+	if err == nil && len(failed) == 0 {
 		b.retry = 0
 		return
 	}
@@ -142,7 +152,7 @@ func (b *behind) push(files []*file) {
 			b.bytes += f.localSize()
 		}
 	}
-	b.first = time.Now()
+	b.first = time.Time{}
 	b.fireLocked(b.retry)
 }
 

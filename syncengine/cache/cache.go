@@ -109,6 +109,13 @@ type Cache struct {
 	links  map[linkKey]map[string]bool
 	nextID uint64
 
+	// news are the files made here the box does not have yet, pdirs the
+	// directories made or changed here in write-behind (pending.go); pseq
+	// orders their changes (c.mu).
+	news  *pathmap.Map[*file]
+	pdirs *pathmap.Map[*pendingDir]
+	pseq  uint64
+
 	dirtyMu sync.Mutex
 	dirty   map[*file]struct{} // the files holding writes the box lacks (dirtyMu)
 	behind  *behind            // the write-behind queue; nil in write-through
@@ -144,6 +151,7 @@ type Cache struct {
 type dirList struct {
 	entries map[string]providers.FileInfo
 	fetched time.Time
+	local   bool // made here, not in the box yet: the host's listing is the truth
 }
 
 type attrEntry struct {
@@ -203,6 +211,8 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 		files:   pathmap.New[*file](),
 		links:   map[linkKey]map[string]bool{},
 		dirty:   map[*file]struct{}{},
+		news:    pathmap.New[*file](),
+		pdirs:   pathmap.New[*pendingDir](),
 		touched: map[string]map[string]uint64{},
 		mine:    map[string]time.Time{},
 		echoes:  map[string]bool{},
@@ -271,6 +281,10 @@ func (c *Cache) Lookup(ctx context.Context, rel string) (providers.FileInfo, err
 	}
 	dir, name := split(rel)
 	c.mu.Lock()
+	if fi, ok := c.pendingAttrLocked(rel); ok {
+		c.mu.Unlock()
+		return fi, nil
+	}
 	if a, ok := c.attrGet(rel); ok && c.fresh(a.at) {
 		c.mu.Unlock()
 		if a.stale {
@@ -282,7 +296,7 @@ func (c *Cache) Lookup(ctx context.Context, rel string) (providers.FileInfo, err
 		return a.fi, nil
 	}
 	d := c.dir(dir)
-	if d != nil && c.fresh(d.fetched) {
+	if c.usable(d) {
 		fi, ok := d.entries[name]
 		c.mu.Unlock()
 		if !ok {
@@ -343,6 +357,10 @@ func (c *Cache) Getattr(ctx context.Context, rel string) (providers.FileInfo, er
 		}
 	}
 	c.mu.Lock()
+	if fi, ok := c.pendingAttrLocked(rel); ok {
+		c.mu.Unlock()
+		return fi, nil
+	}
 	if a, ok := c.attrGet(rel); ok && c.fresh(a.at) {
 		c.mu.Unlock()
 		if a.stale {
@@ -355,7 +373,7 @@ func (c *Cache) Getattr(ctx context.Context, rel string) (providers.FileInfo, er
 	}
 	if rel != "" {
 		dir, name := split(rel)
-		if d := c.dir(dir); d != nil && c.fresh(d.fetched) {
+		if d := c.dir(dir); c.usable(d) {
 			fi, ok := d.entries[name]
 			c.mu.Unlock()
 			if !ok {
@@ -699,13 +717,14 @@ func (c *Cache) forgetLocked(rel string) {
 			delete(d.entries, name)
 		}
 	}
+	c.reoverlayLocked(rel)
 }
 
 // ReadDir lists a directory: from the listing while it is fresh, else with
 // one round trip to the box. Entries carry full attributes (READDIRPLUS).
 func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, error) {
 	c.mu.Lock()
-	if d := c.dir(rel); d != nil && c.fresh(d.fetched) {
+	if d := c.dir(rel); c.usable(d) {
 		out := c.entriesLocked(rel, d)
 		c.mu.Unlock()
 		return out, nil
@@ -713,7 +732,7 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 	c.mu.Unlock()
 	if c.revalidate(ctx) {
 		c.mu.Lock()
-		if d := c.dir(rel); d != nil && c.fresh(d.fetched) {
+		if d := c.dir(rel); c.usable(d) {
 			out := c.entriesLocked(rel, d)
 			c.mu.Unlock()
 			return out, nil
@@ -748,6 +767,7 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 	for p, fi := range attrs {
 		c.setAttrLocked(p, attrEntry{fi: fi, at: now})
 	}
+	c.overlayPendingLocked(rel, true)
 	out := c.entriesLocked(rel, d)
 	c.mu.Unlock()
 	return out, nil
@@ -981,6 +1001,12 @@ func (c *Cache) afterSetattr(ctx context.Context, rel string, set func(*provider
 
 // Mkdir makes a directory in the box.
 func (c *Cache) Mkdir(ctx context.Context, rel string, perm fs.FileMode) (providers.FileInfo, error) {
+	if fi, ok := c.mkdirHere(rel, perm); ok {
+		return fi, nil
+	}
+	if err := c.settle(ctx, rel); err != nil {
+		return providers.FileInfo{}, err
+	}
 	c.intend(rel)
 	fi, err := c.sw.MkdirStat(ctx, c.abs(rel), perm)
 	if err != nil {
@@ -1005,6 +1031,9 @@ func (c *Cache) made(rel string, fi providers.FileInfo) providers.FileInfo {
 
 // Symlink makes a symbolic link rel pointing at target.
 func (c *Cache) Symlink(ctx context.Context, target, rel string) (providers.FileInfo, error) {
+	if err := c.settle(ctx, rel); err != nil {
+		return providers.FileInfo{}, err
+	}
 	c.intend(rel)
 	if err := c.remote.Symlink(ctx, target, c.abs(rel)); err != nil {
 		return providers.FileInfo{}, err
@@ -1026,6 +1055,9 @@ func (c *Cache) Link(ctx context.Context, oldrel, newrel string) (providers.File
 		if err := f.push(ctx, c); err != nil {
 			return providers.FileInfo{}, err
 		}
+	}
+	if err := c.settle(ctx, oldrel, newrel); err != nil {
+		return providers.FileInfo{}, err
 	}
 	c.intend(oldrel, newrel)
 	if err := c.remote.Link(ctx, c.abs(oldrel), c.abs(newrel)); err != nil {
@@ -1096,6 +1128,9 @@ func (c *Cache) Remove(ctx context.Context, rel string) error {
 
 // Rmdir removes an empty directory.
 func (c *Cache) Rmdir(ctx context.Context, rel string) error {
+	if err := c.settle(ctx, rel); err != nil {
+		return err
+	}
 	c.intend(rel)
 	if err := c.remote.Rmdir(ctx, c.abs(rel)); err != nil {
 		return err
@@ -1118,6 +1153,9 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 	if ook && !ofi.IsDir() && c.renameHere(oldrel, newrel) {
 		return nil
 	}
+	if err := c.settle(ctx, oldrel, newrel); err != nil {
+		return err
+	}
 	// A replaced file's dirty data must not be pushed over the moved one.
 	c.intend(oldrel, newrel)
 	if err := c.remote.Rename(ctx, c.abs(oldrel), c.abs(newrel)); err != nil {
@@ -1136,6 +1174,7 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 	for _, k := range append(c.files.Under(newrel), newrel) {
 		if f := c.file(k); f != nil {
 			c.files.Delete(k)
+			c.news.Delete(k)
 			dropped = append(dropped, f)
 		}
 	}
@@ -1195,6 +1234,12 @@ func (c *Cache) Chmod(ctx context.Context, rel string, mode fs.FileMode) (provid
 			return fi, nil
 		}
 	}
+	if fi, ok := c.setDirHere(rel, func(fi *providers.FileInfo, o *providers.WriteOptions) {
+		fi.Mode = fi.Mode&^specialBits | mode&specialBits
+		o.Perm, o.ForceMode = mode&specialBits, true
+	}); ok {
+		return fi, nil
+	}
 	c.intend(rel)
 	if err := c.remote.Chmod(ctx, c.abs(rel), mode); err != nil {
 		return providers.FileInfo{}, err
@@ -1208,6 +1253,20 @@ func (c *Cache) Chmod(ctx context.Context, rel string, mode fs.FileMode) (provid
 func (c *Cache) Chown(ctx context.Context, rel string, uid, gid int) (providers.FileInfo, error) {
 	if f := c.localFile(rel); f != nil && f.deferOwner(c, uid, gid) {
 		fi, _ := f.localAttr()
+		return fi, nil
+	}
+	if fi, ok := c.setDirHere(rel, func(fi *providers.FileInfo, o *providers.WriteOptions) {
+		if !o.Chown {
+			o.UID, o.GID = -1, -1
+		}
+		o.Chown = true
+		if uid >= 0 {
+			fi.UID, o.UID = uint32(uid), uid
+		}
+		if gid >= 0 {
+			fi.GID, o.GID = uint32(gid), gid
+		}
+	}); ok {
 		return fi, nil
 	}
 	c.intend(rel)
@@ -1229,6 +1288,16 @@ func (c *Cache) Chown(ctx context.Context, rel string, uid, gid int) (providers.
 func (c *Cache) Utimes(ctx context.Context, rel string, atime, mtime time.Time) (providers.FileInfo, error) {
 	if f := c.localFile(rel); f != nil && f.deferTimes(c, atime, mtime) {
 		fi, _ := f.localAttr()
+		return fi, nil
+	}
+	if fi, ok := c.setDirHere(rel, func(fi *providers.FileInfo, o *providers.WriteOptions) {
+		if !atime.IsZero() {
+			fi.Atime, o.Atime = atime, atime
+		}
+		if !mtime.IsZero() {
+			fi.Mtime, o.Mtime = mtime, mtime
+		}
+	}); ok {
 		return fi, nil
 	}
 	c.intend(rel)
@@ -1307,7 +1376,7 @@ func (c *Cache) PushErrors() map[string]error {
 // them): the barrier. It tries them all and returns the first error; a
 // file that fails stays dirty.
 func (c *Cache) FlushAll(ctx context.Context) error {
-	return c.pushMany(ctx, c.dirtyFiles(), nil)
+	return c.pushAll(ctx, c.dirtyFiles(), nil)
 }
 
 // Recover pushes the dirty files a previous process journaled and did not

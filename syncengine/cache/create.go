@@ -25,7 +25,7 @@ func (c *Cache) createHere(rel string, excl bool, perm fs.FileMode) (h *Handle, 
 	now := c.now()
 	c.mu.Lock()
 	d := c.dir(dir)
-	if d == nil || !c.fresh(d.fetched) || c.file(rel) != nil || transient(name) || len(name) > nameMax {
+	if !c.usable(d) || c.file(rel) != nil || transient(name) || len(name) > nameMax {
 		c.mu.Unlock()
 		return nil, fi, false, nil
 	}
@@ -40,6 +40,7 @@ func (c *Cache) createHere(rel string, excl bool, perm fs.FileMode) (h *Handle, 
 	c.nextID++
 	f := &file{id: c.nextID, rel: rel, created: true, excl: excl, valid: true, mode: perm.Perm(), base: fi, local: now, nopen: 1}
 	c.files.Set(rel, f)
+	c.news.Set(rel, f)
 	c.touchLocked(rel)
 	c.recordLocked(rel, fi, now)
 	c.mu.Unlock()
@@ -58,6 +59,7 @@ func (c *Cache) createHere(rel string, excl bool, perm fs.FileMode) (h *Handle, 
 		c.mu.Lock()
 		if c.file(rel) == f {
 			c.files.Delete(rel)
+			c.news.Delete(rel)
 		}
 		c.forgetLocked(rel)
 		c.mu.Unlock()
@@ -96,6 +98,7 @@ func (c *Cache) removeHere(rel string) bool {
 	c.mu.Lock()
 	if c.file(rel) == f {
 		c.files.Delete(rel)
+		c.news.Delete(rel)
 	}
 	c.forgetLocked(rel)
 	c.setAttrLocked(rel, attrEntry{at: c.now(), neg: true})
@@ -125,13 +128,16 @@ func (c *Cache) renameHere(oldrel, newrel string) bool {
 	}
 	if c.file(oldrel) == f {
 		c.files.Delete(oldrel)
+		c.news.Delete(oldrel)
 	}
+	c.news.Delete(newrel)
 	c.files.Set(newrel, f)
 	fi, _ := c.knownAttrLocked(oldrel)
 	c.forgetLocked(oldrel)
 	now := c.now()
 	c.setAttrLocked(oldrel, attrEntry{at: now, neg: true})
 	c.forgetLocked(newrel)
+	c.news.Set(newrel, f)
 	_, fi.Name = split(newrel)
 	c.touchLocked(newrel)
 	c.recordLocked(newrel, fi, now)
@@ -176,6 +182,7 @@ func (f *file) lostCreate(c *Cache, rel string, err error) error {
 	c.mu.Lock()
 	if c.file(rel) == f {
 		c.files.Delete(rel)
+		c.news.Delete(rel)
 	}
 	c.mu.Unlock()
 	c.Forget(rel) // the box's file: asked at the next lookup

@@ -305,6 +305,9 @@ func (c *Cache) loadJournal() error {
 			continue
 		}
 		c.files.Set(e.Path, f)
+		if e.New {
+			c.news.Set(e.Path, f)
+		}
 		c.dirtied(f)
 		if e.ID > c.nextID {
 			c.nextID = e.ID

@@ -129,6 +129,9 @@ func (j *pushJob) finish(c *Cache, fi providers.FileInfo, err error) error {
 	c.clean(f)
 	_, fi.Name = split(rel)
 	c.mu.Lock()
+	if g, _ := c.news.Get(rel); g == f {
+		c.news.Delete(rel)
+	}
 	c.touchLocked(rel)
 	c.recordLocked(rel, fi, now)
 	if !j.inPlace {
@@ -139,12 +142,14 @@ func (j *pushJob) finish(c *Cache, fi providers.FileInfo, err error) error {
 	return nil
 }
 
-// pushMany pushes files: through the remote's BatchWriter in one round
-// trip where it has one (names of hard links, written in place, one by
-// one), else one push each. It returns the first error; a file that
-// fails stays dirty, and report is told of each failure.
-func (c *Cache) pushMany(ctx context.Context, files []*file, report func(rel string, err error)) error {
-	bw, batch := c.remote.(providers.BatchWriter)
+// pushAll pushes files and what is pending of directories (made first,
+// parents before children; their attributes after the files): through the
+// remote's BatchWriter in one round trip where it has one (names of hard
+// links, written in place, one by one), else one call each. It returns the
+// first error; what fails stays pending, and report is told of each
+// failure.
+func (c *Cache) pushAll(ctx context.Context, files []*file, report func(rel string, err error)) error {
+	mk, set := c.pendingDirOps()
 	var first error
 	fail := func(rel string, err error) {
 		if err == nil {
@@ -157,14 +162,33 @@ func (c *Cache) pushMany(ctx context.Context, files []*file, report func(rel str
 			report(rel, err)
 		}
 	}
+	dir := func(op dirOp, fi providers.FileInfo, err error) {
+		if err == nil {
+			c.dirPushed(op, fi)
+		}
+		fail(op.rel, err)
+	}
+	bw, batch := c.remote.(providers.BatchWriter)
 	if !batch {
+		for _, op := range mk {
+			fi, err := c.pushDir(ctx, op)
+			dir(op, fi, err)
+		}
 		for _, f := range files {
 			fail(f.path(), f.push(ctx, c))
+		}
+		for _, op := range set {
+			fi, err := c.pushDir(ctx, op)
+			dir(op, fi, err)
 		}
 		return first
 	}
 	var jobs []*pushJob
 	var writes []providers.FileWrite
+	for _, op := range mk {
+		c.intend(op.rel)
+		writes = append(writes, providers.FileWrite{Name: c.abs(op.rel), Dir: true, Make: true, Options: op.o})
+	}
 	for _, f := range files {
 		f.content.Lock()
 		j, err := f.prepare(ctx, c)
@@ -183,22 +207,36 @@ func (c *Cache) pushMany(ctx context.Context, files []*file, report func(rel str
 		jobs = append(jobs, j)
 		writes = append(writes, providers.FileWrite{Name: c.abs(j.rel), Data: j.src, Size: j.size, Options: j.o})
 	}
-	if len(jobs) == 0 {
+	for _, op := range set {
+		c.intend(op.rel)
+		writes = append(writes, providers.FileWrite{Name: c.abs(op.rel), Dir: true, Options: op.o})
+	}
+	if len(writes) == 0 {
 		return first
 	}
 	res, err := bw.WriteFiles(ctx, writes)
 	if err == nil && len(res) != len(writes) {
-		err = providers.Errorf(providers.Unknown, "cache.push", "a batch of %d files answered %d results", len(writes), len(res))
+		err = providers.Errorf(providers.Unknown, "cache.push", "a batch of %d answered %d results", len(writes), len(res))
+	}
+	result := func(i int) (providers.FileInfo, error) {
+		if err != nil {
+			return providers.FileInfo{}, err
+		}
+		return res[i].Info, res[i].Err
+	}
+	for i, op := range mk {
+		fi, err := result(i)
+		dir(op, fi, err)
 	}
 	for i, j := range jobs {
 		j.src.Close()
-		var fi providers.FileInfo
-		werr := err
-		if err == nil {
-			fi, werr = res[i].Info, res[i].Err
-		}
-		fail(j.rel, j.finish(c, fi, werr))
+		fi, err := result(len(mk) + i)
+		fail(j.rel, j.finish(c, fi, err))
 		j.f.content.Unlock()
+	}
+	for i, op := range set {
+		fi, err := result(len(mk) + len(jobs) + i)
+		dir(op, fi, err)
 	}
 	return first
 }

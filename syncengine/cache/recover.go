@@ -42,6 +42,14 @@ func (c *Cache) recoverCheck(ctx context.Context, f *file) error {
 			(started.Ino != 0 && fi.Ino != 0 && fi.Ino != started.Ino)
 	}
 	if !changed {
+		if missing && created {
+			// Made here, in a directory made here that the daemon died
+			// before sending (directories are not journaled): it is made
+			// now, as it was.
+			if err := c.makeParents(ctx, rel); err != nil {
+				return err
+			}
+		}
 		f.mu.Lock()
 		f.recovered = false
 		f.mu.Unlock()
@@ -54,8 +62,10 @@ func (c *Cache) recoverCheck(ctx context.Context, f *file) error {
 	c.mu.Lock()
 	if c.file(rel) == f {
 		c.files.Delete(rel)
+		c.news.Delete(rel)
 	}
 	c.files.Set(kept, f)
+	c.news.Set(kept, f)
 	c.mu.Unlock()
 	f.mu.Lock()
 	f.rel, f.inBox, f.created, f.excl, f.started, f.recovered = kept, false, true, true, nil, false
@@ -85,4 +95,24 @@ func (c *Cache) recoveredName(ctx context.Context, rel string) (string, error) {
 	}
 	return "", providers.Errorf(providers.Exists, "cache.Recover", "no free name for the host's copy of %s (%d recovered copies there)", rel, maxRecoveredNames).
 		WithBox(c.opts.Box).WithPath(c.abs(rel))
+}
+
+// makeParents makes the missing directories above rel in the box.
+func (c *Cache) makeParents(ctx context.Context, rel string) error {
+	dir, _ := split(rel)
+	if dir == "" {
+		return nil
+	}
+	_, err := c.remote.Lstat(ctx, c.abs(dir))
+	if !providers.IsCode(err, providers.NotFound) {
+		return err
+	}
+	if err := c.makeParents(ctx, dir); err != nil {
+		return err
+	}
+	c.log.Warn("a directory the host made was not in the box after a crash; made again", "path", dir)
+	if err := c.remote.Mkdir(ctx, c.abs(dir), 0o755); err != nil && !providers.IsCode(err, providers.Exists) {
+		return err
+	}
+	return nil
 }
