@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -152,6 +153,22 @@ func (b *Box) SetErr(err error) {
 	b.m.log.Warn("box operation failed", attrs...)
 }
 
+// dirtyCount is how many files hold writes the box lacks (0 without an
+// open cache).
+func (b *Box) dirtyCount() int {
+	b.mu.Lock()
+	c := b.cache
+	b.mu.Unlock()
+	if c == nil {
+		// Not opened in this run: what an earlier one journaled counts.
+		if st, err := os.Stat(filepath.Join(b.m.cacheDir(b.record()), "journal.log")); err == nil && st.Size() > 0 {
+			return 1
+		}
+		return 0
+	}
+	return len(c.Dirty())
+}
+
 // Commands returns the box's commands.
 func (b *Box) Commands() *Commands { return b.cmds }
 
@@ -205,6 +222,19 @@ func (b *Box) connect(ctx context.Context) error {
 	return nil
 }
 
+// WriteMode returns when a close(2) in the box's work/ returns:
+// WriteThrough or WriteBehind.
+func (b *Box) WriteMode() string {
+	rec := b.record()
+	switch {
+	case rec.Write != "":
+		return rec.Write
+	case b.m.opts.WriteBehind:
+		return WriteBehind
+	}
+	return WriteThrough
+}
+
 // openCache opens the cache of the workspace h reaches.
 func (b *Box) openCache(h *hands.Hands, rec record) (*cache.Cache, error) {
 	root := h.Facts().Workspace
@@ -218,6 +248,10 @@ func (b *Box) openCache(h *hands.Hands, rec record) (*cache.Cache, error) {
 		AttrTimeout: b.m.opts.AttrTimeout,
 		Logger:      b.m.log,
 		Now:         b.m.opts.Now,
+		WriteBehind: b.WriteMode() == WriteBehind,
+		PushFailed: func(rel string, err error) {
+			b.SetErr(fmt.Errorf("work/%s: not pushed (write-behind; the file stays dirty, is tried again, and the next flush, fsync or command fails until it is pushed): %w", rel, err))
+		},
 		Overwrote: func(rel string) {
 			// Logged by the cache; err tells a reader of the box.
 			b.mu.Lock()
@@ -544,6 +578,13 @@ func (b *Box) Destroy(ctx context.Context) error {
 		box = b.box
 		b.mu.Unlock()
 	}
+	if b.WriteMode() == WriteBehind {
+		// A barrier: what was closed reaches the box before it ends. The
+		// user asked for the end: a failed push is said, not in the way.
+		if err := b.Flush(ctx); err != nil {
+			b.SetErr(fmt.Errorf("destroy: dirty files not pushed before the box ended: %w", err))
+		}
+	}
 	b.cmds.KillAll(ctx)
 	b.close()
 	if box != nil {
@@ -552,6 +593,7 @@ func (b *Box) Destroy(ctx context.Context) error {
 		}
 	}
 	b.markGone(providers.Errorf(providers.Gone, "boxes", "box %q was destroyed", b.name), time.Time{})
+	b.m.removeCache(b.record())
 	b.m.log.Info("box destroyed", "box", b.name)
 	return nil
 }
@@ -573,18 +615,23 @@ func (b *Box) FactsJSON(ctx context.Context) ([]byte, error) {
 	b.mu.Unlock()
 	out := struct {
 		providers.Facts
-		Name     string   `json:"name"`
-		State    string   `json:"state"`
-		Via      string   `json:"via,omitempty"`
-		Health   string   `json:"health"`
-		Since    string   `json:"unhealthySince,omitempty"`
-		LastErr  string   `json:"lastError,omitempty"`
-		Dirty    []string `json:"dirtyFiles"`
-		Commands int      `json:"commands"`
+		Name    string   `json:"name"`
+		State   string   `json:"state"`
+		Via     string   `json:"via,omitempty"`
+		Health  string   `json:"health"`
+		Since   string   `json:"unhealthySince,omitempty"`
+		LastErr string   `json:"lastError,omitempty"`
+		Dirty   []string `json:"dirtyFiles"`
+		// PushErrors is why each dirty file whose push failed was not taken.
+		PushErrors map[string]string `json:"pushErrors,omitempty"`
+		// Write is when a close in work/ returns: "through" (the box has
+		// the bytes) or "behind" (the host's journal has them).
+		Write    string `json:"write"`
+		Commands int    `json:"commands"`
 		// Agent is the agent channel's counters (round trips, restarts),
 		// when the box is reached through it.
 		Agent *agent.Stats `json:"agent,omitempty"`
-	}{Facts: facts, Name: b.name, State: state, Health: "ok", Dirty: []string{}}
+	}{Facts: facts, Name: b.name, State: state, Health: "ok", Dirty: []string{}, Write: b.WriteMode()}
 	if out.Facts.Provider == "" {
 		out.Facts.Provider, out.Facts.ID = rec.Provider, rec.ID
 	}
@@ -606,6 +653,12 @@ func (b *Box) FactsJSON(ctx context.Context) ([]byte, error) {
 	}
 	if c != nil {
 		out.Dirty = append(out.Dirty, c.Dirty()...)
+		for rel, err := range c.PushErrors() {
+			if out.PushErrors == nil {
+				out.PushErrors = map[string]string{}
+			}
+			out.PushErrors[rel] = err.Error()
+		}
 	}
 	out.Commands = b.cmds.Count()
 	buf, err := json.MarshalIndent(out, "", "  ")

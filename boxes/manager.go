@@ -29,6 +29,10 @@ type Options struct {
 	// AttrTimeout is how long the caches trust attributes and listings
 	// (default 1 s).
 	AttrTimeout time.Duration
+	// WriteBehind is the write mode of boxes whose own Settings say none:
+	// close(2) returns once the bytes are journaled, and dirty files are
+	// pushed in batches (boxes.WriteBehind).
+	WriteBehind bool
 	// Watch has the agent watch each box's workspace (inotify), so changes
 	// made behind boxfs's back reach the View at once instead of after
 	// AttrTimeout. Experimental and off by default.
@@ -56,6 +60,7 @@ type Declared struct {
 	Name     string
 	Provider string
 	Spec     providers.Spec
+	Settings Settings
 }
 
 // Manager keeps the named boxes of one state directory. It is safe for
@@ -77,6 +82,7 @@ type record struct {
 	ID       string          `json:"id"`
 	Created  time.Time       `json:"created"`
 	Spec     *providers.Spec `json:"spec,omitempty"` // declared boxes not made yet
+	Settings
 }
 
 // New opens the boxes kept in opts.StateDir: the boxes recorded there are
@@ -125,7 +131,7 @@ func New(opts Options) (*Manager, error) {
 			continue // already made in an earlier run
 		}
 		spec := d.Spec
-		m.boxes[d.Name] = m.newBox(record{Name: d.Name, Provider: m.providerName(d.Provider), Spec: &spec})
+		m.boxes[d.Name] = m.newBox(record{Name: d.Name, Provider: m.providerName(d.Provider), Spec: &spec, Settings: d.Settings})
 	}
 	return m, nil
 }
@@ -285,6 +291,11 @@ func (m *Manager) release(name string) {
 // Create makes a box from spec with the named provider ("" = default) and
 // keeps it as name. The box's id is recorded before anything runs in it.
 func (m *Manager) Create(ctx context.Context, name, provider string, spec providers.Spec) error {
+	return m.CreateWith(ctx, name, provider, spec, Settings{})
+}
+
+// CreateWith is Create for a box with its own Settings.
+func (m *Manager) CreateWith(ctx context.Context, name, provider string, spec providers.Spec, set Settings) error {
 	const op = "boxes.Create"
 	if err := checkName(name); err != nil {
 		return providers.E(providers.Invalid, op, err)
@@ -304,7 +315,7 @@ func (m *Manager) Create(ctx context.Context, name, provider string, spec provid
 		return err
 	}
 	b.setBox(box)
-	r := record{Name: name, Provider: provider, ID: box.ID(), Created: time.Now().UTC()}
+	r := record{Name: name, Provider: provider, ID: box.ID(), Created: time.Now().UTC(), Settings: set}
 	if err := m.saveRecord(r); err != nil {
 		m.log.Error("box record not saved: a restart will not find this box", "box", name, "id", box.ID(), "err", err)
 	}
@@ -393,8 +404,14 @@ func (m *Manager) Forget(ctx context.Context, name string) error {
 	if b == nil {
 		return providers.Errorf(providers.NotFound, "boxes.Forget", "no box named %q", name)
 	}
+	dirty := b.dirtyCount()
 	b.close()
 	m.removeRecord(name)
+	if dirty == 0 {
+		m.removeCache(b.record())
+	} else {
+		m.log.Warn("forgotten box's cache kept: it holds writes never pushed", "box", name, "dirty", dirty, "dir", m.cacheDir(b.record()))
+	}
 	return nil
 }
 
@@ -462,6 +479,16 @@ func (m *Manager) RecoverJournals(ctx context.Context) (int, error) {
 // cacheDir is where the cache of the box rec names lives.
 func (m *Manager) cacheDir(rec record) string {
 	return filepath.Join(m.opts.StateDir, "cache", safeKey(rec.Provider+"-"+rec.ID))
+}
+
+// removeCache removes the host's cache of a box that is no longer kept.
+func (m *Manager) removeCache(rec record) {
+	if rec.ID == "" {
+		return
+	}
+	if err := os.RemoveAll(m.cacheDir(rec)); err != nil {
+		m.log.Warn("cache of a box no longer kept not removed", "box", rec.Name, "err", err)
+	}
 }
 
 func safeKey(s string) string {

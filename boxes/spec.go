@@ -36,6 +36,45 @@ func ParseSpec(words []string) (provider string, spec providers.Spec, err error)
 
 type pair struct{ k, v string }
 
+// Write modes: when a close(2) in work/ returns (Settings.Write).
+const (
+	// WriteThrough: once the box has the file's bytes (the default).
+	WriteThrough = "through"
+	// WriteBehind: once the bytes are in the host's journal; the box gets
+	// them in batches within a bounded delay, and before every barrier.
+	WriteBehind = "behind"
+)
+
+// Settings are what boxfs itself does for a box, set by the keys of a
+// `new` message that are not the provider's: write= (WriteThrough or
+// WriteBehind; "" is the mount's default).
+type Settings struct {
+	Write string `json:"write,omitempty"`
+}
+
+// ParseNew reads the words of a `new NAME k=v ...` message: boxfs's own
+// keys (write=) into Settings, the rest as ParseSpec does.
+func ParseNew(words []string) (provider string, spec providers.Spec, set Settings, err error) {
+	const op = "boxes.ParseNew"
+	rest := make([]string, 0, len(words))
+	for _, w := range words {
+		k, v, _ := strings.Cut(w, "=")
+		if k != "write" {
+			rest = append(rest, w)
+			continue
+		}
+		if set.Write != "" {
+			return "", spec, set, providers.Errorf(providers.Invalid, op, "key \"write\" given twice")
+		}
+		if v != WriteThrough && v != WriteBehind {
+			return "", spec, set, providers.Errorf(providers.Invalid, op, "write=%q: want through or behind", v)
+		}
+		set.Write = v
+	}
+	provider, spec, err = ParseSpec(rest)
+	return provider, spec, set, err
+}
+
 // CheckName reports whether name can name a box (Invalid if not): 1..63
 // bytes of UTF-8, no '/', NUL or newline, no leading '.', not one of the
 // namespace root's own file names.

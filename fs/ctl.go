@@ -109,6 +109,7 @@ type rootCmd struct {
 	provider string
 	id       string
 	spec     providers.Spec
+	set      boxes.Settings // boxfs's own keys of new (write=)
 }
 
 // parseRootCtl parses every message of a write to the root ctl before any
@@ -173,7 +174,7 @@ func rootCmdOf(m ctlMsg) (rootCmd, error) {
 			words[i] = p.k + "=" + p.v
 		}
 		var err error
-		c.provider, c.spec, err = boxes.ParseSpec(words)
+		c.provider, c.spec, c.set, err = boxes.ParseNew(words)
 		if err != nil {
 			return c, cause(err)
 		}

@@ -25,6 +25,9 @@ type mountT struct {
 	mnt, state string
 	cmd        *exec.Cmd
 	log        *syncBuffer
+	exited     chan struct{} // closed when the server process has ended
+	exitErr    error         // its Wait's answer, once exited
+	keepBoxes  bool          // a later mount of the same state ends them
 }
 
 type syncBuffer struct {
@@ -64,38 +67,65 @@ func startMount(t *testing.T, provider string, opTimeout time.Duration) *mountT 
 // workspace watch when watch is set.
 func startMountAttr(t *testing.T, provider string, opTimeout, attr time.Duration, watch bool) *mountT {
 	t.Helper()
+	return startMountCfg(t, mountCfg{provider: provider, opTimeout: opTimeout, attr: attr, watch: watch})
+}
+
+// mountCfg is how startMountCfg serves a namespace.
+type mountCfg struct {
+	provider        string
+	opTimeout, attr time.Duration
+	watch           bool
+	write           string // the mount's write mode; "" for the default
+	state           string // the state directory; "" for a new one
+}
+
+// startMountCfg serves a namespace as cfg says.
+func startMountCfg(t *testing.T, cfg mountCfg) *mountT {
+	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skip("no /dev/fuse")
 	}
+	provider := cfg.provider
 	requireProvider(t, provider)
-	m := &mountT{mnt: t.TempDir(), state: t.TempDir(), log: &syncBuffer{}}
+	m := &mountT{mnt: t.TempDir(), state: cfg.state, log: &syncBuffer{}}
+	if m.state == "" {
+		m.state = t.TempDir()
+	}
 	m.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	m.cmd.Env = append(os.Environ(),
 		envServe+"="+m.mnt, envState+"="+m.state, envProvider+"="+provider,
-		envAgent+"="+boxfsbin.Path(t), envOpTime+"="+opTimeout.String(), envAttrTime+"="+attr.String())
-	if watch {
+		envAgent+"="+boxfsbin.Path(t), envOpTime+"="+cfg.opTimeout.String(), envAttrTime+"="+cfg.attr.String())
+	if cfg.watch {
 		m.cmd.Env = append(m.cmd.Env, envWatch+"=1")
+	}
+	if cfg.write != "" {
+		m.cmd.Env = append(m.cmd.Env, envWrite+"="+cfg.write)
 	}
 	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- m.cmd.Wait() }()
+	m.exited = make(chan struct{})
+	go func() {
+		m.exitErr = m.cmd.Wait()
+		close(m.exited)
+	}()
 	t.Cleanup(func() {
 		m.cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-exited:
+		case <-m.exited:
 		case <-time.After(60 * time.Second):
 			m.cmd.Process.Kill()
-			<-exited
+			<-m.exited
 			t.Errorf("the mount did not stop within 60 s of SIGTERM")
 		}
 		if isMounted(m.mnt) {
 			exec.Command("umount", "-l", m.mnt).Run()
 			t.Errorf("the mount was still there after its server stopped")
 		}
-		m.destroyBoxes()
+		if !m.keepBoxes {
+			m.destroyBoxes()
+		}
 		if t.Failed() || testing.Verbose() {
 			t.Logf("mount server log:\n%s", m.log.String())
 		}
@@ -103,8 +133,8 @@ func startMountAttr(t *testing.T, provider string, opTimeout, attr time.Duration
 	deadline := time.Now().Add(30 * time.Second)
 	for !isMounted(m.mnt) {
 		select {
-		case err := <-exited:
-			t.Fatalf("mount server exited: %v\n%s", err, m.log.String())
+		case <-m.exited:
+			t.Fatalf("mount server exited: %v\n%s", m.exitErr, m.log.String())
 		default:
 		}
 		if time.Now().After(deadline) {

@@ -33,6 +33,7 @@ const (
 	envOpTime   = "BOXFS_IT_OPTIMEOUT"
 	envAttrTime = "BOXFS_IT_ATTRTIMEOUT"
 	envWatch    = "BOXFS_IT_WATCH"
+	envWrite    = "BOXFS_IT_WRITE" // the mount's write mode
 )
 
 // fakeProviders open the providers whose service is played by an in-process
@@ -77,6 +78,7 @@ func serve(mnt string) error {
 		},
 		AttrTimeout: attrTimeout,
 		Watch:       os.Getenv(envWatch) == "1",
+		WriteBehind: os.Getenv(envWrite) == boxes.WriteBehind,
 		OpTimeout:   opTimeout,
 		AgentBinary: os.Getenv(envAgent),
 		Logger:      logger,

@@ -76,7 +76,7 @@ isolation, gpu, region, snapshot, ports, env.NAME, label.NAME (docs/namespace.md
 					pairs = en.pairs()
 				}
 				pairs = mergePairs(pairs, c.Args().Slice()[1:])
-				prov, spec, err := boxes.ParseSpec(pairs)
+				prov, spec, set, err := boxes.ParseNew(pairs)
 				if err != nil {
 					return usagef("new %s: %v", name, specError(err))
 				}
@@ -89,7 +89,7 @@ isolation, gpu, region, snapshot, ports, env.NAME, label.NAME (docs/namespace.md
 				}
 				ctx, cancel := context.WithTimeout(ctx, createTimeout)
 				defer cancel()
-				return t.m.Create(ctx, name, prov, spec)
+				return t.m.CreateWith(ctx, name, prov, spec, set)
 			})
 		},
 	}

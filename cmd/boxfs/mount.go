@@ -40,6 +40,7 @@ type mountOpts struct {
 	allowOther  bool
 	debug       bool
 	attrTimeout time.Duration
+	write       string // boxes.WriteThrough or boxes.WriteBehind; "" is through
 }
 
 func mountCommand() *cli.Command {
@@ -53,7 +54,8 @@ is cleaned up first; boxes recorded in the state directory are found again and
 writes a killed daemon journaled are pushed.
 
 -o takes mount(8)-style options, so that an fstab line works:
-  background, allow_other, debug, attr_timeout=DUR, provider=P, state=DIR,
+  background, allow_other, debug, attr_timeout=DUR, write=through|behind,
+  provider=P, state=DIR,
   config=FILE, log_format=F, log_level=L; rw, defaults, nofail, _netdev,
   noauto, auto, user, users, nouser, dev, nodev, suid, nosuid, exec, noexec,
   atime, noatime, relatime, x-* and comment=* are accepted and ignored.
@@ -64,6 +66,7 @@ fstab (mount.fuse runs "boxfs mount /boxes -o ..."; boxfs in /usr/local/bin):
 			&cli.BoolFlag{Name: "allow-other", Usage: "let other users use the mount (needs user_allow_other in /etc/fuse.conf unless root)"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request and answer"},
 			&cli.DurationFlag{Name: "attr-timeout", Usage: "how long the kernel and the cache trust attributes and listings", DefaultText: "the config's attr_timeout, else 1s"},
+			&cli.StringFlag{Name: "write", Usage: "when close(2) returns in work/: `through` (the box has the bytes) or behind (the host's journal has them; batches reach the box within 100 ms, and before every command, fsync and ctl flush); a box's `new ... write=` overrides it", DefaultText: "through"},
 			&cli.StringSliceFlag{Name: "o", Usage: "mount(8)-style `OPTIONS`, comma-separated (see above)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -119,6 +122,10 @@ func parseMountOptions(c *cli.Context) (mountOpts, error) {
 		allowOther:  c.Bool("allow-other"),
 		debug:       c.Bool("debug"),
 		attrTimeout: c.Duration("attr-timeout"),
+		write:       c.String("write"),
+	}
+	if err := checkWrite("--write", mo.write); err != nil {
+		return mo, err
 	}
 	if c.IsSet("attr-timeout") && mo.attrTimeout <= 0 {
 		return mo, usagef("mount --attr-timeout %v: must be positive", mo.attrTimeout)
@@ -144,6 +151,11 @@ func parseMountOptions(c *cli.Context) (mountOpts, error) {
 				return mo, usagef("mount -o attr_timeout=%q: want a positive duration (1s, 500ms or 2)", v)
 			}
 			mo.attrTimeout = d
+		case "write":
+			if err := checkWrite("-o write", v); err != nil {
+				return mo, err
+			}
+			mo.write = v
 		case "state", "config", "provider", "log_format", "log_level":
 			if !hasV || (v == "" && k != "config") {
 				return mo, usagef("mount -o %s: needs a value (%s=...)", k, k)
@@ -193,6 +205,7 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 		return err
 	}
 	opts.AttrTimeout = mo.attrTimeout
+	opts.WriteBehind = mo.write == boxes.WriteBehind
 	m, err := boxes.New(opts)
 	if err != nil {
 		return err
@@ -367,6 +380,9 @@ func startBackground(c *cli.Context, e *env, mnt string, mo mountOpts) error {
 	if mo.debug {
 		args = append(args, "--debug")
 	}
+	if mo.write != "" {
+		args = append(args, "--write", mo.write)
+	}
 	args = append(args, "--", mnt)
 	logName := filepath.Join(e.state, mountLog)
 	logf, err := os.OpenFile(logName, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
@@ -415,6 +431,14 @@ func startBackground(c *cli.Context, e *env, mnt string, mo mountOpts) error {
 			return providers.Errorf(providers.Timeout, op, "the mount did not answer within %v; stopped it; log %s", backgroundStart, logName)
 		}
 	}
+}
+
+// checkWrite refuses a write mode other than through and behind.
+func checkWrite(what, v string) error {
+	if v != "" && v != boxes.WriteThrough && v != boxes.WriteBehind {
+		return usagef("mount %s=%q: want through or behind", what, v)
+	}
+	return nil
 }
 
 func (mo mountOpts) attrTimeoutOrDefault() time.Duration {

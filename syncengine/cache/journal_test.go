@@ -45,6 +45,8 @@ func TestRecoverKeepsTheBoxsLaterChange(t *testing.T) {
 		{"box-removed", true, "remove", "f.boxfs-recovered-1", "", true},
 		{"host-made-box-untouched", false, "", "f", "host", false},
 		{"host-made-box-made-too", false, "write", "f.boxfs-recovered-1", "box", true},
+		// Pushed, and the daemon killed before the journal said so.
+		{"pushed-before-the-crash", false, "same", "f", "host", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, r := fakeBox(t)
@@ -66,6 +68,8 @@ func TestRecoverKeepsTheBoxsLaterChange(t *testing.T) {
 				boxWrite(t, r, "f", "box")
 			case "remove":
 				require.NoError(t, r.Remove(t.Context(), root+"/f"))
+			case "same":
+				boxWrite(t, r, "f", "host")
 			}
 			c, recovered := reopen(t, r, dir)
 			require.Equal(t, []string{"f"}, c.Dirty(), "the journal's dirty files")

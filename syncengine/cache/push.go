@@ -58,6 +58,10 @@ func (f *file) prepare(ctx context.Context, c *Cache) (*pushJob, error) {
 			return nil, err
 		}
 		f.mu.Lock()
+		if !f.dirty || f.gone {
+			f.mu.Unlock()
+			return nil, nil // the box had it already
+		}
 	}
 	j := &pushJob{f: f, rel: f.rel, inBox: f.inBox,
 		o: providers.WriteOptions{Perm: f.mode, ForceMode: f.force, Chown: f.chown, UID: f.uid, GID: f.gid, Atime: f.atime, Mtime: f.mtime,

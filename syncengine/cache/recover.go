@@ -1,7 +1,10 @@
 package cache
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"os"
 	"strconv"
 
 	"github.com/boxfs/boxfs/providers"
@@ -40,6 +43,11 @@ func (c *Cache) recoverCheck(ctx context.Context, f *file) error {
 	default:
 		changed = fi.Size != started.Size || !fi.Mtime.Equal(started.Mtime) ||
 			(started.Ino != 0 && fi.Ino != 0 && fi.Ino != started.Ino)
+	}
+	if changed && !missing && fi.IsRegular() && c.sameContent(ctx, f, fi) {
+		// The push landed before the daemon died (it was killed between
+		// the box's answer and the journal's note of it).
+		return (&pushJob{f: f, rel: rel}).finish(c, fi, nil)
 	}
 	if !changed {
 		if missing && created {
@@ -115,4 +123,40 @@ func (c *Cache) makeParents(ctx context.Context, rel string) error {
 		return err
 	}
 	return nil
+}
+
+// sameContent reports whether the box's file fi holds f's content here.
+// f.content held.
+func (c *Cache) sameContent(ctx context.Context, f *file, fi providers.FileInfo) bool {
+	f.mu.Lock()
+	rel, id := f.rel, f.id
+	f.mu.Unlock()
+	local, err := os.Open(c.dataPath(id))
+	if err != nil {
+		return false
+	}
+	defer local.Close()
+	if st, err := local.Stat(); err != nil || st.Size() != fi.Size {
+		return false
+	}
+	r, err := c.remote.ReadFile(ctx, c.abs(rel))
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	a, b := make([]byte, 64<<10), make([]byte, 64<<10)
+	for {
+		n, err := io.ReadFull(r, a)
+		if m, _ := io.ReadFull(local, b[:n]); m != n || !bytes.Equal(a[:n], b[:n]) {
+			return false
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			var one [1]byte
+			k, _ := local.Read(one[:])
+			return k == 0
+		}
+		if err != nil {
+			return false
+		}
+	}
 }
