@@ -621,11 +621,18 @@ func (n *workNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errn
 	return 0
 }
 
+// Fsync of a file is its handle's; of a directory, in write-behind, a
+// barrier: everything closed is pushed first.
 func (n *workNode) Fsync(ctx context.Context, f gofs.FileHandle, flags uint32) syscall.Errno {
 	if wh, ok := f.(*workHandle); ok {
 		return wh.Fsync(ctx, flags)
 	}
-	return 0
+	return n.run(ctx, true, time.Minute, func(ctx context.Context, c *cache.Cache) error {
+		if !c.WriteBehind() {
+			return nil
+		}
+		return c.FlushAll(ctx)
+	})
 }
 
 // workHandle is one open of a work/ file.

@@ -91,6 +91,15 @@ func TestWriteBehindBarriers(t *testing.T) {
 				assert.Equal(t, want, sortLines(boxSees(t, b, "cd fsync && "+hashScript+" | grep -v ' ./last$'")), "files closed before")
 				f.Close()
 			})
+			t.Run("fsync-dir", func(t *testing.T) {
+				dir := filepath.Join(b.work, "fsyncdir")
+				want := burst(t, dir, 20)
+				d, err := os.Open(dir)
+				require.NoError(t, err)
+				require.NoError(t, d.Sync())
+				d.Close()
+				assert.Equal(t, want, sortLines(boxSees(t, b, "cd fsyncdir && "+hashScript)))
+			})
 			t.Run("ctl-flush", func(t *testing.T) {
 				want := burst(t, filepath.Join(b.work, "flush"), 50)
 				require.NoError(t, ctlWrite(filepath.Join(b.dir, "ctl"), "flush\n"))
