@@ -249,6 +249,7 @@ func (b *Box) openCache(h *hands.Hands, rec record) (*cache.Cache, error) {
 		Logger:      b.m.log,
 		Now:         b.m.opts.Now,
 		WriteBehind: b.WriteMode() == WriteBehind,
+		Budget:      b.m.budget,
 		PushFailed: func(rel string, err error) {
 			b.SetErr(fmt.Errorf("work/%s: not pushed (write-behind; the file stays dirty, is tried again, and the next flush, fsync or command fails until it is pushed): %w", rel, err))
 		},

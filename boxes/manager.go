@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/syncengine/cache"
 )
 
 // Options configure a Manager.
@@ -29,6 +30,10 @@ type Options struct {
 	// AttrTimeout is how long the caches trust attributes and listings
 	// (default 1 s).
 	AttrTimeout time.Duration
+	// CacheBudget bounds the host disk the boxes' content caches take, all
+	// together: least recently used clean copies go past it (default, 0: a
+	// tenth of the state directory's file system; negative: no bound).
+	CacheBudget int64
 	// WriteBehind is the write mode of boxes whose own Settings say none:
 	// close(2) returns once the bytes are journaled, and dirty files are
 	// pushed in batches (boxes.WriteBehind).
@@ -69,10 +74,11 @@ type Manager struct {
 	opts Options
 	log  *slog.Logger
 
-	mu    sync.Mutex
-	boxes map[string]*Box
-	provs map[string]providers.Provider
-	view  View
+	mu     sync.Mutex
+	boxes  map[string]*Box
+	provs  map[string]providers.Provider
+	view   View
+	budget *cache.Budget // shared by the boxes' caches
 }
 
 // record is what the state directory keeps of a named box.
@@ -114,11 +120,15 @@ func New(opts Options) (*Manager, error) {
 			return nil, providers.E(providers.Unknown, op, err)
 		}
 	}
+	if opts.CacheBudget == 0 {
+		opts.CacheBudget = cache.DefaultBudget(opts.StateDir)
+	}
 	m := &Manager{
-		opts:  opts,
-		log:   opts.Logger,
-		boxes: map[string]*Box{},
-		provs: map[string]providers.Provider{},
+		opts:   opts,
+		log:    opts.Logger,
+		boxes:  map[string]*Box{},
+		provs:  map[string]providers.Provider{},
+		budget: cache.NewBudget(opts.CacheBudget),
 	}
 	if err := m.loadRecords(); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package boxes
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -219,6 +220,24 @@ func parseDuration(v string) (time.Duration, error) {
 }
 
 // parseMegabytes takes megabytes ("512"), or a number with m/g ("512m", "2g").
+// ParseBytes reads a size in bytes: a number with an optional binary
+// suffix k, m, g or t (512m, 2g).
+func ParseBytes(v string) (int64, error) {
+	s := strings.ToLower(strings.TrimSpace(v))
+	mult := int64(1)
+	for i, suf := range []string{"k", "m", "g", "t"} {
+		if strings.HasSuffix(s, suf) {
+			mult, s = int64(1)<<(10*(i+1)), strings.TrimSuffix(s, suf)
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64/mult {
+		return 0, providers.Errorf(providers.Invalid, "boxes.ParseBytes", "%q is not a size (use 536870912, 512m or 2g)", v)
+	}
+	return n * mult, nil
+}
+
 func parseMegabytes(v string) (int, error) {
 	mult := 1
 	s := strings.ToLower(v)

@@ -77,6 +77,7 @@ type mountCfg struct {
 	watch           bool
 	write           string // the mount's write mode; "" for the default
 	state           string // the state directory; "" for a new one
+	budget          int64  // the content cache's bound; 0 for the default
 }
 
 // startMountCfg serves a namespace as cfg says.
@@ -100,6 +101,9 @@ func startMountCfg(t *testing.T, cfg mountCfg) *mountT {
 	}
 	if cfg.write != "" {
 		m.cmd.Env = append(m.cmd.Env, envWrite+"="+cfg.write)
+	}
+	if cfg.budget != 0 {
+		m.cmd.Env = append(m.cmd.Env, envBudget+"="+strconv.FormatInt(cfg.budget, 10))
 	}
 	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
 	if err := m.cmd.Start(); err != nil {

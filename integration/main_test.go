@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -34,6 +35,7 @@ const (
 	envAttrTime = "BOXFS_IT_ATTRTIMEOUT"
 	envWatch    = "BOXFS_IT_WATCH"
 	envWrite    = "BOXFS_IT_WRITE" // the mount's write mode
+	envBudget   = "BOXFS_IT_CACHE" // the content cache's bound, bytes
 )
 
 // fakeProviders open the providers whose service is played by an in-process
@@ -65,6 +67,7 @@ func serve(mnt string) error {
 	if d, err := time.ParseDuration(os.Getenv(envAttrTime)); err == nil {
 		attrTimeout = d
 	}
+	budget, _ := strconv.ParseInt(os.Getenv(envBudget), 10, 64)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	m, err := boxes.New(boxes.Options{
 		StateDir:        state,
@@ -79,6 +82,7 @@ func serve(mnt string) error {
 		AttrTimeout: attrTimeout,
 		Watch:       os.Getenv(envWatch) == "1",
 		WriteBehind: os.Getenv(envWrite) == boxes.WriteBehind,
+		CacheBudget: budget,
 		OpTimeout:   opTimeout,
 		AgentBinary: os.Getenv(envAgent),
 		Logger:      logger,

@@ -1,10 +1,14 @@
 package integration
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,4 +58,71 @@ func TestOneRoundTripPerCreatedFile(t *testing.T) {
 	assert.Equal(t, n, after-before, "round trips for %d created files", n)
 	out := b.must(t, "cat d/f00 d/f19 && ls d | wc -l")
 	assert.Equal(t, "file 0\nfile 19\n20\n", out)
+}
+
+// du is the disk space the files under dir take, in bytes.
+func du(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				n += st.Blocks * 512
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// Reading 2 GiB of files through a mount whose content cache is bound to
+// 512 MiB keeps the host disk the cache takes within the bound (plus the
+// one file being read), and every file reads back whole.
+func TestCacheBudgetBoundsHostDisk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads 2 GiB")
+	}
+	const budget, fileSize, files = 512 << 20, 128 << 20, 16
+	m := startMountCfg(t, mountCfg{provider: "local", opTimeout: 60 * time.Second, budget: budget})
+	b := m.newBox(t, "big", "provider=local")
+	ws, _ := factsOf(t, b)["workspace"].(string)
+	require.NotEmpty(t, ws)
+	sums := map[string][32]byte{}
+	for i := range files {
+		name := fmt.Sprintf("f%02d", i)
+		f, err := os.Create(filepath.Join(ws, name))
+		require.NoError(t, err)
+		head := bytes.Repeat([]byte(name), 2048)
+		_, err = f.Write(head)
+		require.NoError(t, err)
+		require.NoError(t, f.Truncate(fileSize))
+		f.Close()
+		h := sha256.New()
+		h.Write(head)
+		io.CopyN(h, zeros{}, fileSize-int64(len(head)))
+		sums[name] = [32]byte(h.Sum(nil))
+	}
+	cacheDir := filepath.Join(m.state, "cache")
+	for round := range 2 {
+		for i := range files {
+			name := fmt.Sprintf("f%02d", i)
+			f, err := os.Open(filepath.Join(b.work, name))
+			require.NoError(t, err)
+			h := sha256.New()
+			n, err := io.Copy(h, f)
+			f.Close()
+			require.NoError(t, err)
+			require.EqualValues(t, fileSize, n)
+			assert.Equal(t, sums[name], [32]byte(h.Sum(nil)), "round %d: %s read back", round, name)
+			assert.LessOrEqual(t, du(t, cacheDir), int64(budget+fileSize), "round %d: host disk of the cache after %s", round, name)
+		}
+	}
+}
+
+// zeros reads as endless zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }

@@ -41,6 +41,7 @@ type mountOpts struct {
 	debug       bool
 	attrTimeout time.Duration
 	write       string // boxes.WriteThrough or boxes.WriteBehind; "" is through
+	cacheSize   string // the content cache's bound ("" for the default)
 }
 
 func mountCommand() *cli.Command {
@@ -55,7 +56,7 @@ writes a killed daemon journaled are pushed.
 
 -o takes mount(8)-style options, so that an fstab line works:
   background, allow_other, debug, attr_timeout=DUR, write=through|behind,
-  provider=P, state=DIR,
+  cache_size=SIZE, provider=P, state=DIR,
   config=FILE, log_format=F, log_level=L; rw, defaults, nofail, _netdev,
   noauto, auto, user, users, nouser, dev, nodev, suid, nosuid, exec, noexec,
   atime, noatime, relatime, x-* and comment=* are accepted and ignored.
@@ -67,6 +68,7 @@ fstab (mount.fuse runs "boxfs mount /boxes -o ..."; boxfs in /usr/local/bin):
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request and answer"},
 			&cli.DurationFlag{Name: "attr-timeout", Usage: "how long the kernel and the cache trust attributes and listings", DefaultText: "the config's attr_timeout, else 1s"},
 			&cli.StringFlag{Name: "write", Usage: "when close(2) returns in work/: `through` (the box has the bytes) or behind (the host's journal has them; batches reach the box within 100 ms, and before every command, fsync and ctl flush); a box's `new ... write=` overrides it", DefaultText: "through"},
+			&cli.StringFlag{Name: "cache-size", Usage: "bound on the host disk the boxes' content caches take (`SIZE`: 512m, 20g; 0 for none); least recently used clean copies go past it", DefaultText: "a tenth of the state directory's file system"},
 			&cli.StringSliceFlag{Name: "o", Usage: "mount(8)-style `OPTIONS`, comma-separated (see above)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -123,6 +125,10 @@ func parseMountOptions(c *cli.Context) (mountOpts, error) {
 		debug:       c.Bool("debug"),
 		attrTimeout: c.Duration("attr-timeout"),
 		write:       c.String("write"),
+		cacheSize:   c.String("cache-size"),
+	}
+	if _, err := cacheBudget(mo.cacheSize); err != nil {
+		return mo, err
 	}
 	if err := checkWrite("--write", mo.write); err != nil {
 		return mo, err
@@ -156,6 +162,11 @@ func parseMountOptions(c *cli.Context) (mountOpts, error) {
 				return mo, err
 			}
 			mo.write = v
+		case "cache_size":
+			if _, err := cacheBudget(v); err != nil {
+				return mo, err
+			}
+			mo.cacheSize = v
 		case "state", "config", "provider", "log_format", "log_level":
 			if !hasV || (v == "" && k != "config") {
 				return mo, usagef("mount -o %s: needs a value (%s=...)", k, k)
@@ -206,6 +217,7 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 	}
 	opts.AttrTimeout = mo.attrTimeout
 	opts.WriteBehind = mo.write == boxes.WriteBehind
+	opts.CacheBudget, _ = cacheBudget(mo.cacheSize)
 	m, err := boxes.New(opts)
 	if err != nil {
 		return err
@@ -383,6 +395,9 @@ func startBackground(c *cli.Context, e *env, mnt string, mo mountOpts) error {
 	if mo.write != "" {
 		args = append(args, "--write", mo.write)
 	}
+	if mo.cacheSize != "" {
+		args = append(args, "--cache-size", mo.cacheSize)
+	}
 	args = append(args, "--", mnt)
 	logName := filepath.Join(e.state, mountLog)
 	logf, err := os.OpenFile(logName, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
@@ -431,6 +446,22 @@ func startBackground(c *cli.Context, e *env, mnt string, mo mountOpts) error {
 			return providers.Errorf(providers.Timeout, op, "the mount did not answer within %v; stopped it; log %s", backgroundStart, logName)
 		}
 	}
+}
+
+// cacheBudget is the boxes.Options.CacheBudget a cache size asks for: 0
+// (the default) for "", -1 (no bound) for 0.
+func cacheBudget(v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := boxes.ParseBytes(v)
+	if err != nil {
+		return 0, usagef("mount cache_size=%q: want a size (512m, 20g; 0 for no bound)", v)
+	}
+	if n == 0 {
+		return -1, nil
+	}
+	return n, nil
 }
 
 // checkWrite refuses a write mode other than through and behind.

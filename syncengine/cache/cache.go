@@ -69,6 +69,9 @@ type Options struct {
 	BehindFiles   int
 	BehindBytes   int64
 	BehindTimeout time.Duration
+	// Budget, when set, bounds the host disk the copies of files take,
+	// shared with the other caches of the mount.
+	Budget *Budget
 	// PushFailed, when set, is told of each push of write-behind that
 	// failed (the file stays dirty and is tried again).
 	PushFailed func(rel string, err error)

@@ -160,6 +160,7 @@ func (f *file) unlinkedContentLocked(c *Cache) {
 	f.gone = true
 	f.dirty = false
 	c.clean(f)
+	c.uncharged(f)
 	f.unjournalLocked(c)
 	if f.nopen == 0 && f.data != nil {
 		f.data.Close()
@@ -177,6 +178,7 @@ func (f *file) lostCreate(c *Cache, rel string, err error) error {
 	f.mu.Lock()
 	f.gone, f.dirty = true, false
 	c.clean(f)
+	c.uncharged(f)
 	f.unjournalLocked(c)
 	f.mu.Unlock()
 	c.mu.Lock()

@@ -57,6 +57,8 @@ type file struct {
 	// recovered: the journal of an earlier process left the file dirty;
 	// its first push checks started first.
 	recovered bool
+	// charge is what the file's copy counts against the Budget (its mu).
+	charge *charge
 }
 
 // Handle is one open of a work/ file.
@@ -222,6 +224,7 @@ func (f *file) ensure(ctx context.Context, c *Cache) error {
 			f.mode, f.base = fi.Mode.Perm(), fi
 		}
 		f.mu.Unlock()
+		c.used(f)
 		return err
 	}
 	if err := f.openDataLocked(c, false); err != nil {
@@ -242,6 +245,7 @@ func (f *file) ensure(ctx context.Context, c *Cache) error {
 	f.mode, f.base = fi.Mode.Perm(), fi
 	f.version++
 	f.mu.Unlock()
+	c.charged(f, n)
 	if n != fi.Size {
 		// It changed while we read it; what we hold is newer than the stat,
 		// and the next open stats again and sees the difference.
@@ -626,6 +630,7 @@ func (f *file) unlinked(c *Cache) {
 	f.gone = true
 	f.dirty = false
 	c.clean(f)
+	c.uncharged(f)
 	f.unjournalLocked(c)
 	if f.nopen == 0 && f.data != nil {
 		f.data.Close()
@@ -639,6 +644,9 @@ func (f *file) unlinked(c *Cache) {
 func (c *Cache) Close() error {
 	if c.behind != nil {
 		c.behind.close()
+	}
+	if b := c.opts.Budget; b != nil {
+		b.forgetCache(c)
 	}
 	defer c.jnl.close()
 	c.mu.Lock()

@@ -131,6 +131,7 @@ func (j *pushJob) finish(c *Cache, fi providers.FileInfo, err error) error {
 	f.unjournalLocked(c)
 	f.mu.Unlock()
 	c.clean(f)
+	c.charged(f, fi.Size)
 	_, fi.Name = split(rel)
 	c.mu.Lock()
 	if g, _ := c.news.Get(rel); g == f {
