@@ -371,11 +371,15 @@ func rcloneDrain(ctx context.Context, addr string, bound time.Duration) error {
 
 // boxfsPeer mounts boxfs with the real CLI. docker: the bench container,
 // attached by id; local: a local-provider box, made by the first mount.
-func boxfsPeer(r *run, provider string) *peer {
+// write is the mount's -o write= ("" for the default).
+func boxfsPeer(r *run, provider, write string) *peer {
 	name := "boxfs"
 	box := "b"
 	if provider == "local" {
 		name, box = "boxfs-local", "bl"
+	}
+	if write != "" {
+		name += "-" + write
 	}
 	mnt := filepath.Join(r.work, "mnt", name)
 	state := filepath.Join(r.work, "state", name)
@@ -384,11 +388,16 @@ func boxfsPeer(r *run, provider string) *peer {
 		inBox: provider == "docker",
 		root:  filepath.Join(mnt, box, "work"),
 	}
-	if provider == "docker" {
+	switch {
+	case provider == "docker" && write != "":
+		p.about = "boxfs mount -o write=" + write + " (CLI), `attach b provider=docker id=CTR`; Docker API through the delay proxy when a delay is set"
+		p.boxRoot = boxWorkspace
+		p.probe = r.boxProbe
+	case provider == "docker":
 		p.about = "boxfs mount (CLI, defaults), `attach b provider=docker id=CTR`; Docker API through the delay proxy when a delay is set"
 		p.boxRoot = boxWorkspace
 		p.probe = r.boxProbe
-	} else {
+	default:
 		p.about = "boxfs mount (CLI, defaults), `new bl provider=local`: boxfs's own cost over a host directory"
 		p.probe = r.hostProbe
 	}
@@ -401,8 +410,11 @@ func boxfsPeer(r *run, provider string) *peer {
 		if provider == "docker" && r.proxySock != "" {
 			env = append(env, "DOCKER_HOST=unix://"+r.proxySock)
 		}
-		if err := p.startFUSE(ctx, r, mnt, env, r.boxfsBin, "--state", state, "--config", r.emptyConf,
-			"--log-level", "info", "mount", mnt); err != nil {
+		argv := []string{r.boxfsBin, "--state", state, "--config", r.emptyConf, "--log-level", "info", "mount"}
+		if write != "" {
+			argv = append(argv, "-o", "write="+write)
+		}
+		if err := p.startFUSE(ctx, r, mnt, env, append(argv, mnt)...); err != nil {
 			return err
 		}
 		if !recorded {
