@@ -112,7 +112,7 @@ func (c *Client) writeBatch(ctx context.Context, files []providers.FileWrite) ([
 		if err != nil {
 			return nil, err
 		}
-		if _, err := f.ReadFromWithConcurrency(src, 16); err != nil || src.err != nil {
+		if _, err := f.ReadFromWithConcurrency(src, writeConcurrency); err != nil || src.err != nil {
 			// Nothing of the batch is applied: the agent drops it at CLOSE.
 			c.sc.SetExtendedData(syntheticPath(opBatch, url.Values{"id": q["id"]}),
 				[]sftp.StatExtended{{ExtType: extAbort}})

@@ -646,7 +646,7 @@ func (c *Client) ReadFile(ctx context.Context, name string) (io.ReadCloser, erro
 	if res.f == nil {
 		return io.NopCloser(bytes.NewReader(res.first)), nil
 	}
-	s := &readStream{c: c, op: op, name: p, pending: res.first, off: int64(len(res.first)), f: res.f, buf: make([]byte, 8*maxPacket)}
+	s := &readStream{c: c, op: op, name: p, pending: res.first, off: int64(len(res.first)), f: res.f}
 	s.stop = context.AfterFunc(ctx, func() {
 		err := ctxError(op, ctx.Err()).WithBox(c.box).WithPath(p)
 		s.abort.Store(&err)
@@ -709,21 +709,41 @@ type readStream struct {
 	op      string
 	name    string
 	pending []byte
-	off     int64
+	off     int64 // where the next read starts
 	f       *sftp.File
 	err     error
 	stop    func() bool
 	abort   atomic.Pointer[*providers.Error]
-	buf     []byte
+	bufs    [2][]byte   // the chunk being read out, and the one being fetched
+	next    chan chunkRead // the fetch under way, if any
+	turn    int            // which of bufs the next fetch fills
 }
+
+// chunkRead is one fetch's answer.
+type chunkRead struct {
+	b   []byte
+	err error
+}
+
+// Stream reads fetch streamChunk at a time (streamChunk/maxPacket
+// concurrent READs), the next chunk while the last is read out: a round
+// trip of latency costs no pause in the stream, and 2*streamChunk is the
+// most in memory.
+const streamChunk = 32 * maxPacket
+
+// writeConcurrency is how many WRITEs of maxPacket a stream keeps in
+// flight: 8 MiB, which a round trip of latency does not idle.
+const writeConcurrency = 64
 
 func (s *readStream) Read(p []byte) (int, error) {
 	for len(s.pending) == 0 {
-		if s.err != nil {
+		// A cancelled read ends with its error, even where the rest of
+		// the file was fetched already.
+		if e := s.abort.Load(); e != nil && (s.err == nil || s.err == io.EOF) {
+			s.err = *e
 			return 0, s.err
 		}
-		if e := s.abort.Load(); e != nil {
-			s.err = *e
+		if s.err != nil {
 			return 0, s.err
 		}
 		s.fill()
@@ -733,18 +753,40 @@ func (s *readStream) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// fill fetches the next MiB, eight concurrent READs of maxPacket.
+// fill takes the chunk under way (starting it if none is) as what Read
+// hands out, and starts the next one unless the file ended.
 func (s *readStream) fill() {
-	n, err := call(context.Background(), s.c, s.op, s.name, false, func() (int, error) {
-		return s.f.ReadAt(s.buf, s.off)
-	})
-	s.pending = s.buf[:n]
-	s.off += int64(n)
-	if err != nil {
-		s.err = err
-		go s.f.Close()
-		s.f = nil
+	if s.next == nil {
+		s.fetch()
 	}
+	res := <-s.next
+	s.next = nil
+	s.pending = res.b
+	if res.err == nil {
+		s.fetch() // a full chunk: there may be more
+		return
+	}
+	s.err = res.err
+	go s.f.Close()
+	s.f = nil
+}
+
+// fetch starts reading the chunk at s.off into the free buffer.
+func (s *readStream) fetch() {
+	if s.bufs[s.turn] == nil {
+		s.bufs[s.turn] = make([]byte, streamChunk)
+	}
+	buf, off, f := s.bufs[s.turn], s.off, s.f
+	s.turn ^= 1
+	s.off += int64(len(buf))
+	ch := make(chan chunkRead, 1)
+	s.next = ch
+	go func() {
+		n, err := call(context.Background(), s.c, s.op, s.name, false, func() (int, error) {
+			return f.ReadAt(buf, off)
+		})
+		ch <- chunkRead{buf[:n], err}
+	}()
 }
 
 func (s *readStream) Close() error {
@@ -871,7 +913,7 @@ func (c *Client) writeFile(ctx context.Context, op, p string, r io.Reader, q url
 		if err != nil {
 			return nil, err
 		}
-		_, err = f.ReadFromWithConcurrency(src, 16)
+		_, err = f.ReadFromWithConcurrency(src, writeConcurrency)
 		if err == nil && src.err != nil {
 			err = src.err
 		}
