@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"runtime"
 	"time"
 
@@ -258,8 +259,19 @@ func (h *Hands) MkdirStat(ctx context.Context, name string, perm providers.FileM
 
 // WriteFileStat replaces name atomically with r's bytes, gives it o's
 // attributes and returns them as the box has them: one round trip over the
-// agent channel for a file up to 192 KiB; a call per step elsewhere.
+// agent channel for a file up to 192 KiB, the box's archive API and one
+// round trip for a large one where the box has that API; a call per step
+// elsewhere.
 func (h *Hands) WriteFileStat(ctx context.Context, name string, r io.Reader, o providers.WriteOptions) (providers.FileInfo, error) {
+	if ar, ok := h.bulk(); ok {
+		if size, ok := sizeOf(r); ok && size >= bulkMin {
+			fi, retry, err := h.writeBulk(ctx, ar, name, r.(*os.File), size, o)
+			if err == nil || !retry {
+				return fi, err
+			}
+			h.log.Debug("hands: bulk write failed; writing through the file channel", "path", name, "err", err)
+		}
+	}
 	return providers.AsStatWriter(h.files).WriteFileStat(ctx, name, r, o)
 }
 

@@ -176,6 +176,13 @@ type CappedWalker interface {
 	WalkMax(ctx context.Context, root string, max int) ([]FileInfo, error)
 }
 
+// SizedReader is an optional part of Files: ReadFile of a file whose size
+// the caller knows, which may then take a path that pays off only for
+// large files (the provider's archive API).
+type SizedReader interface {
+	ReadFileSized(ctx context.Context, name string, size int64) (io.ReadCloser, error)
+}
+
 // BatchWriter is an optional part of Files: many whole files written in
 // one round trip, each as StatWriter's WriteFileStat writes one (its
 // content atomically, with its attributes), each answered with its own

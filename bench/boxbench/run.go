@@ -50,6 +50,7 @@ type sizes struct {
 const (
 	suiteTree = "tree"
 	suiteWAN  = "wan"
+	suiteBig  = "big" // the large file alone
 )
 
 // The profiles. "issue" has the sizes the benchmark issue names; a full
@@ -69,9 +70,11 @@ var (
 	// wanSizes is the standard tree's untar, serial creates and the 256 MiB
 	// file, for the latency runs.
 	wanSizes   = sizes{name: "wan", treeFiles: 600, smallFiles: 20, bigMiB: 256, suite: suiteWAN}
+	// bigSizes is the 256 MiB file alone, written and read cold.
+	bigSizes   = sizes{name: "big", treeFiles: 1, bigMiB: 256, suite: suiteBig}
 	quickLarge = sizes{name: "quick-large", treeFiles: 300, smallFiles: 20, bigMiB: 8, suite: suiteTree}
 	quickWAN   = sizes{name: "quick-wan", treeFiles: 60, smallFiles: 5, bigMiB: 4, suite: suiteWAN}
-	profiles   = []sizes{issueSizes, standardSizes, latencySizes, quickSizes, quickLatency, largeSizes, wanSizes, quickLarge, quickWAN}
+	profiles   = []sizes{issueSizes, standardSizes, latencySizes, quickSizes, quickLatency, largeSizes, wanSizes, bigSizes, quickLarge, quickWAN}
 )
 
 // profileNamed returns the profile called name.
@@ -139,7 +142,7 @@ func parseRunFlags(args []string) (*runFlags, error) {
 	fl.StringVar(&f.loopbackBin, "loopback", "", "loopback binary (go build ./bench/loopback)")
 	fl.StringVar(&f.goroot, "goroot", "", "GOROOT whose src/ the tree is taken from (go env GOROOT)")
 	profile := fl.String("sizes", "standard", "workload sizes with no added delay, a comma list (a table each): standard (600-file tree, 200 small files, 32 MiB), issue (3,000, 1,000, 256 MiB; much longer), large (all of GOROOT/src, tree workloads, 256 MiB)")
-	latProfile := fl.String("lat-sizes", "latency", "workload sizes of the latency runs: latency (a 60-file tree seeded off the clock) or wan (the 600-file untar, serial creates, 256 MiB)")
+	latProfile := fl.String("lat-sizes", "latency", "workload sizes of the latency runs: latency (a 60-file tree seeded off the clock), wan (the 600-file untar, serial creates, 256 MiB) or big (256 MiB alone)")
 	slowList := fl.String("slow", "rclone-off,rclone-writes", "peers that run only -slow-reps repetitions")
 	fl.BoolVar(&f.skipBase, "skip-base", false, "run only the latency-injection runs")
 	fl.DurationVar(&f.budget, "budget", 25*time.Minute, "time for the measurements: after one repetition of everything, further repetitions run while the estimate says they fit")

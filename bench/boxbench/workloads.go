@@ -178,6 +178,13 @@ func (x *rep) run(parent context.Context) {
 	case suiteWAN:
 		x.runWAN()
 		return
+	case suiteBig:
+		x.w5write()
+		if x.remount() {
+			x.w5read()
+			x.end()
+		}
+		return
 	}
 	if x.sz.seeded {
 		x.w4small()

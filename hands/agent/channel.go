@@ -691,6 +691,12 @@ func (ch *Channel) MkdirStat(ctx context.Context, name string, perm providers.Fi
 
 // WriteFileStat replaces name atomically with r's bytes and o's attributes
 // and returns its attributes.
+// Commit replaces name with tmp, written beside it by the box's bulk path
+// (see Client.Commit).
+func (ch *Channel) Commit(ctx context.Context, name, tmp string, o providers.WriteOptions) (providers.FileInfo, error) {
+	return with(ctx, ch, "agent.Commit", func(c *Client) (providers.FileInfo, error) { return c.Commit(ctx, name, tmp, o) })
+}
+
 // WriteFiles writes many files in one round trip (see Client.WriteFiles).
 func (ch *Channel) WriteFiles(ctx context.Context, files []providers.FileWrite) ([]providers.FileWritten, error) {
 	return with(ctx, ch, "agent.WriteFiles", func(c *Client) ([]providers.FileWritten, error) { return c.WriteFiles(ctx, files) })

@@ -885,6 +885,28 @@ func (c *Client) WriteFileStat(ctx context.Context, name string, r io.Reader, o 
 	return c.statted(ctx, p, st)
 }
 
+// Commit replaces name with tmp, a ".boxfs-tmp-" file beside it that the
+// box's bulk path wrote, giving it o's attributes as WriteFileStat does,
+// and answers its attributes: one round trip. tmp is removed on failure.
+func (c *Client) Commit(ctx context.Context, name, tmp string, o providers.WriteOptions) (providers.FileInfo, error) {
+	const op = "agent.Commit"
+	p, err := clean(op, name)
+	if err != nil {
+		return providers.FileInfo{}, c.withBox(op, name, err)
+	}
+	t, err := clean(op, tmp)
+	if err != nil {
+		return providers.FileInfo{}, c.withBox(op, tmp, err)
+	}
+	q := writeQuery(p, o)
+	q.Set("tmp", t)
+	st, err := call(ctx, c, op, p, true, func() (*statNS, error) { return answered(c.setExt(opCommit, q)) })
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	return c.statted(ctx, p, st)
+}
+
 // writeFile replaces p with r's bytes, atomically in the box; q holds the
 // write's options (perm at least). It returns the attributes the agent
 // answered with, if q asked for them and it had them.

@@ -52,6 +52,10 @@ const (
 	opFsync  = "fsync"  // path
 	opWrite  = "write"  // path, perm, id; extData replaces the file atomically
 	opPwrite = "pwrite" // path, off; extData written at off
+	// path, tmp (a ".boxfs-tmp-" name beside it that the box's bulk path
+	// wrote), and opWrite's options: tmp replaces path as an opAtomic's
+	// CLOSE would.
+	opCommit = "commit"
 	// A symbolic link's own owner and times, never following it (a
 	// dangling link works): lchown(2) and utimensat(2) with
 	// AT_SYMLINK_NOFOLLOW. A missing uid, gid, atime or mtime is left as

@@ -236,7 +236,7 @@ func (f *file) ensure(ctx context.Context, c *Cache) error {
 
 	// Fetch into the data file. The content lock keeps readers and writers
 	// out; f.mu is free for attribute calls meanwhile.
-	n, err := fetch(ctx, c, rel, d)
+	n, err := fetch(ctx, c, rel, fi.Size, d)
 	if err != nil {
 		return err
 	}
@@ -256,8 +256,16 @@ func (f *file) ensure(ctx context.Context, c *Cache) error {
 	return nil
 }
 
-func fetch(ctx context.Context, c *Cache, rel string, d *os.File) (int64, error) {
-	r, err := c.remote.ReadFile(ctx, c.abs(rel))
+// fetch copies the box's file rel, size bytes as the box last said, into
+// d.
+func fetch(ctx context.Context, c *Cache, rel string, size int64, d *os.File) (int64, error) {
+	var r io.ReadCloser
+	var err error
+	if sr, ok := c.remote.(providers.SizedReader); ok {
+		r, err = sr.ReadFileSized(ctx, c.abs(rel), size)
+	} else {
+		r, err = c.remote.ReadFile(ctx, c.abs(rel))
+	}
 	if err != nil {
 		return 0, err
 	}
