@@ -69,7 +69,7 @@ var (
 	largeSizes = sizes{name: "large", smallFiles: 200, bigMiB: 256, suite: suiteTree, allSrc: true}
 	// wanSizes is the standard tree's untar, serial creates and the 256 MiB
 	// file, for the latency runs.
-	wanSizes   = sizes{name: "wan", treeFiles: 600, smallFiles: 20, bigMiB: 256, suite: suiteWAN}
+	wanSizes = sizes{name: "wan", treeFiles: 600, smallFiles: 20, bigMiB: 256, suite: suiteWAN}
 	// bigSizes is the 256 MiB file alone, written and read cold.
 	bigSizes   = sizes{name: "big", treeFiles: 1, bigMiB: 256, suite: suiteBig}
 	quickLarge = sizes{name: "quick-large", treeFiles: 300, smallFiles: 20, bigMiB: 8, suite: suiteTree}

@@ -714,7 +714,7 @@ type readStream struct {
 	err     error
 	stop    func() bool
 	abort   atomic.Pointer[*providers.Error]
-	bufs    [2][]byte   // the chunk being read out, and the one being fetched
+	bufs    [2][]byte      // the chunk being read out, and the one being fetched
 	next    chan chunkRead // the fetch under way, if any
 	turn    int            // which of bufs the next fetch fills
 }
