@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/boxfs/boxfs/hands/agent"
@@ -279,7 +280,7 @@ func (h *Hands) WriteFileStat(ctx context.Context, name string, r io.Reader, o p
 // round trip over the agent channel, one call each elsewhere.
 func (h *Hands) WriteFiles(ctx context.Context, files []providers.FileWrite) ([]providers.FileWritten, error) {
 	if bw, ok := h.files.(providers.BatchWriter); ok {
-		return bw.WriteFiles(ctx, files)
+		return h.writeBatch(ctx, bw, files)
 	}
 	out := make([]providers.FileWritten, len(files))
 	for i, f := range files {
@@ -288,6 +289,56 @@ func (h *Hands) WriteFiles(ctx context.Context, files []providers.FileWrite) ([]
 			continue
 		}
 		out[i].Info, out[i].Err = h.WriteFileStat(ctx, f.Name, f.Data, f.Options)
+	}
+	return out, nil
+}
+
+// writeBatch writes files through bw, but for large files that take the
+// bulk path: those go one by one, after the files before the last of them
+// and before those after it (a batch's directory attributes come last).
+func (h *Hands) writeBatch(ctx context.Context, bw providers.BatchWriter, files []providers.FileWrite) ([]providers.FileWritten, error) {
+	var big []int
+	for i, f := range files {
+		if _, ok := h.bulk(); ok && !f.Dir && f.Size >= bulkMin {
+			if _, ok := sizeOf(f.Data); ok {
+				big = append(big, i)
+			}
+		}
+	}
+	if len(big) == 0 {
+		return bw.WriteFiles(ctx, files)
+	}
+	out := make([]providers.FileWritten, len(files))
+	batch := func(lo, hi int) error {
+		var part []providers.FileWrite
+		var at []int
+		for i := lo; i < hi; i++ {
+			if !slices.Contains(big, i) {
+				part = append(part, files[i])
+				at = append(at, i)
+			}
+		}
+		if len(part) == 0 {
+			return nil
+		}
+		res, err := bw.WriteFiles(ctx, part)
+		for k, i := range at {
+			if err == nil {
+				out[i] = res[k]
+			}
+		}
+		return err
+	}
+	last := big[len(big)-1]
+	if err := batch(0, last); err != nil {
+		return nil, err
+	}
+	for _, i := range big {
+		f := files[i]
+		out[i].Info, out[i].Err = h.WriteFileStat(ctx, f.Name, f.Data, f.Options)
+	}
+	if err := batch(last+1, len(files)); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

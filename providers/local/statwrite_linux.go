@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -86,7 +87,14 @@ func writeAt(ctx context.Context, dirfd int, base string, r io.Reader, o provide
 		return providers.FileInfo{}, err
 	}
 	tmp := ".boxfs-tmp-" + providers.NewID(8)
-	fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	// An unnamed file where the file system has them: a daemon killed
+	// while it writes leaves nothing behind; it takes a name at the end.
+	named := false
+	fd, err := unix.Openat(dirfd, ".", unix.O_WRONLY|unix.O_TMPFILE|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		named = true
+		fd, err = unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	}
 	if err != nil {
 		return providers.FileInfo{}, err
 	}
@@ -102,16 +110,28 @@ func writeAt(ctx context.Context, dirfd int, base string, r io.Reader, o provide
 		err = unix.Fchmod(fd, mode)
 	}
 	if err == nil && (!o.Atime.IsZero() || !o.Mtime.IsZero()) {
-		err = unix.UtimesNanoAt(dirfd, tmp, []unix.Timespec{timespec(o.Atime), timespec(o.Mtime)}, unix.AT_SYMLINK_NOFOLLOW)
+		err = unix.UtimesNanoAt(fd, "", []unix.Timespec{timespec(o.Atime), timespec(o.Mtime)}, unix.AT_EMPTY_PATH)
+	}
+	if err == nil && !named {
+		// Named beside its destination at the last moment (directly, for
+		// an exclusive write: link(2) does not replace).
+		target := tmp
+		if o.Exclusive {
+			target = base
+		}
+		err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), dirfd, target, unix.AT_SYMLINK_FOLLOW)
+		named = err == nil && !o.Exclusive
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
+	if err == nil && named {
 		err = renameInto(dirfd, tmp, base, o.Exclusive)
 	}
 	if err != nil {
-		unix.Unlinkat(dirfd, tmp, 0)
+		if named {
+			unix.Unlinkat(dirfd, tmp, 0)
+		}
 		return providers.FileInfo{}, err
 	}
 	if err := unix.Fstatat(dirfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
