@@ -618,6 +618,10 @@ func toolEnv(dir string) []string {
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/go/bin",
 		"HOME=" + home, "LC_ALL=C", "TZ=UTC", "PWD=" + dir,
 		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		// No gc or maintenance in the background: past 6,700 loose objects
+		// (the large tree) git starts one that holds the mount busy.
+		"GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_0=gc.auto", "GIT_CONFIG_VALUE_0=0",
+		"GIT_CONFIG_KEY_1=maintenance.auto", "GIT_CONFIG_VALUE_1=false",
 		"GIT_AUTHOR_NAME=boxbench", "GIT_AUTHOR_EMAIL=boxbench@example.invalid", "GIT_AUTHOR_DATE=2026-01-01T00:00:00Z",
 		"GIT_COMMITTER_NAME=boxbench", "GIT_COMMITTER_EMAIL=boxbench@example.invalid", "GIT_COMMITTER_DATE=2026-01-01T00:00:00Z",
 	}
