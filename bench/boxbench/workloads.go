@@ -213,14 +213,7 @@ func (x *rep) run(parent context.Context) {
 	x.w5read()
 	x.w6()
 	x.w7()
-	t0 := time.Now()
-	err := x.p.unmount(ctx, x.r)
-	x.mounted = false
-	if err != nil {
-		x.fail(err, "umount")
-	} else {
-		x.record("umount", time.Since(t0), "")
-	}
+	x.end()
 }
 
 // runTree runs the tree workloads of a real-size repository: untar, git

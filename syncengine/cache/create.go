@@ -2,7 +2,6 @@ package cache
 
 import (
 	"io/fs"
-	"os"
 
 	"github.com/boxfs/boxfs/providers"
 )
@@ -103,7 +102,7 @@ func (c *Cache) removeHere(rel string) bool {
 	c.forgetLocked(rel)
 	c.setAttrLocked(rel, attrEntry{at: c.now(), neg: true})
 	c.mu.Unlock()
-	f.unlinkedContentLocked(c)
+	f.unlinked(c)
 	f.content.Unlock()
 	return true
 }
@@ -151,24 +150,6 @@ func (c *Cache) renameHere(oldrel, newrel string) bool {
 		replaced.unlinked(c)
 	}
 	return true
-}
-
-// unlinkedContentLocked is unlinked with f.content held.
-func (f *file) unlinkedContentLocked(c *Cache) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.gone = true
-	f.dirty = false
-	c.clean(f)
-	c.uncharged(f)
-	f.unjournalLocked(c)
-	if f.nopen == 0 && f.data != nil {
-		f.data.Close()
-		f.data = nil
-	}
-	if f.nopen == 0 {
-		os.Remove(c.dataPath(f.id))
-	}
 }
 
 // lostCreate drops a file made here with O_EXCL whose push found the name

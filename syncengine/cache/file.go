@@ -429,6 +429,9 @@ func (f *file) release(c *Cache) {
 		f.data.Close()
 		f.data = nil
 	}
+	if f.nopen == 0 && f.gone {
+		os.Remove(c.dataPath(f.id)) // its name went while it was open
+	}
 }
 
 func (f *file) opens() int {
@@ -643,6 +646,8 @@ func (f *file) unlinked(c *Cache) {
 	if f.nopen == 0 && f.data != nil {
 		f.data.Close()
 		f.data = nil
+	}
+	if f.nopen == 0 {
 		os.Remove(c.dataPath(f.id))
 	}
 }
