@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
 	"github.com/boxfs/boxfs/internal/testbox"
@@ -15,10 +16,16 @@ import (
 
 func TestConformance(t *testing.T) {
 	p := newProvider(t)
+	cli := dockerClient(t)
 	providertest.Run(t, providertest.Harness{
 		Provider:    p,
 		Spec:        providers.Spec{Labels: map[string]string{testbox.Label: "conformance"}},
-		Unsupported: []string{"snapshot", "region", "gpu", "ports"},
+		Unsupported: []string{"region", "gpu", "ports"},
+		Reopen:      func(t *testing.T) providers.Provider { return newProvider(t) },
+		RemoveSnapshot: func(id string) error {
+			_, err := cli.ImageRemove(context.Background(), id, image.RemoveOptions{Force: true, PruneChildren: true})
+			return err
+		},
 		Refused: map[string]providers.Spec{
 			"isolation=microvm": {Isolation: providers.IsolationMicroVM},
 			"isolation=gvisor":  {Isolation: providers.IsolationGVisor},

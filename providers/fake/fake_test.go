@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ func TestConformance(t *testing.T) {
 	conformancePrograms(p)
 	providertest.Run(t, providertest.Harness{
 		Provider:      p,
-		Unsupported:   []string{"snapshot", "region", "mounts", "capabilities"},
+		Unsupported:   []string{"region", "mounts", "capabilities"},
 		Lifetime:      time.Second,
 		LifetimeSlack: 10 * time.Second,
 	})
@@ -104,6 +105,21 @@ func conformancePrograms(p *fake.Provider) {
 				}
 				n -= k
 			}
+			return 0
+		case providertest.ScriptHomeWrite:
+			if err := pc.Files.WriteFile(ctx, pc.Env["HOME"]+"/boxfs-conformance-file", strings.NewReader(args[0]), 0o644); err != nil {
+				fmt.Fprintln(pc.Stderr, err)
+				return 1
+			}
+			return 0
+		case providertest.ScriptHomeCat:
+			rc, err := pc.Files.ReadFile(ctx, pc.Env["HOME"]+"/boxfs-conformance-file")
+			if err != nil {
+				fmt.Fprintln(pc.Stderr, err)
+				return 1
+			}
+			defer rc.Close()
+			io.Copy(pc.Stdout, rc)
 			return 0
 		case providertest.ScriptSleepPrint:
 			secs, _ := strconv.Atoi(args[0])
