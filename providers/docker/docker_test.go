@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
 	"github.com/boxfs/boxfs/internal/testbox"
@@ -16,16 +15,12 @@ import (
 
 func TestConformance(t *testing.T) {
 	p := newProvider(t)
-	cli := dockerClient(t)
 	providertest.Run(t, providertest.Harness{
-		Provider:    p,
-		Spec:        providers.Spec{Labels: map[string]string{testbox.Label: "conformance"}},
-		Unsupported: []string{"region", "gpu", "ports"},
-		Reopen:      func(t *testing.T) providers.Provider { return newProvider(t) },
-		RemoveSnapshot: func(id string) error {
-			_, err := cli.ImageRemove(context.Background(), id, image.RemoveOptions{Force: true, PruneChildren: true})
-			return err
-		},
+		Provider:       p,
+		Spec:           providers.Spec{Labels: map[string]string{testbox.Label: "conformance"}},
+		Unsupported:    []string{"region", "gpu", "ports"},
+		Reopen:         func(t *testing.T) providers.Provider { return newProvider(t) },
+		RemoveSnapshot: testbox.RemoveImage,
 		Refused: map[string]providers.Spec{
 			"isolation=microvm": {Isolation: providers.IsolationMicroVM},
 			"isolation=gvisor":  {Isolation: providers.IsolationGVisor},
