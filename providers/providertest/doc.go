@@ -85,12 +85,13 @@
 //   - SuspendErrors: Resume of an id never suspended is NotFound; Suspend of
 //     a destroyed box is Gone.
 //   - SuspendLifetime: a box suspended at once and resumed after its
-//     Harness.Lifetime is Gone (or NotFound): the lifetime counts from
-//     when the box was made.
+//     lifetime (Harness.Lifetime, at least 10 s) is Gone (or NotFound): the
+//     lifetime counts from when the box was made.
 //   - Snapshot (providers.Snapshotter): a box made with Spec.Snapshot set to
 //     the id Snapshot returned has the file as it was at the snapshot, the
 //     box the snapshot was taken of runs on with its own changes, and a
-//     snapshot that does not exist is NotFound to Create.
+//     snapshot that does not exist is refused by Create (NotFound, or
+//     Invalid where the vendor answers it as a bad request).
 //
 // # The programs the suite runs
 //
