@@ -114,19 +114,23 @@ type rootCmd struct {
 
 // parseRootCtl parses every message of a write to the root ctl before any
 // runs: one bad message fails the whole write (Invalid).
-func parseRootCtl(text string) ([]rootCmd, error) {
+func parseRootCtl(text string) ([]rootCmd, error) { return parseAll(text, rootCmdOf) }
+
+// parseAll parses every message of a write with of: one bad message fails
+// the whole write (Invalid, naming the message).
+func parseAll[T any](text string, of func(ctlMsg) (T, error)) ([]T, error) {
 	const op = "ctl"
-	var out []rootCmd
 	lines := splitMessages(text)
 	if len(lines) == 0 {
 		return nil, providers.Errorf(providers.Invalid, op, "no message")
 	}
+	out := make([]T, 0, len(lines))
 	for _, line := range lines {
 		m, err := parseMessage(line)
 		if err != nil {
 			return nil, providers.Errorf(providers.Invalid, op, "%q: %v", line, err)
 		}
-		c, err := rootCmdOf(m)
+		c, err := of(m)
 		if err != nil {
 			return nil, providers.Errorf(providers.Invalid, op, "%q: %v", line, err)
 		}
@@ -219,26 +223,7 @@ type boxCmd struct {
 }
 
 // parseBoxCtl parses every message of a write to a box's ctl.
-func parseBoxCtl(text string) ([]boxCmd, error) {
-	const op = "ctl"
-	lines := splitMessages(text)
-	if len(lines) == 0 {
-		return nil, providers.Errorf(providers.Invalid, op, "no message")
-	}
-	var cmds []boxCmd
-	for _, line := range lines {
-		m, err := parseMessage(line)
-		if err != nil {
-			return nil, providers.Errorf(providers.Invalid, op, "%q: %v", line, err)
-		}
-		c, err := boxCmdOf(m)
-		if err != nil {
-			return nil, providers.Errorf(providers.Invalid, op, "%q: %v", line, err)
-		}
-		cmds = append(cmds, c)
-	}
-	return cmds, nil
-}
+func parseBoxCtl(text string) ([]boxCmd, error) { return parseAll(text, boxCmdOf) }
 
 func boxCmdOf(m ctlMsg) (boxCmd, error) {
 	c := boxCmd{verb: m.verb}

@@ -38,17 +38,22 @@ func homeCat(t *testing.T, ctx context.Context, b providers.Box) string {
 	return string(mustRun(t, ctx, b, providers.ExecRequest{Argv: sh(ScriptHomeCat)}))
 }
 
-// suspender returns the provider as a Suspender, or checks that its boxes
-// claim no suspend (and says the ability is unsupported).
-func (s *suite) suspender(t *testing.T, f providers.Facts) (providers.Suspender, bool) {
+// suspendable makes a box for t and returns it, its facts and the
+// provider as a Suspender; for a provider that is none, it checks that the
+// box claims no suspend, says the ability is unsupported, and returns
+// false.
+func (s *suite) suspendable(t *testing.T, ctx context.Context, mutate func(*providers.Spec)) (providers.Box, providers.Facts, providers.Suspender, bool) {
+	b := s.box(t, mutate)
+	f, err := b.Facts(ctx)
+	require.NoError(t, err)
 	sp, ok := s.h.Provider.(providers.Suspender)
 	if !ok {
 		assert.Empty(t, f.Suspend, "Facts.Suspend of a box whose provider is no providers.Suspender")
 		t.Logf("unsupported: provider %q is no providers.Suspender", s.h.Provider.Name())
-		return nil, false
+		return b, f, nil, false
 	}
 	require.Contains(t, suspendKinds, f.Suspend, "Facts.Suspend of a box whose provider is a Suspender")
-	return sp, true
+	return b, f, sp, true
 }
 
 // resumed makes sure a box Resume returned is destroyed when t ends.
@@ -68,10 +73,7 @@ func resumed(t *testing.T, b providers.Box) {
 // a box that keeps only its filesystem are gone.
 func testSuspend(t *testing.T, s *suite) {
 	ctx := testCtx(t)
-	b := s.box(t, nil)
-	f, err := b.Facts(ctx)
-	require.NoError(t, err)
-	sp, ok := s.suspender(t, f)
+	b, f, sp, ok := s.suspendable(t, ctx, nil)
 	if !ok {
 		return
 	}
@@ -127,14 +129,11 @@ func testSuspend(t *testing.T, s *suite) {
 // suspended is NotFound to Resume.
 func testSuspendErrors(t *testing.T, s *suite) {
 	ctx := testCtx(t)
-	b := s.box(t, nil)
-	f, err := b.Facts(ctx)
-	require.NoError(t, err)
-	sp, ok := s.suspender(t, f)
+	b, _, sp, ok := s.suspendable(t, ctx, nil)
 	if !ok {
 		return
 	}
-	_, err = sp.Resume(ctx, "boxfs-conformance-never-suspended-"+providers.NewID(4))
+	_, err := sp.Resume(ctx, "boxfs-conformance-never-suspended-"+providers.NewID(4))
 	wantCode(t, err, providers.NotFound, "Resume of an id never suspended")
 	require.NoError(t, b.Destroy(ctx))
 	_, err = sp.Suspend(ctx, b)
@@ -149,10 +148,7 @@ func testSuspendLifetime(t *testing.T, s *suite) {
 	ctx := testCtx(t)
 	lifetime := max(s.h.Lifetime, 10*time.Second)
 	start := time.Now()
-	b := s.box(t, func(sp *providers.Spec) { sp.Lifetime = lifetime })
-	f, err := b.Facts(ctx)
-	require.NoError(t, err)
-	sp, ok := s.suspender(t, f)
+	b, _, sp, ok := s.suspendable(t, ctx, func(sp *providers.Spec) { sp.Lifetime = lifetime })
 	if !ok {
 		return
 	}

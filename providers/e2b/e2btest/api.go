@@ -147,15 +147,8 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 		Timeout *int32 `json:"timeout"`
 		Memory  *bool  `json:"memory"`
 	}
-	if r.ContentLength != 0 {
-		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-			jsonError(w, http.StatusBadRequest, "request body has an error: %v", err)
-			return
-		}
-	}
-	sb := s.get(r.PathValue("id"))
-	if sb == nil || !sb.exists() {
-		jsonError(w, http.StatusNotFound, "sandbox \"%s\" not found", r.PathValue("id"))
+	sb := s.known(w, r, &body)
+	if sb == nil {
 		return
 	}
 	timeout := 300 * time.Second
@@ -180,15 +173,8 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Memory *bool `json:"memory"`
 	}
-	if r.ContentLength != 0 {
-		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-			jsonError(w, http.StatusBadRequest, "request body has an error: %v", err)
-			return
-		}
-	}
-	sb := s.get(r.PathValue("id"))
-	if sb == nil || !sb.exists() {
-		jsonError(w, http.StatusNotFound, "sandbox \"%s\" not found", r.PathValue("id"))
+	sb := s.known(w, r, &body)
+	if sb == nil {
 		return
 	}
 	if !sb.pause(body.Memory == nil || *body.Memory) {
@@ -337,4 +323,22 @@ func newID(n int) string {
 		b[i] = alphabet[int(b[i])%len(alphabet)]
 	}
 	return string(b)
+}
+
+// known decodes a request's optional JSON body into body and returns the
+// sandbox its path names, running or paused; else it answers 400 or 404
+// and returns nil.
+func (s *Server) known(w http.ResponseWriter, r *http.Request, body any) *sandbox {
+	if r.ContentLength != 0 {
+		if err := json.NewDecoder(r.Body).Decode(body); err != nil {
+			jsonError(w, http.StatusBadRequest, "request body has an error: %v", err)
+			return nil
+		}
+	}
+	sb := s.get(r.PathValue("id"))
+	if sb == nil || !sb.exists() {
+		jsonError(w, http.StatusNotFound, "sandbox \"%s\" not found", r.PathValue("id"))
+		return nil
+	}
+	return sb
 }
