@@ -67,7 +67,12 @@ func conformancePrograms(p *fake.Provider) {
 		fmt.Fprintln(pc.Stdout, pc.Dir)
 		return 0
 	})
-	p.Program("sh", func(ctx context.Context, pc *fake.Proc) int {
+	p.Program("sh", shProgram(p))
+}
+
+// shProgram runs the scripts of the conformance suite.
+func shProgram(p *fake.Provider) fake.Program {
+	return func(ctx context.Context, pc *fake.Proc) int {
 		if len(pc.Argv) < 4 || pc.Argv[1] != "-c" {
 			fmt.Fprintln(pc.Stderr, "fake sh: only sh -c SCRIPT sh ARGS...")
 			return 2
@@ -131,7 +136,7 @@ func conformancePrograms(p *fake.Provider) {
 		}
 		fmt.Fprintf(pc.Stderr, "fake sh: no such script %q\n", pc.Argv[2])
 		return 2
-	})
+	}
 }
 
 var _ providers.Provider = (*fake.Provider)(nil)
