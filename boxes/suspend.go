@@ -311,7 +311,9 @@ func (b *Box) suspendAt(ctx context.Context, op string, sp providers.Suspender, 
 	if keeps == providers.SuspendSnapshot {
 		b.m.ended(b.record().Provider, box.ID(), time.Time{}) // resuming makes another box
 	}
-	b.allChanged()
+	// Not from this goroutine: a resume=auto resume runs inside a request on
+	// work/, whose directory the kernel holds while it is told.
+	go b.allChanged()
 	return nil
 }
 
@@ -399,7 +401,7 @@ func (b *Box) reopen(ctx context.Context, op string, sp providers.Suspender, box
 	for _, c := range b.cmds.running() {
 		c.end(StatusLost)
 	}
-	b.allChanged()
+	go b.allChanged() // see suspendAt
 	b.m.log.Info("box resumed", "box", b.name, "id", box.ID(), "suspended", time.Since(was.At).Round(time.Second))
 	return nil
 }

@@ -135,4 +135,19 @@ func TestResumeAutoThroughCtl(t *testing.T) {
 	assert.Contains(t, readFile(t, filepath.Join(box, "ctl")), "state=suspended")
 	assert.Equal(t, "kept", readFile(t, filepath.Join(box, "work", "f")), "a read in work/ of a resume=auto box")
 	assert.Contains(t, readFile(t, filepath.Join(box, "ctl")), "state=ready")
+
+	// A lookup (the kernel holds work/ meanwhile) resumes it too.
+	require.NoError(t, ctl(box, "suspend"))
+	done := make(chan error, 1)
+	go func() {
+		_, err := os.Stat(filepath.Join(box, "work", "never-looked-up"))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		assert.True(t, errors.Is(err, syscall.ENOENT), "a lookup in work/ of a resume=auto box: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("a lookup that resumed the box did not return")
+	}
+	assert.Contains(t, readFile(t, filepath.Join(box, "ctl")), "state=ready")
 }
