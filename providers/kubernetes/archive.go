@@ -10,6 +10,7 @@ import (
 	"path"
 	"strings"
 	"syscall"
+	"time"
 
 	"k8s.io/client-go/tools/remotecommand"
 
@@ -54,8 +55,15 @@ func (b *Box) PutArchive(ctx context.Context, dir string, r io.Reader) error {
 		checked <- err
 	}()
 	code, out, err := b.run(ctx, []string{"/bin/sh", "-c", putScript, "boxfs-put", dir}, pr)
-	pr.CloseWithError(errors.New("extraction ended")) // unblock the checker if tar stopped reading
-	if cerr := <-checked; cerr != nil {
+	var cerr error
+	select {
+	case cerr = <-checked:
+	case <-time.After(time.Second):
+		// tar stopped reading before the end: unblock the checker.
+		pr.CloseWithError(errors.New("extraction ended"))
+		cerr = <-checked
+	}
+	if cerr != nil {
 		var pe *providers.Error
 		if errors.As(cerr, &pe) {
 			return pe.WithBox(b.id).WithPath(dir)

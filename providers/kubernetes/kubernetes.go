@@ -152,6 +152,7 @@ func New(cfg providers.Config) (*Provider, error) {
 	if p.log == nil {
 		p.log = slog.Default()
 	}
+	quietKlog(p.log)
 	if v := cfg.Options["image"]; v != "" {
 		p.image = v
 	}
