@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/httpstream"
+	streamhttp "k8s.io/streaming/pkg/httpstream"
 
 	"github.com/boxfs/boxfs/providers"
 )
@@ -18,9 +19,8 @@ import (
 // failures become codes; it reads API status reasons and HTTP codes, never
 // error text.
 func errorCode(err error) providers.Code {
-	var upgrade *httpstream.UpgradeFailureError
-	if errors.As(err, &upgrade) && upgrade.Cause != nil {
-		return errorCode(upgrade.Cause)
+	if cause, ok := upgradeFailure(err); ok && cause != nil {
+		return errorCode(cause)
 	}
 	var pe *podError
 	if errors.As(err, &pe) {
@@ -96,6 +96,22 @@ func (e *podError) Error() string {
 		return e.Message
 	}
 	return e.Reason + ": " + e.Message
+}
+
+// upgradeFailure reports whether err is a failed upgrade of a streaming
+// request (exec, port-forward) and returns its cause. client-go has two
+// such error types, apimachinery's (SPDY) and k8s.io/streaming's
+// (WebSocket, remotecommand).
+func upgradeFailure(err error) (error, bool) {
+	var a *httpstream.UpgradeFailureError
+	if errors.As(err, &a) {
+		return a.Cause, true
+	}
+	var s *streamhttp.UpgradeFailureError
+	if errors.As(err, &s) {
+		return s.Cause, true
+	}
+	return nil, false
 }
 
 // isDialError reports whether err is a failure to reach the API server at

@@ -19,7 +19,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/streaming/pkg/httpstream"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
@@ -135,11 +135,12 @@ func (b *Box) stream(ctx context.Context, u *url.URL, opts remotecommand.StreamO
 // of the protocol's; an answer of the API server's (the pod is missing, the
 // caller may not exec) would be the same over SPDY.
 func shouldFallback(err error) bool {
-	if !httpstream.IsUpgradeFailure(err) && !httpstream.IsHTTPSProxyError(err) {
-		return false
+	cause, ok := upgradeFailure(err)
+	if !ok {
+		return httpstream.IsHTTPSProxyError(err)
 	}
 	var st *apierrors.StatusError
-	if errors.As(err, &st) {
+	if errors.As(cause, &st) {
 		switch st.Status().Code {
 		case http.StatusNotFound, http.StatusForbidden, http.StatusUnauthorized, http.StatusTooManyRequests:
 			return false

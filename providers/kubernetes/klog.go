@@ -32,4 +32,4 @@ func (d debugHandler) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (d debugHandler) WithAttrs(as []slog.Attr) slog.Handler { return debugHandler{d.h.WithAttrs(as)} }
-func (d debugHandler) WithGroup(name string) slog.Handler   { return debugHandler{d.h.WithGroup(name)} }
+func (d debugHandler) WithGroup(name string) slog.Handler    { return debugHandler{d.h.WithGroup(name)} }

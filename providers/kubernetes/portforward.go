@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 
@@ -70,9 +69,7 @@ func (b *Box) startForward(ctx context.Context, port int) (*forward, error) {
 	if err != nil {
 		return nil, providers.E(providers.Invalid, op, err).WithBox(b.id)
 	}
-	dialer = portforward.NewFallbackDialer(tunnel, dialer, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
+	dialer = portforward.NewFallbackDialer(tunnel, dialer, shouldFallback)
 	f := &forward{stop: make(chan struct{}), done: make(chan struct{})}
 	ready := make(chan struct{})
 	pf, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(port)}, f.stop, ready, io.Discard, io.Discard)
