@@ -389,7 +389,7 @@ func escapeExpansion(ss []string) []string {
 // base, then the spec's. Nothing of the host's.
 func boxEnv(spec map[string]string, user, ws string) []corev1.EnvVar {
 	env := map[string]string{"PATH": basePath, "HOME": "/root", "TMPDIR": tmpDir}
-	if uid, _, ok := parseUser(user); ok && uid != 0 {
+	if uid, _, ok := providers.ParseUser(user); ok && uid != 0 {
 		env["HOME"] = ws // /root is not the user's
 	}
 	maps.Copy(env, spec)
@@ -422,7 +422,7 @@ func securityContext(spec providers.Spec) *corev1.SecurityContext {
 		return nil
 	}
 	sc := &corev1.SecurityContext{}
-	if uid, gid, ok := parseUser(spec.User); ok {
+	if uid, gid, ok := providers.ParseUser(spec.User); ok {
 		u, g := int64(uid), int64(gid)
 		sc.RunAsUser, sc.RunAsGroup = &u, &g
 	}
@@ -435,16 +435,6 @@ func securityContext(spec providers.Spec) *corev1.SecurityContext {
 		}
 	}
 	return sc
-}
-
-func parseUser(u string) (uid, gid int, ok bool) {
-	a, b, ok := strings.Cut(u, ":")
-	if !ok {
-		return 0, 0, false
-	}
-	uid, err1 := strconv.Atoi(a)
-	gid, err2 := strconv.Atoi(b)
-	return uid, gid, err1 == nil && err2 == nil
 }
 
 // Attach finds a box by pod name. A pod that is gone, or that boxfs did not
