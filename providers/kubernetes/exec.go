@@ -31,7 +31,10 @@ const (
 	killTimeout = 30 * time.Second // the kill command, its confirmation included
 	startGrace  = 10 * time.Second // for a just-started wrapper to record its group
 	drainGrace  = 5 * time.Second  // for the streams to end once the group is dead
-	pidDir      = "/tmp/.boxfs"    // where wrappers record their process group
+	// pidName is the name wrappers record their process group under, in
+	// /tmp/.boxfs-UID/ (per user: a directory another user made cannot
+	// stand in the way).
+	pidName = "exec-"
 	// runOutputMax caps what the provider keeps of its own commands' output
 	// (kill, facts): the box writes it, and the box is untrusted.
 	runOutputMax = 1 << 20
@@ -41,7 +44,7 @@ const (
 // and everything comes as positional parameters, so argv reaches the
 // command byte for byte and no shell parses it:
 //
-//	$1 this script  $2 "1" once setsid was tried  $3 the pid file
+//	$1 this script  $2 "1" once setsid was tried  $3 the pid file's name
 //	$4 the directory  $5 "1" when the pairs and argv are octal-escaped
 //	$6 "1" when stderr joins stdout  $7 the count of NAME=value pairs
 //	that follow, then argv
@@ -52,14 +55,15 @@ const (
 // runtime did not make it a session leader), records the group, exports the
 // pairs, enters the directory and writes one marker byte on stdout: 0
 // "started", or 1/2/3 when the directory is missing/not a directory/not
-// enterable. The command runs as a child, so the shell can drop the pid
-// file and pass on its status (128+n for signal n).
+// enterable, 4 when the group cannot be recorded (a command that could not
+// be killed is not started). The command runs as a child, so the shell can
+// drop the pid file and pass on its status (128+n for signal n).
 const wrapperScript = `if [ "$2" = 0 ] && ! kill -0 -$$ 2>/dev/null; then
 	s=$1
 	shift 2
 	exec setsid /bin/sh -c 'eval "$1"' boxfs-exec "$s" 1 "$@"
 fi
-f=$3 d=$4 e=$5 j=$6 n=$7
+f=/tmp/.boxfs-$(id -u 2>/dev/null)/$3 d=$4 e=$5 j=$6 n=$7
 shift 7
 if [ "$e" = 1 ]; then
 	for a in "$@"; do
@@ -70,8 +74,9 @@ if [ "$e" = 1 ]; then
 fi
 while [ "$n" -gt 0 ]; do export "$1" || exit 125; shift; n=$((n - 1)); done
 mkdir -p "${f%/*}" 2>/dev/null
-echo $$ >"$f" 2>/dev/null
+if ! { echo $$ >"$f"; } 2>/dev/null; then printf '\004'; exit 125; fi
 if ! cd "$d" 2>/dev/null; then
+	rm -f "$f"
 	if [ ! -e "$d" ]; then printf '\001'; elif [ ! -d "$d" ]; then printf '\002'; else printf '\003'; fi
 	exit 126
 fi
@@ -82,10 +87,11 @@ rm -f "$f"
 exit $r
 `
 
-// killScript kills the process group recorded in the pid file $1 and waits
+// killScript kills the process group recorded under the name $1 and waits
 // until none of it is left, about 10 s at most. Exit 0: gone; 3: nothing
 // recorded (the command had ended); 4: still there.
-const killScript = `p=$(cat "$1" 2>/dev/null)
+const killScript = `f=/tmp/.boxfs-$(id -u 2>/dev/null)/$1
+p=$(cat "$f" 2>/dev/null)
 case $p in ''|*[!0-9]*|0|1) exit 3 ;; esac
 i=0
 while kill -9 -$p 2>/dev/null; do
@@ -93,7 +99,7 @@ while kill -9 -$p 2>/dev/null; do
 	[ $i -gt 100 ] && exit 4
 	sleep 0.1
 done
-rm -f "$1"
+rm -f "$f"
 exit 0
 `
 
@@ -103,6 +109,7 @@ const (
 	markerNoDir     = 1
 	markerNotDir    = 2
 	markerDirDenied = 3
+	markerNoRecord  = 4
 )
 
 // execURL is the pods/exec URL of a command in the box's container.
@@ -274,7 +281,7 @@ func (b *Box) command(op string, req providers.ExecRequest) ([]string, string, e
 		join = "1"
 	}
 	cmd := []string{"/bin/sh", "-c", `eval "$1"`, "boxfs-exec", wrapperScript, "0",
-		pidDir + "/exec-" + providers.NewID(8), dir, boolFlag(escaped), join, strconv.Itoa(len(req.Env))}
+		pidName + providers.NewID(8), dir, boolFlag(escaped), join, strconv.Itoa(len(req.Env))}
 	return append(cmd, args...), dir, nil
 }
 
@@ -457,6 +464,8 @@ func (pr *process) startError(op string) error {
 			return providers.PathError(op, pr.b.id, pr.dir, 20) // ENOTDIR
 		case markerDirDenied:
 			return providers.PathError(op, pr.b.id, pr.dir, 13) // EACCES
+		case markerNoRecord:
+			return providers.Errorf(providers.Unsupported, op, "the box's /tmp is not writable: the command's process group cannot be recorded, so it could not be killed").WithBox(pr.b.id)
 		}
 		return providers.Errorf(providers.Unknown, op, "wrapper marker %d", pr.marker).WithBox(pr.b.id)
 	default:

@@ -26,7 +26,12 @@ func (d debugHandler) Enabled(ctx context.Context, _ slog.Level) bool {
 	return d.h.Enabled(ctx, slog.LevelDebug)
 }
 
+// Handle drops what the logger would not log at debug level: logr passes
+// errors on without asking Enabled.
 func (d debugHandler) Handle(ctx context.Context, r slog.Record) error {
+	if !d.h.Enabled(ctx, slog.LevelDebug) {
+		return nil
+	}
 	r.Level = slog.LevelDebug
 	return d.h.Handle(ctx, r)
 }
