@@ -67,11 +67,6 @@ func TestShouldFallback(t *testing.T) {
 	assert.False(t, shouldFallback(errors.New("connection reset")))
 }
 
-func TestEscapeBytes(t *testing.T) {
-	assert.Equal(t, `a\0377\0134b c`, escapeBytes("a\xff\\b c"))
-	assert.Equal(t, "plain $x 'q'", escapeBytes("plain $x 'q'"))
-}
-
 func TestLocalName(t *testing.T) {
 	for name, want := range map[string]bool{
 		"a": true, "a/b/": true, "./a": true, "a..b": true,

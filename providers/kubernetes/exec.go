@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -14,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,14 +21,12 @@ import (
 	utilexec "k8s.io/client-go/util/exec"
 	"k8s.io/streaming/pkg/httpstream"
 
+	"github.com/boxfs/boxfs/internal/shell"
 	"github.com/boxfs/boxfs/providers"
 )
 
-// How long the host waits on the box's side of a kill, a start and a drain.
+// What the wrapper records, and what the provider keeps of its own output.
 const (
-	killTimeout = 30 * time.Second // the kill command, its confirmation included
-	startGrace  = 10 * time.Second // for a just-started wrapper to record its group
-	drainGrace  = 5 * time.Second  // for the streams to end once the group is dead
 	// pidName is the name wrappers record their process group under, in
 	// /tmp/.boxfs-UID/ (per user: a directory another user made cannot
 	// stand in the way).
@@ -87,30 +83,19 @@ rm -f "$f"
 exit $r
 `
 
-// killScript kills the process group recorded under the name $1 and waits
-// until none of it is left, about 10 s at most. Exit 0: gone; 3: nothing
+// killScript kills the process group recorded under the name $1 and
+// confirms it gone (killgroup). Exit 0: gone; 3: nothing
 // recorded (the command had ended); 4: still there.
-const killScript = `f=/tmp/.boxfs-$(id -u 2>/dev/null)/$1
+const killScript = shell.KillGroup + `f=/tmp/.boxfs-$(id -u 2>/dev/null)/$1
 p=$(cat "$f" 2>/dev/null)
 case $p in ''|*[!0-9]*|0|1) exit 3 ;; esac
-i=0
-while kill -9 -$p 2>/dev/null; do
-	i=$((i + 1))
-	[ $i -gt 100 ] && exit 4
-	sleep 0.1
-done
+killgroup "$p" || exit 4
 rm -f "$f"
-exit 0
 `
 
-// Marker bytes of wrapperScript.
-const (
-	markerStarted   = 0
-	markerNoDir     = 1
-	markerNotDir    = 2
-	markerDirDenied = 3
-	markerNoRecord  = 4
-)
+// markerNoRecord is wrapperScript's marker when it cannot record the
+// command's group (the others are providers.Marker*).
+const markerNoRecord = 4
 
 // execURL is the pods/exec URL of a command in the box's container.
 func (b *Box) execURL(argv []string, stdin bool) *url.URL {
@@ -183,59 +168,40 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 		return nil, err
 	}
 	pidfile := cmd[6]
-	pr := &process{
-		b:          b,
-		pidfile:    pidfile,
-		dir:        dir,
-		stdout:     providers.NewOutQueue(req.Stdout, 64),
-		stderr:     providers.NewOutQueue(req.Stderr, 64),
-		markerSeen: make(chan struct{}),
-		streamDone: make(chan struct{}),
-		killedCh:   make(chan struct{}),
-		watchDone:  make(chan struct{}),
-		done:       make(chan struct{}),
-	}
 	// The stream lives until the command ends, not as long as ctx: when
-	// ctx ends, watch kills the group in the box first (closing an exec
+	// ctx ends, the group is killed in the box first (closing an exec
 	// stream leaves its process running), and only then the stream.
-	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
-	pr.cancelStream = scancel
-	opts := remotecommand.StreamOptions{Stdout: &markerWriter{pr: pr}, Stderr: queueWriter{pr.stderr}}
+	sctx, cancelStream := context.WithCancel(context.WithoutCancel(ctx))
+	pr := &process{b: b}
+	pr.GroupProcess = providers.NewGroupProcess(providers.GroupHooks{
+		Op: op, Box: b.id, Dir: dir,
+		KillGroup:   func(ctx context.Context) error { return b.killGroup(ctx, pidfile) },
+		CloseStream: cancelStream,
+		Outcome:     pr.outcome,
+		Ending:      b.ending,
+		NoStart: func(code int) error {
+			return providers.Errorf(providers.Unsupported, op, "the box could not start a command (exit %d): it needs /bin/sh, and setsid unless the runtime makes a session leader", code).WithBox(b.id)
+		},
+		Marker: func(m byte) error {
+			if m != markerNoRecord {
+				return nil
+			}
+			return providers.Errorf(providers.Unsupported, op, "the box's /tmp is not writable: the command's process group cannot be recorded, so it could not be killed").WithBox(b.id)
+		},
+	}, req.Stdout, req.Stderr)
+	opts := remotecommand.StreamOptions{Stdout: &markerWriter{g: pr.GroupProcess}, Stderr: queueWriter{pr.Stderr()}}
 	if req.Stdin != nil {
 		opts.Stdin = req.Stdin
 	}
 	go func() {
 		err := b.stream(sctx, b.execURL(cmd, req.Stdin != nil), opts)
 		pr.code, pr.streamErr = exitCode(err)
-		pr.stdout.Close()
-		pr.stderr.Close()
-		close(pr.streamDone)
+		pr.StreamEnded()
 	}()
-	go pr.watch(ctx)
-	go pr.finish(context.WithoutCancel(ctx))
-
-	select {
-	case <-pr.markerSeen:
-	case <-pr.done:
-	case <-ctx.Done():
-		<-pr.done // watch kills what started and confirms it
-		return nil, pr.err
+	if err := pr.Start(ctx); err != nil {
+		return nil, err
 	}
-	select {
-	case <-pr.markerSeen:
-		if pr.marker == markerStarted {
-			return pr, nil
-		}
-		<-pr.done
-		return nil, pr.startError(op)
-	default:
-		// The stream ended before the wrapper started the command.
-		<-pr.done
-		if pr.err != nil {
-			return nil, pr.err
-		}
-		return nil, pr.startError(op)
-	}
+	return pr, nil
 }
 
 // command checks req and builds the argv of the exec: the wrapper and its
@@ -273,7 +239,7 @@ func (b *Box) command(op string, req providers.ExecRequest) ([]string, string, e
 	}
 	if escaped {
 		for i, a := range args {
-			args[i] = escapeBytes(a)
+			args[i] = shell.Escape(a)
 		}
 	}
 	join := "0"
@@ -292,53 +258,33 @@ func boolFlag(v bool) string {
 	return "0"
 }
 
-// escapeBytes writes s for printf %b: every byte that is not ASCII, and the
-// backslash, as \0ooo; the rest as itself.
-func escapeBytes(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < utf8.RuneSelf && c != '\\' {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, `\0%03o`, c)
-		}
-	}
-	return b.String()
-}
-
-// process is one running command.
+// process is one running command: an exec stream around the shared group
+// lifecycle.
 type process struct {
-	b       *Box
-	pidfile string
-	dir     string
-
-	stdout, stderr *providers.OutQueue
-	cancelStream   context.CancelFunc
-
-	marker     byte          // the wrapper's marker, once markerSeen is closed
-	markerSeen chan struct{} // closed at the first stdout byte
-	streamDone chan struct{} // closed when the exec stream ended
-	code       int           // the exit code, once streamDone is closed (-1: none)
-	streamErr  error         // why the stream failed, once streamDone is closed
-
-	killOnce  sync.Once
-	killedCh  chan struct{} // closed when a kill (Kill or ctx) was done
-	watchDone chan struct{} // closed when watch returns
-
-	mu      sync.Mutex
-	cause   error // ctx's error when ctx ended the command
-	killErr error // the ctx kill's failure
-
-	done chan struct{} // closed when the outcome is final
-	err  error
+	*providers.GroupProcess
+	b         *Box
+	code      int   // the exit code, once the stream ended (-1: none)
+	streamErr error // why the stream failed, once it ended
 }
 
 var _ providers.Process = (*process)(nil)
 
+// outcome is the command's exit code from the stream's status; a stream
+// that failed is lost, unless a kill cut it once the group was dead.
+func (pr *process) outcome(ctx context.Context, killed bool) (int, error) {
+	switch {
+	case pr.streamErr != nil && !killed:
+		return -1, pr.b.lost(ctx, "kubernetes.Exec", pr.streamErr)
+	case pr.streamErr != nil:
+		return 128 + 9, nil
+	}
+	return pr.code, nil
+}
+
 // markerWriter takes the wrapper's marker byte off the front of stdout and
 // queues the rest.
 type markerWriter struct {
-	pr   *process
+	g    *providers.GroupProcess
 	seen bool
 }
 
@@ -346,12 +292,11 @@ func (w *markerWriter) Write(p []byte) (int, error) {
 	n := len(p)
 	if !w.seen && n > 0 {
 		w.seen = true
-		w.pr.marker = p[0]
-		close(w.pr.markerSeen)
+		w.g.SetMarker(p[0])
 		p = p[1:]
 	}
 	if len(p) > 0 {
-		w.pr.stdout.Put(bytes.Clone(p))
+		w.g.Stdout().Put(bytes.Clone(p))
 	}
 	return n, nil
 }
@@ -365,154 +310,23 @@ func (w queueWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// watch kills the command's group when ctx ends before the command does.
-func (pr *process) watch(ctx context.Context) {
-	defer close(pr.watchDone)
-	select {
-	case <-pr.streamDone:
-		return
-	case <-ctx.Done():
-	}
-	pr.mu.Lock()
-	pr.cause = ctx.Err()
-	pr.mu.Unlock()
-	// The group is recorded before the marker is written.
-	select {
-	case <-pr.markerSeen:
-	case <-pr.streamDone:
-		return
-	case <-time.After(startGrace):
-	}
-	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
-	err := pr.kill(kctx)
-	cancel()
-	pr.mu.Lock()
-	pr.killErr = err
-	pr.mu.Unlock()
-	pr.killOnce.Do(func() { close(pr.killedCh) })
-}
-
-// finish waits for the stream to end (bounded once the group is killed: a
-// process outside the group may still hold the output open), then for the
-// outputs to be written, then settles the outcome.
-func (pr *process) finish(ctx context.Context) {
-	defer close(pr.done)
-	select {
-	case <-pr.streamDone:
-	case <-pr.killedCh:
-		select {
-		case <-pr.streamDone:
-		case <-time.After(drainGrace):
-			pr.cancelStream()
-			<-pr.streamDone
-		}
-	}
-	<-pr.watchDone
-	pr.cancelStream()
-	pr.stdout.Wait()
-	pr.stderr.Wait()
-	pr.code, pr.err = pr.result(ctx)
-}
-
-func (pr *process) result(ctx context.Context) (int, error) {
-	const op = "kubernetes.Exec"
-	pr.mu.Lock()
-	cause, killErr := pr.cause, pr.killErr
-	pr.mu.Unlock()
-	killed := false
-	select {
-	case <-pr.killedCh:
-		killed = true
-	default:
-	}
-	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	switch {
-	case cause != nil:
-		e := providers.E(providers.CodeOf(cause), op, cause).WithBox(pr.b.id)
-		if killErr != nil {
-			e.Err = fmt.Errorf("%w; and the kill: %v", cause, killErr)
-		}
-		return -1, e
-	case pr.streamErr != nil && !killed:
-		return -1, pr.b.lost(ictx, op, pr.streamErr)
-	case pr.streamErr != nil:
-		// Killed: the stream was cut once the group was confirmed gone.
-		return 128 + 9, nil
-	case pr.code >= 128 && !killed:
-		// A signal: the box may be ending under the command.
-		if pr.b.ending(ictx) {
-			return -1, providers.Errorf(providers.Gone, op, "box ended while the command ran (exit %d)", pr.code).WithBox(pr.b.id)
-		}
-	}
-	for _, q := range []*providers.OutQueue{pr.stdout, pr.stderr} {
-		if err := q.Wait(); err != nil {
-			return pr.code, providers.E(0, op, err).WithBox(pr.b.id)
-		}
-	}
-	return pr.code, nil
-}
-
-// startError is Exec's error when the wrapper did not start the command.
-func (pr *process) startError(op string) error {
-	select {
-	case <-pr.markerSeen:
-		switch pr.marker {
-		case markerNoDir:
-			return providers.PathError(op, pr.b.id, pr.dir, 2) // ENOENT
-		case markerNotDir:
-			return providers.PathError(op, pr.b.id, pr.dir, 20) // ENOTDIR
-		case markerDirDenied:
-			return providers.PathError(op, pr.b.id, pr.dir, 13) // EACCES
-		case markerNoRecord:
-			return providers.Errorf(providers.Unsupported, op, "the box's /tmp is not writable: the command's process group cannot be recorded, so it could not be killed").WithBox(pr.b.id)
-		}
-		return providers.Errorf(providers.Unknown, op, "wrapper marker %d", pr.marker).WithBox(pr.b.id)
-	default:
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if pr.b.ending(ctx) {
-		return providers.Errorf(providers.Gone, op, "box has ended").WithBox(pr.b.id)
-	}
-	return providers.Errorf(providers.Unsupported, op, "the box could not start a command (exit %d): it needs /bin/sh, and setsid unless the runtime makes a session leader", pr.code).WithBox(pr.b.id)
-}
-
-// Wait waits for the command to end and its output to be written.
-func (pr *process) Wait() (int, error) {
-	<-pr.done
-	return pr.code, pr.err
-}
-
-// Kill kills the command's process group and confirms it gone.
-func (pr *process) Kill(ctx context.Context) error {
-	select {
-	case <-pr.streamDone:
-		return nil
-	default:
-	}
-	err := pr.kill(ctx)
-	pr.killOnce.Do(func() { close(pr.killedCh) })
-	return err
-}
-
-// kill runs killScript in the box.
-func (pr *process) kill(ctx context.Context) error {
+// killGroup runs killScript in the box on the group recorded under name.
+func (b *Box) killGroup(ctx context.Context, name string) error {
 	const op = "kubernetes.Kill"
-	code, out, err := pr.b.run(ctx, []string{"/bin/sh", "-c", killScript, "boxfs-kill", pr.pidfile}, nil)
+	code, out, err := b.run(ctx, []string{"/bin/sh", "-c", killScript, "boxfs-kill", name}, nil)
 	if err != nil {
 		if providers.IsCode(err, providers.Gone) {
 			return nil // the box, and every process of it, is gone
 		}
-		return providers.E(0, op, err).WithBox(pr.b.id)
+		return providers.E(0, op, err).WithBox(b.id)
 	}
 	switch code {
 	case 0, 3:
 		return nil
 	case 4:
-		return providers.Errorf(providers.Liveness, op, "process group still alive after SIGKILL and ~10 s").WithBox(pr.b.id)
+		return providers.Errorf(providers.Liveness, op, "process group still alive after SIGKILL and ~10 s").WithBox(b.id)
 	}
-	return providers.Errorf(providers.Unknown, op, "kill script exited %d: %s", code, bytes.TrimSpace(out)).WithBox(pr.b.id)
+	return providers.Errorf(providers.Unknown, op, "kill script exited %d: %s", code, bytes.TrimSpace(out)).WithBox(b.id)
 }
 
 // run runs a fixed command of the provider's own (no wrapper) and returns
