@@ -1,14 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"time"
-
-	"bytes"
 
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/kubernetes"

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/kubernetes"
 )
@@ -35,7 +36,7 @@ type cluster struct {
 
 func newCluster(t *testing.T, p *kubernetes.Provider) *cluster {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig())
+	cfg, err := clientcmd.BuildConfigFromFlags("", testbox.Kubeconfig())
 	require.NoError(t, err)
 	s := runtime.NewScheme()
 	require.NoError(t, corev1.AddToScheme(s))

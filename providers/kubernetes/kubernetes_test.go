@@ -2,12 +2,10 @@ package kubernetes_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
+	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/kubernetes"
 	"github.com/boxfs/boxfs/providers/providertest"
@@ -35,46 +33,12 @@ func TestConformance(t *testing.T) {
 // run can be found and removed: kubectl delete pod -l boxfs-test.
 const testLabel = "boxfs-test"
 
-// DefaultKubeconfig is where scripts/k8s-up writes the test cluster's
-// kubeconfig; BOXFS_K8S_KUBECONFIG names another.
-const defaultKubeconfig = "/var/lib/boxfs-k8s/kubeconfig"
-
-func kubeconfig() string {
-	if v := os.Getenv("BOXFS_K8S_KUBECONFIG"); v != "" {
-		return v
-	}
-	return defaultKubeconfig
-}
-
-// requireK8s fails the test when BOXFS_REQUIRE_K8S=1 (CI), else skips it.
-func requireK8s(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("BOXFS_REQUIRE_K8S") == "1" {
-		t.Fatalf("BOXFS_REQUIRE_K8S=1: "+format, args...)
-	}
-	t.Skipf(format+" (scripts/k8s-up starts a cluster; set BOXFS_REQUIRE_K8S=1 to fail instead of skipping)", args...)
-}
-
 // newProvider opens the provider on the test cluster with opts added, or
 // skips (fails under BOXFS_REQUIRE_K8S=1) when no cluster answers. Every
 // box with testLabel still there when the test ends is deleted.
 func newProvider(t *testing.T, opts map[string]string) *kubernetes.Provider {
 	t.Helper()
-	kc := kubeconfig()
-	if _, err := os.Stat(kc); err != nil {
-		requireK8s(t, "no kubeconfig at %s: %v", kc, err)
-	}
-	o := map[string]string{"kubeconfig": kc}
-	for k, v := range opts {
-		o[k] = v
-	}
-	p, err := kubernetes.New(providers.Config{Options: o})
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := p.Ping(ctx); err != nil {
-		requireK8s(t, "the cluster of %s does not answer: %v", kc, err)
-	}
+	p := testbox.Kubernetes(t, opts)
 	t.Cleanup(func() { sweep(t, p) })
 	return p
 }
