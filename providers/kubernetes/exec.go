@@ -312,21 +312,8 @@ func (w queueWriter) Write(p []byte) (int, error) {
 
 // killGroup runs killScript in the box on the group recorded under name.
 func (b *Box) killGroup(ctx context.Context, name string) error {
-	const op = "kubernetes.Kill"
 	code, out, err := b.run(ctx, []string{"/bin/sh", "-c", killScript, "boxfs-kill", name}, nil)
-	if err != nil {
-		if providers.IsCode(err, providers.Gone) {
-			return nil // the box, and every process of it, is gone
-		}
-		return providers.E(0, op, err).WithBox(b.id)
-	}
-	switch code {
-	case 0, 3:
-		return nil
-	case 4:
-		return providers.Errorf(providers.Liveness, op, "process group still alive after SIGKILL and ~10 s").WithBox(b.id)
-	}
-	return providers.Errorf(providers.Unknown, op, "kill script exited %d: %s", code, bytes.TrimSpace(out)).WithBox(b.id)
+	return shell.KillExit("kubernetes.Kill", b.id, code, out, err)
 }
 
 // run runs a fixed command of the provider's own (no wrapper) and returns
