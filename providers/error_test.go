@@ -8,8 +8,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/boxfs/boxfs/providers"
 	"github.com/stretchr/testify/assert"
+
+	"github.com/boxfs/boxfs/providers"
 )
 
 func TestCodeNamesRoundTrip(t *testing.T) {
