@@ -43,6 +43,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -282,13 +283,26 @@ func (s *Server) deadline(name string, p *pod) {
 	}
 }
 
-// endLocked kills every command of p.
+// endLocked kills every command of p, as the end of its container does,
+// and removes the records the provider's wrapper kept of them: in a pod
+// they would go with the container, here they are on this machine.
 func (s *Server) endLocked(p *pod) {
 	if p.timer != nil {
 		p.timer.Stop()
 	}
+	killed := map[string]bool{}
 	for pid := range p.procs {
 		syscall.Kill(-pid, syscall.SIGKILL)
+		killed[strconv.Itoa(pid)] = true
+	}
+	if len(killed) == 0 {
+		return
+	}
+	records, _ := filepath.Glob(fmt.Sprintf("/tmp/.boxfs-%d/exec-*", os.Getuid()))
+	for _, f := range records {
+		if b, err := os.ReadFile(f); err == nil && killed[strings.TrimSpace(string(b))] {
+			os.Remove(f)
+		}
 	}
 }
 
