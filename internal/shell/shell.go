@@ -79,3 +79,25 @@ killgroup() {
 	! groupalive "$1"
 }
 `
+
+// KillExit classifies how a kill script built on KillGroup ended: exit 0
+// (the group is gone) and 3 (nothing recorded: the command had ended) are
+// success, and so is a box that is Gone (nothing of it runs); exit 4 (a
+// process outlived killgroup) is Liveness; err, when the script did not
+// run to an exit, keeps its code; anything else is Unknown, with the
+// script's output.
+func KillExit(op, box string, code int, out []byte, err error) error {
+	if err != nil {
+		if providers.IsCode(err, providers.Gone) {
+			return nil
+		}
+		return providers.E(0, op, err).WithBox(box)
+	}
+	switch code {
+	case 0, 3:
+		return nil
+	case 4:
+		return providers.Errorf(providers.Liveness, op, "process group still alive after SIGKILL and ~10 s").WithBox(box)
+	}
+	return providers.Errorf(providers.Unknown, op, "kill script exited %d: %s", code, strings.TrimSpace(string(out))).WithBox(box)
+}

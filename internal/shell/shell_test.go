@@ -69,3 +69,19 @@ func TestKillGroup(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "gone abcde\n", string(out))
 }
+
+func TestKillExit(t *testing.T) {
+	gone := providers.Errorf(providers.Gone, "x.run", "box destroyed")
+	lost := providers.Errorf(providers.TransportLost, "x.run", "stream broke")
+	for _, tc := range []struct {
+		code int
+		err  error
+		want providers.Code
+	}{
+		{0, nil, 0}, {3, nil, 0}, {-1, gone, 0},
+		{4, nil, providers.Liveness}, {2, nil, providers.Unknown}, {-1, lost, providers.TransportLost},
+	} {
+		err := shell.KillExit("x.Kill", "b", tc.code, []byte("out\n"), tc.err)
+		assert.Equal(t, tc.want, providers.CodeOf(err), "exit %d, err %v: %v", tc.code, tc.err, err)
+	}
+}
