@@ -794,17 +794,5 @@ func (pr *process) Kill(ctx context.Context) error {
 func (pr *process) kill(ctx context.Context) error {
 	const op = "daytona.Kill"
 	code, out, err := pr.b.run(ctx, op, killScript, []string{pr.t}, runOpts{idempotent: true})
-	if err != nil {
-		if providers.IsCode(err, providers.Gone) {
-			return nil // the box, and every process of it, is gone
-		}
-		return err
-	}
-	switch code {
-	case 0, 3:
-		return nil
-	case 4:
-		return providers.Errorf(providers.Liveness, op, "process group still alive after SIGKILL and ~10 s").WithBox(pr.b.id)
-	}
-	return providers.Errorf(providers.Unknown, op, "kill script exited %d: %s", code, bytes.TrimSpace(out)).WithBox(pr.b.id)
+	return shell.KillExit(op, pr.b.id, code, out, err)
 }

@@ -605,19 +605,7 @@ func (pr *process) Kill(ctx context.Context) error {
 func (pr *process) kill(ctx context.Context) error {
 	const op = "e2b.Kill"
 	code, out, err := pr.b.run(ctx, []string{"/bin/sh", "-c", killScript, "boxfs-kill", strconv.FormatUint(uint64(pr.pid), 10), pr.token})
-	if err != nil {
-		if providers.IsCode(err, providers.Gone) {
-			return nil // the box, and every process of it, is gone
-		}
-		return providers.E(0, op, err).WithBox(pr.b.id)
-	}
-	switch code {
-	case 0, 3:
-		return nil
-	case 4:
-		return providers.Errorf(providers.Liveness, op, "process group still alive after SIGKILL and ~10 s").WithBox(pr.b.id)
-	}
-	return providers.Errorf(providers.Unknown, op, "kill script exited %d: %s", code, bytes.TrimSpace(out)).WithBox(pr.b.id)
+	return shell.KillExit(op, pr.b.id, code, out, err)
 }
 
 // run runs a fixed command of the provider's own (no wrapper, no stdin)
