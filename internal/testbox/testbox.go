@@ -1,6 +1,8 @@
-// Package testbox makes boxes on the real Docker engine for tests: each
-// test that needs the engine skips when none answers, and fails instead
-// under BOXFS_REQUIRE_DOCKER=1 (CI).
+// Package testbox gives tests what they need from the machine: boxes on the
+// real Docker engine, and Node with npm for the checks of a fake against
+// its vendor's published client. A test that needs one skips when it is
+// missing, and fails instead under BOXFS_REQUIRE_DOCKER=1 or
+// BOXFS_REQUIRE_NPM=1 (CI).
 package testbox
 
 import (

@@ -160,7 +160,7 @@ func (p *Provider) Snapshot(ctx context.Context, b providers.Box, name string) (
 	if !validSnapshotName(name) {
 		return "", providers.Errorf(providers.Invalid, op, "snapshot name %q: want 1 to 63 of A-Z a-z 0-9 . _ -", name)
 	}
-	snap := "boxfs-" + name + "-" + randomHex(4)
+	snap := "boxfs-" + name + "-" + providers.NewID(2)
 	body, err := jsonBody(struct {
 		Name string `json:"name"`
 	}{snap})

@@ -33,7 +33,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -285,7 +284,7 @@ func (p *Provider) start(ctx context.Context, b *Box, user, ws string) error {
 		// Docker made the workspace owned by root; hand it to the user through
 		// the archive API, which needs no capability in the box (CapDrop ALL
 		// would stop a chown there).
-		uid, gid, _ := parseUser(user)
+		uid, gid, _ := providers.ParseUser(user)
 		var buf bytes.Buffer
 		tw := tar.NewWriter(&buf)
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: path.Base(ws) + "/", Mode: 0o755, Uid: uid, Gid: gid, ModTime: time.Now()}); err != nil {
@@ -306,7 +305,7 @@ func (p *Provider) start(ctx context.Context, b *Box, user, ws string) error {
 func boxEnv(spec map[string]string, user, ws string) []string {
 	env := map[string]string{"PATH": basePath, "HOME": "/root", "TMPDIR": tmpDir}
 	if user != "" {
-		if uid, _, _ := parseUser(user); uid != 0 {
+		if uid, _, _ := providers.ParseUser(user); uid != 0 {
 			env["HOME"] = ws // /root is not the user's
 		}
 	}
@@ -316,16 +315,6 @@ func boxEnv(spec map[string]string, user, ws string) []string {
 		out = append(out, k+"="+env[k])
 	}
 	return out
-}
-
-func parseUser(u string) (uid, gid int, ok bool) {
-	a, b, ok := strings.Cut(u, ":")
-	if !ok {
-		return 0, 0, false
-	}
-	uid, err1 := strconv.Atoi(a)
-	gid, err2 := strconv.Atoi(b)
-	return uid, gid, err1 == nil && err2 == nil
 }
 
 // mounts turns spec mounts into bind mounts. Checked before any call to the

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 
+	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/providers/e2b/e2btest"
 	"github.com/boxfs/boxfs/providers/e2b/internal/envd/filesystem"
 	"github.com/boxfs/boxfs/providers/e2b/internal/envd/process"
@@ -267,15 +268,11 @@ func TestOfficialSDK(t *testing.T) {
 // path of its ES module; it skips the test without Node and npm.
 func installSDK(t *testing.T) string {
 	t.Helper()
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("the official SDK check needs %s, which is not installed", tool)
-		}
-	}
+	testbox.RequireNPM(t)
 	out, err := exec.Command("node", "-p", "process.versions.node").Output()
 	require.NoError(t, err)
 	if v := strings.Split(strings.TrimSpace(string(out)), "."); len(v) < 2 || atoi(v[0]) < 20 || atoi(v[0]) == 20 && atoi(v[1]) < 18 {
-		t.Skipf("the e2b SDK needs Node 20.18 or later; this is %s", out)
+		testbox.NPMUnavailable(t, "the e2b SDK needs Node 20.18 or later; this is %s", out)
 	}
 	cache, err := os.UserCacheDir()
 	require.NoError(t, err)
