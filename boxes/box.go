@@ -29,7 +29,9 @@ type Box struct {
 	m    *Manager
 	name string
 
-	connectMu sync.Mutex // one connect at a time
+	connectMu sync.Mutex    // one connect at a time
+	startMu   sync.RWMutex  // read-held while a command starts; Suspend write-holds it to settle the state
+	life      chan struct{} // the life lock: one suspend, resume or snapshot at a time (lockLife)
 
 	mu      sync.Mutex
 	rec     record
@@ -41,6 +43,7 @@ type Box struct {
 	errText string
 	health  health
 	cmds    *Commands
+	resumed *resumedFrom // how this process got the box back, if it did
 
 	stopWatch context.CancelFunc // ends the watch of the workspace; nil without one
 }
@@ -56,9 +59,12 @@ type health struct {
 }
 
 func (m *Manager) newBox(r record) *Box {
-	b := &Box{m: m, name: r.Name, rec: r, state: StateReady}
-	if r.Spec != nil && r.ID == "" {
+	b := &Box{m: m, name: r.Name, rec: r, state: StateReady, life: make(chan struct{}, 1)}
+	switch {
+	case r.Spec != nil && r.ID == "":
 		b.state = StateDeclared
+	case r.Suspended != nil:
+		b.state = StateSuspended
 	}
 	b.cmds = newCommands(b, filepath.Join(m.opts.StateDir, "cmds", safeKey(r.Name)))
 	return b
@@ -235,6 +241,9 @@ func (b *Box) Hands(ctx context.Context) (*hands.Hands, error) {
 	if h != nil {
 		return h, nil
 	}
+	if err := b.awake(ctx); err != nil {
+		return nil, err
+	}
 	b.connectMu.Lock()
 	defer b.connectMu.Unlock()
 	b.mu.Lock()
@@ -299,13 +308,20 @@ func (b *Box) attachOrCreate(ctx context.Context) (providers.Box, error) {
 			}
 			return nil, err
 		}
+		b.mu.Lock()
+		b.resumed = &resumedFrom{How: "reconnect", Box: rec.ID, At: time.Now().UTC()}
+		b.mu.Unlock()
 	}
 	b.setBox(box)
 	return box, nil
 }
 
-// Parts returns the open hands and cache, connecting first.
+// Parts returns the open hands and cache, connecting first (and resuming
+// a suspended box whose record says resume=auto).
 func (b *Box) Parts(ctx context.Context) (*hands.Hands, *cache.Cache, error) {
+	if err := b.awake(ctx); err != nil {
+		return nil, nil, err
+	}
 	if err := b.connect(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -377,7 +393,7 @@ func (b *Box) refuse() error {
 	case b.health.bad:
 		return providers.E(0, "boxes", b.health.lastErr).WithBox(b.name)
 	}
-	return nil
+	return b.asleep(b.state)
 }
 
 // checkGone asks the provider whether a box that stopped answering still
@@ -411,7 +427,7 @@ func (b *Box) checkGone() error {
 
 func (b *Box) unhealthy(err error) {
 	b.mu.Lock()
-	if b.health.bad {
+	if b.health.bad || b.state != StateReady {
 		b.mu.Unlock()
 		return
 	}
@@ -482,6 +498,9 @@ func (b *Box) Sync(ctx context.Context) error {
 // Refresh reads the box's whole listing again (one walk) and tells the
 // view which names and contents changed, so the next open sees them.
 func (b *Box) Refresh(ctx context.Context) error {
+	if b.stateNow() != StateReady {
+		return nil // a box being suspended, or at rest: its listing is read again when it is back
+	}
 	_, c, err := b.Parts(ctx)
 	if err != nil {
 		return err
@@ -521,6 +540,13 @@ func (b *Box) close() {
 // Destroy ends the box, its running commands first. A declared box never
 // made is not made to be destroyed: it is only marked gone.
 func (b *Box) Destroy(ctx context.Context) error {
+	if err := b.lockLife(ctx); err != nil {
+		return err
+	}
+	defer b.unlockLife()
+	if b.stateNow() == StateSuspended {
+		return b.destroySuspended(ctx)
+	}
 	b.mu.Lock()
 	box := b.box
 	declared := b.rec.ID == "" && b.rec.Spec != nil
@@ -556,25 +582,31 @@ func (b *Box) FactsJSON(ctx context.Context) ([]byte, error) {
 	b.mu.Lock()
 	connected, state := b.hands != nil, b.state
 	b.mu.Unlock()
-	if !connected && state != StateGone && state != StateDeclared {
+	if !connected && state == StateReady {
 		b.connect(ctx) // what is not known says so
 	}
 	b.mu.Lock()
 	facts, h, c := b.facts, b.hands, b.cache
 	health := b.health
-	state, rec := b.state, b.rec
+	state, rec, resumed := b.state, b.rec, b.resumed
 	b.mu.Unlock()
 	out := struct {
 		providers.Facts
-		Name     string   `json:"name"`
-		State    string   `json:"state"`
-		Via      string   `json:"via,omitempty"`
-		Health   string   `json:"health"`
-		Since    string   `json:"unhealthySince,omitempty"`
-		LastErr  string   `json:"lastError,omitempty"`
-		Dirty    []string `json:"dirtyFiles"`
-		Commands int      `json:"commands"`
-	}{Facts: facts, Name: b.name, State: state, Health: "ok", Dirty: []string{}}
+		Name        string       `json:"name"`
+		State       string       `json:"state"`
+		Via         string       `json:"via,omitempty"`
+		Health      string       `json:"health"`
+		Since       string       `json:"unhealthySince,omitempty"`
+		LastErr     string       `json:"lastError,omitempty"`
+		Dirty       []string     `json:"dirtyFiles"`
+		Commands    int          `json:"commands"`
+		ResumeAuto  bool         `json:"resumeAuto,omitempty"`
+		SuspendedAt string       `json:"suspendedAt,omitempty"`
+		ResumedFrom *resumedFrom `json:"resumedFrom,omitempty"`
+	}{Facts: facts, Name: b.name, State: state, Health: "ok", Dirty: []string{}, ResumeAuto: rec.ResumeAuto, ResumedFrom: resumed}
+	if rec.Suspended != nil {
+		out.SuspendedAt = rec.Suspended.At.Format(time.RFC3339)
+	}
 	if out.Facts.Provider == "" {
 		out.Facts.Provider, out.Facts.ID = rec.Provider, rec.ID
 	}

@@ -114,6 +114,8 @@ func (c *Command) outPath() string { return filepath.Join(c.dir, fmt.Sprintf("%d
 // outlives ctx: it ends when it exits or is killed.
 func (t *Commands) Start(ctx context.Context, line string) (*Command, error) {
 	b := t.b
+	b.startMu.RLock()
+	defer b.startMu.RUnlock()
 	h, c, err := b.Parts(ctx)
 	if err != nil {
 		return nil, err
@@ -184,15 +186,30 @@ func (t *Commands) wait(cmd *Command) {
 		t.b.m.log.Warn("listing after a command not refreshed", "box", t.b.name, "err", rerr)
 	}
 	cancel()
-	os.WriteFile(filepath.Join(t.dir, fmt.Sprintf("%d.status", cmd.n)), []byte(status+"\n"), 0o600)
-	cmd.mu.Lock()
-	cmd.status = status
-	cmd.ended = time.Now()
-	cmd.out.Close()
-	cmd.out = nil
-	close(cmd.grow)
-	cmd.mu.Unlock()
-	t.b.m.log.Info("command ended", "box", t.b.name, "n", cmd.n, "status", status)
+	if cmd.end(status) {
+		t.b.m.log.Info("command ended", "box", t.b.name, "n", cmd.n, "status", status)
+	}
+}
+
+// end records how the command ended, once: its status (also in the state
+// directory) and the end of its output, so its readers reach EOF. It
+// reports whether it did; false when the command had ended already.
+func (c *Command) end(status string) bool {
+	c.mu.Lock()
+	if c.status != StatusRunning {
+		c.mu.Unlock()
+		return false
+	}
+	os.WriteFile(filepath.Join(c.dir, fmt.Sprintf("%d.status", c.n)), []byte(status+"\n"), 0o600)
+	c.status = status
+	c.ended = time.Now()
+	if c.out != nil {
+		c.out.Close()
+		c.out = nil
+	}
+	close(c.grow)
+	c.mu.Unlock()
+	return true
 }
 
 // trimLocked keeps the last keepCmds commands (running ones always).

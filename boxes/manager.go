@@ -56,6 +56,8 @@ type Declared struct {
 	Name     string
 	Provider string
 	Spec     providers.Spec
+	// ResumeAuto: a use of work/ while the box is suspended resumes it.
+	ResumeAuto bool
 }
 
 // Manager keeps the named boxes of one state directory. It is safe for
@@ -77,6 +79,10 @@ type record struct {
 	ID       string          `json:"id"`
 	Created  time.Time       `json:"created"`
 	Spec     *providers.Spec `json:"spec,omitempty"` // declared boxes not made yet
+
+	ResumeAuto bool        `json:"resumeAuto,omitempty"` // a use of work/ resumes the box when suspended
+	Suspended  *suspension `json:"suspended,omitempty"`  // set while the box is suspended
+	Snapshots  []Snapshot  `json:"snapshots,omitempty"`
 }
 
 // New opens the boxes kept in opts.StateDir: the boxes recorded there are
@@ -125,7 +131,7 @@ func New(opts Options) (*Manager, error) {
 			continue // already made in an earlier run
 		}
 		spec := d.Spec
-		m.boxes[d.Name] = m.newBox(record{Name: d.Name, Provider: m.providerName(d.Provider), Spec: &spec})
+		m.boxes[d.Name] = m.newBox(record{Name: d.Name, Provider: m.providerName(d.Provider), Spec: &spec, ResumeAuto: d.ResumeAuto})
 	}
 	return m, nil
 }

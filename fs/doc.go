@@ -7,9 +7,9 @@
 // New makes the namespace over a Manager and Mount serves it through the
 // kernel. The root holds ctl (new, attach, forget; read: one line per box)
 // and err, and one directory per box, made by `new` or mkdir. A box's
-// directory holds ctl (destroy, release, flush, sync, kill; read: one
-// key=value status line), exec, cmds/, facts.json, receipt.json, err and
-// work/. Control files and the work tree never share a directory.
+// directory holds ctl (destroy, release, flush, sync, kill, suspend,
+// resume, snapshot; read: one key=value status line), exec, cmds/,
+// facts.json, receipt.json, snapshots, err and work/. Control files and the work tree never share a directory.
 //
 // # Control files
 //

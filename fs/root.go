@@ -93,10 +93,12 @@ func (f *FS) rootCtl(ctx context.Context, text string) error {
 		switch c.verb {
 		case "new":
 			if err = f.m.Create(ctx, c.name, c.provider, c.spec); err == nil {
+				err = f.resumeAuto(c)
 				f.notifyRoot(c.name)
 			}
 		case "attach":
 			if err = f.m.Attach(ctx, c.name, c.provider, c.id); err == nil {
+				err = f.resumeAuto(c)
 				f.notifyRoot(c.name)
 			}
 		case "forget":
@@ -110,6 +112,18 @@ func (f *FS) rootCtl(ctx context.Context, text string) error {
 		}
 	}
 	return nil
+}
+
+// resumeAuto records resume=auto for the box c made or attached.
+func (f *FS) resumeAuto(c rootCmd) error {
+	if !c.resumeAuto {
+		return nil
+	}
+	b, err := f.m.Box(c.name)
+	if err != nil {
+		return err
+	}
+	return b.SetResumeAuto(true)
 }
 
 func boxDirIno(name string) uint64 {
@@ -251,6 +265,7 @@ func (d *boxDir) OnAdd(ctx context.Context) {
 	add("cmds", &cmdsDir{v: v}, syscall.S_IFDIR)
 	add("facts.json", textFile(0o444, b.FactsJSON), syscall.S_IFREG)
 	add("receipt.json", textFile(0o444, b.ReceiptJSON), syscall.S_IFREG)
+	add("snapshots", textFile(0o444, func(ctx context.Context) ([]byte, error) { return b.SnapshotsText(), nil }), syscall.S_IFREG)
 	add("err", textFile(0o444, func(ctx context.Context) ([]byte, error) {
 		if text := b.Err(); text != "" {
 			return []byte(text + "\n"), nil
@@ -285,29 +300,36 @@ func statusLine(st boxes.Status) string {
 // ctl runs a write to the box's ctl: every message is parsed first, then
 // they run in order; the first failure stops the rest.
 func (v *boxView) ctl(ctx context.Context, data []byte) error {
-	verbs, err := parseBoxCtl(string(data))
+	cmds, err := parseBoxCtl(string(data))
 	if err != nil {
 		return err
 	}
 	ctx = context.WithoutCancel(ctx)
-	for _, verb := range verbs {
-		if err := v.runVerb(ctx, verb); err != nil {
-			return providers.E(0, "ctl "+verb, err)
+	for _, c := range cmds {
+		if err := v.runVerb(ctx, c); err != nil {
+			return providers.E(0, strings.TrimSpace("ctl "+c.verb+" "+c.arg), err)
 		}
 	}
 	return nil
 }
 
-// runVerb runs one verb of a box's ctl, within its bound.
-func (v *boxView) runVerb(ctx context.Context, verb string) error {
+// runVerb runs one message of a box's ctl, within its bound.
+func (v *boxView) runVerb(ctx context.Context, c boxCmd) error {
 	b := v.b
 	bound := createTimeout
-	if verb == "kill" {
+	if c.verb == "kill" {
 		bound = v.fs.m.Options().OpTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	switch verb {
+	switch c.verb {
+	case "suspend":
+		return b.Suspend(ctx, c.arg == "force")
+	case "resume":
+		return b.Resume(ctx)
+	case "snapshot":
+		_, err := b.Snapshot(ctx, c.arg)
+		return err
 	case "destroy":
 		return b.Destroy(ctx)
 	case "release":
@@ -323,5 +345,5 @@ func (v *boxView) runVerb(ctx context.Context, verb string) error {
 	case "kill":
 		return b.Commands().KillAll(ctx)
 	}
-	return providers.Errorf(providers.Invalid, "ctl", "unknown verb %q", verb)
+	return providers.Errorf(providers.Invalid, "ctl", "unknown verb %q", c.verb)
 }

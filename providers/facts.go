@@ -36,6 +36,10 @@ type Facts struct {
 	// from the host ("activeDeadlineSeconds"); "" where the provider does
 	// not say.
 	LifetimeVia string `json:"lifetimeVia,omitempty"`
+
+	// Suspend is what the box keeps while suspended (SuspendMemory,
+	// SuspendFilesystem, SuspendSnapshot); "" when it cannot be suspended.
+	Suspend string `json:"suspend,omitempty"`
 }
 
 // Bool returns a fact pointer for a literal: Facts{FUSE: Bool(true)}.

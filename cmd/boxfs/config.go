@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -70,6 +71,9 @@ type Environment struct {
 // BoxConfig declares a box.
 type BoxConfig struct {
 	Environment string `toml:"environment" yaml:"environment"`
+	// Resume is "auto" (a use of work/ resumes the box when suspended) or
+	// "manual" (the default).
+	Resume string `toml:"resume" yaml:"resume"`
 }
 
 // PriceConfig is ledger.Price with the configuration's names.
@@ -384,7 +388,11 @@ func (c *Config) declared() ([]boxes.Declared, error) {
 		if err != nil {
 			return nil, usagef("config %s: boxes.%s: %v", c.file, name, specError(err))
 		}
-		out = append(out, boxes.Declared{Name: name, Provider: prov, Spec: spec})
+		auto, _, err := boxes.SplitResume([]string{"resume=" + cmp.Or(c.Boxes[name].Resume, "manual")})
+		if err != nil {
+			return nil, usagef("config %s: boxes.%s: %v", c.file, name, specError(err))
+		}
+		out = append(out, boxes.Declared{Name: name, Provider: prov, Spec: spec, ResumeAuto: auto})
 	}
 	return out, nil
 }

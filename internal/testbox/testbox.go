@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
 	"github.com/boxfs/boxfs/providers"
@@ -101,4 +102,18 @@ func NewDockerOf(t testing.TB, spec providers.Spec) providers.Box {
 		box.Destroy(ctx)
 	})
 	return box
+}
+
+// RemoveImage removes an image of the engine (a snapshot a test made), its
+// untagged parents with it.
+func RemoveImage(id string) error {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = cli.ImageRemove(ctx, id, image.RemoveOptions{Force: true, PruneChildren: true})
+	return err
 }

@@ -201,9 +201,17 @@ func (b *Box) reap(ctx context.Context, execID, pidfile string) {
 }
 
 // execError classifies a failure to create or attach an exec: a container
-// that is missing or not running means the box has ended or gone.
+// that is missing or not running means the box has ended or gone, unless it
+// is suspended (Refused: it runs again once resumed).
 func (b *Box) execError(op string, err error) error {
 	e := wrap(op, b.id, err)
+	if e.Code == providers.Refused {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if c, ierr := b.p.cli.ContainerInspect(ctx, b.id); ierr == nil && suspended(c.State) {
+			return providers.Errorf(providers.Refused, op, "box is suspended").WithBox(b.id)
+		}
+	}
 	if e.Code == providers.NotFound || e.Code == providers.Refused {
 		e.Code = providers.Gone
 	}
