@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/boxfs/boxfs/syncengine/cache"
+
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -248,8 +250,8 @@ func (b *Box) quiesce(ctx context.Context, op string, force bool) ([]*Command, e
 	c := b.cache
 	b.mu.Unlock()
 	var open []string
-	if c != nil {
-		open = c.OpenFiles()
+	if c != nil && !force {
+		open = openAfterRelease(ctx, c)
 	}
 	if !force {
 		if len(running) > 0 {
@@ -274,6 +276,24 @@ func (b *Box) quiesce(ctx context.Context, op string, force bool) ([]*Command, e
 	}
 	b.close()
 	return running, nil
+}
+
+// releaseGrace bounds the wait for the kernel's release of files already
+// closed: FUSE sends a file's release after close(2) has returned, so a
+// file written and closed just before `suspend` can still look open.
+const releaseGrace = 2 * time.Second
+
+// openAfterRelease returns the files of c still open once the releases in
+// flight have had releaseGrace (or ctx) to arrive.
+func openAfterRelease(ctx context.Context, c *cache.Cache) []string {
+	deadline := time.Now().Add(releaseGrace)
+	for {
+		open := c.OpenFiles()
+		if len(open) == 0 || !time.Now().Before(deadline) || ctx.Err() != nil {
+			return open
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func cmdPaths(cs []*Command) string {
