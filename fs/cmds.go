@@ -123,7 +123,7 @@ func (h *execHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 // cmdsDir is NAME/cmds/: one directory per kept command, and `last`, a
 // symlink to the newest.
 type cmdsDir struct {
-	gofs.Inode
+	fixedDir
 	v *boxView
 }
 
@@ -181,7 +181,7 @@ func (d *cmdsDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 
 // cmdDir is cmds/N/: cmd, out, status, ctl.
 type cmdDir struct {
-	gofs.Inode
+	fixedDir
 	v *boxView
 	n int
 }

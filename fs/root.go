@@ -25,8 +25,9 @@ const boxEntryTimeout = uncached
 
 // rootNode is MOUNT/: ctl, err, and one directory per box.
 type rootNode struct {
-	gofs.Inode
-	fs *FS
+	fixedDir
+	fs       *FS
+	ctl, err *gofs.Inode // its own files, made in OnAdd
 }
 
 var (
@@ -48,7 +49,8 @@ func (r *rootNode) OnAdd(ctx context.Context) {
 		},
 		onErr: f.setErr,
 	}
-	r.AddChild("ctl", r.NewPersistentInode(ctx, ctl, gofs.StableAttr{Mode: syscall.S_IFREG}), false)
+	r.ctl = r.NewPersistentInode(ctx, ctl, gofs.StableAttr{Mode: syscall.S_IFREG})
+	r.AddChild("ctl", r.ctl, false)
 	errf := textFile(0o444, func(ctx context.Context) ([]byte, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -57,7 +59,8 @@ func (r *rootNode) OnAdd(ctx context.Context) {
 		}
 		return []byte(f.errText + "\n"), nil
 	})
-	r.AddChild("err", r.NewPersistentInode(ctx, errf, gofs.StableAttr{Mode: syscall.S_IFREG}), false)
+	r.err = r.NewPersistentInode(ctx, errf, gofs.StableAttr{Mode: syscall.S_IFREG})
+	r.AddChild("err", r.err, false)
 }
 
 func (r *rootNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -135,7 +138,13 @@ func (r *rootNode) boxNode(ctx context.Context, b *boxes.Box) *gofs.Inode {
 
 func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if name == "ctl" || name == "err" {
-		ch := r.GetChild(name)
+		ch := r.ctl
+		if name == "err" {
+			ch = r.err
+		}
+		if ch == nil {
+			return nil, syscall.ENOENT
+		}
 		var a fuse.AttrOut
 		ch.Operations().(gofs.NodeGetattrer).Getattr(ctx, nil, &a)
 		out.Attr = a.Attr
@@ -220,7 +229,7 @@ func (f *FS) notifyRootGone(name string, b *boxes.Box) {
 
 // boxDir is MOUNT/NAME/: the box's control files, cmds/ and work/.
 type boxDir struct {
-	gofs.Inode
+	fixedDir
 	v *boxView
 }
 
