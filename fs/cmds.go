@@ -35,6 +35,7 @@ func (e *execFile) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.Att
 	}
 	out.Mode = syscall.S_IFREG | 0o644
 	out.Nlink = 1
+	out.Blksize = maxMessage
 	out.SetTimes(nil, &started, &started)
 	out.SetTimeout(uncached)
 	return 0
@@ -45,20 +46,34 @@ func (e *execFile) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetA
 }
 
 func (e *execFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	return &execHandle{v: e.v}, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE, 0
+	h := &execHandle{v: e.v, in: lineBuffer{op: "exec", what: "a command line", max: maxCommand + 1}}
+	return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE, 0
 }
 
+// maxCommand is the longest command line: the box runs it as the one
+// argument of `sh -c LINE`, and Linux's execve takes at most 128 KiB - 1
+// bytes in one argument.
+const maxCommand = 128<<10 - 1
+
 type execHandle struct {
-	v   *boxView
-	mu  sync.Mutex
-	cmd *boxes.Command
-	off int64
+	v  *boxView
+	mu sync.Mutex
+	in lineBuffer // the command line, until its newline comes
+	// started is made when this open's command line is taken, and closed
+	// once it was acted on: then cmd is the command it started, or err
+	// says why none (later reads and writes answer err).
+	started chan struct{}
+	cmd     *boxes.Command
+	err     error
+	off     int64
 }
 
 var (
 	_ gofs.FileReader    = (*execHandle)(nil)
 	_ gofs.FileWriter    = (*execHandle)(nil)
 	_ gofs.FileGetattrer = (*execHandle)(nil)
+	_ gofs.FileFlusher   = (*execHandle)(nil)
+	_ gofs.FileReleaser  = (*execHandle)(nil)
 )
 
 // Getattr on an open of exec (fstat(2)) reports, once a command line was
@@ -67,6 +82,7 @@ var (
 func (h *execHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
 	out.Mode = syscall.S_IFREG | 0o644
 	out.Nlink = 1
+	out.Blksize = maxMessage
 	out.SetTimes(nil, &started, &started)
 	out.SetTimeout(uncached)
 	h.mu.Lock()
@@ -77,31 +93,124 @@ func (h *execHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Err
 	return 0
 }
 
+// Write gathers the command line, however the kernel split its write, and
+// starts the command once its newline came (a line without one starts at
+// the first read or at close). No lock is held while the command starts:
+// a process the start forks closes its copies of open files, and a flush
+// of this open must not wait behind it.
 func (h *execHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.cmd != nil {
-		err := providers.Errorf(providers.Refused, "exec", "this open already ran command %d; open exec again for another", h.cmd.N())
-		h.v.b.SetErr(err)
+	if h.started != nil {
+		cmd, err := h.cmd, h.err
+		h.mu.Unlock()
+		if err != nil {
+			return 0, toErrno(err)
+		}
+		what := "a command"
+		if cmd != nil {
+			what = fmt.Sprintf("command %d", cmd.N())
+		}
+		h.v.b.SetErr(providers.Errorf(providers.Refused, "exec", "this open already ran %s; open exec again for another", what))
 		return 0, syscall.EBUSY
 	}
-	line := strings.TrimSuffix(string(data), "\n")
-	if strings.TrimSpace(line) == "" || strings.ContainsAny(line, "\n\x00") {
-		err := providers.Errorf(providers.Invalid, "exec", "write exactly one command line")
-		h.v.b.SetErr(err)
-		return 0, syscall.EINVAL
+	line, err := h.in.add(data)
+	if err == nil && len(line) > 0 && len(h.in.buf) > 0 {
+		err = providers.Errorf(providers.Invalid, "exec", "write exactly one command line")
 	}
-	cmd, err := h.v.b.Commands().Start(ctx, line)
+	if err == nil && len(line) == 0 {
+		h.mu.Unlock()
+		return uint32(len(data)), 0
+	}
+	h.started = make(chan struct{})
+	h.mu.Unlock()
 	if err != nil {
-		h.v.b.SetErr(providers.E(0, "exec", err))
-		return 0, toErrno(err)
+		return 0, h.done(nil, err)
 	}
-	h.cmd = cmd
+	if errno := h.start(ctx, line); errno != 0 {
+		return 0, errno
+	}
 	return uint32(len(data)), 0
 }
 
-func (h *execHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+// start starts the command line (its newline optional) and records how.
+func (h *execHandle) start(ctx context.Context, data []byte) syscall.Errno {
+	line := strings.TrimSuffix(string(data), "\n")
+	if strings.TrimSpace(line) == "" || strings.ContainsAny(line, "\n\x00") {
+		return h.done(nil, providers.Errorf(providers.Invalid, "exec", "write exactly one command line"))
+	}
+	cmd, err := h.v.b.Commands().Start(ctx, line)
+	if err != nil {
+		return h.done(nil, providers.E(0, "exec", err))
+	}
+	return h.done(cmd, nil)
+}
+
+// done records what this open's command line came to, and err's text in
+// the box's err file.
+func (h *execHandle) done(cmd *boxes.Command, err error) syscall.Errno {
 	h.mu.Lock()
+	h.cmd, h.err = cmd, err
+	close(h.started)
+	h.mu.Unlock()
+	if err != nil {
+		h.v.b.SetErr(err)
+	}
+	return toErrno(err)
+}
+
+// startPending starts a command line written without its newline, if
+// nothing was started yet, and returns whether it started.
+func (h *execHandle) startPending(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	if h.started != nil {
+		h.mu.Unlock()
+		return 0
+	}
+	line := h.in.rest()
+	if len(line) == 0 {
+		h.mu.Unlock()
+		return 0
+	}
+	h.started = make(chan struct{})
+	h.mu.Unlock()
+	return h.start(ctx, line)
+}
+
+// Flush is close(2): a command line written without its newline starts
+// here, and close answers whether it did.
+func (h *execHandle) Flush(ctx context.Context) syscall.Errno {
+	return h.startPending(ctx)
+}
+
+// Release starts what no flush did.
+func (h *execHandle) Release(ctx context.Context) syscall.Errno {
+	h.startPending(ctx)
+	return 0
+}
+
+// Read follows the output of this open's command; on an open that wrote
+// nothing, the box's newest command's; on one whose write failed, it
+// answers that failure.
+func (h *execHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if errno := h.startPending(ctx); errno != 0 {
+		return nil, errno
+	}
+	h.mu.Lock()
+	st := h.started
+	h.mu.Unlock()
+	if st != nil {
+		select {
+		case <-st:
+		case <-ctx.Done():
+			return nil, syscall.EINTR
+		}
+	}
+	h.mu.Lock()
+	if h.err != nil {
+		err := h.err
+		h.mu.Unlock()
+		return nil, toErrno(err)
+	}
 	if h.cmd == nil {
 		h.cmd = h.v.b.Commands().Latest()
 	}
