@@ -33,7 +33,7 @@ func (e *execFile) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.Att
 	if h, ok := f.(*execHandle); ok {
 		return h.Getattr(ctx, out)
 	}
-	out.Mode = syscall.S_IFREG | 0o644
+	e.v.fs.own.fill(&out.Attr, syscall.S_IFREG, 0o600)
 	out.Nlink = 1
 	out.Blksize = maxMessage
 	out.SetTimes(nil, &started, &started)
@@ -80,7 +80,7 @@ var (
 // written to it, that command's number as the file's size: how a program
 // learns which cmds/N is its own without racing other writers.
 func (h *execHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFREG | 0o644
+	h.v.fs.own.fill(&out.Attr, syscall.S_IFREG, 0o600)
 	out.Nlink = 1
 	out.Blksize = maxMessage
 	out.SetTimes(nil, &started, &started)
@@ -247,9 +247,7 @@ var (
 // (without it, ls -l shows d--------- dated 1970, and a non-root user
 // cannot list it).
 func (d *cmdsDir) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFDIR | 0o755
-	out.Nlink = 2
-	out.SetTimes(nil, &started, &started)
+	d.v.fs.dirAttr(&out.Attr)
 	return 0
 }
 
@@ -263,7 +261,7 @@ func (d *cmdsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		if n == 0 {
 			return nil, syscall.ENOENT
 		}
-		out.Mode = syscall.S_IFLNK | 0o777
+		d.v.fs.own.fill(&out.Attr, syscall.S_IFLNK, 0o777)
 		out.SetEntryTimeout(uncached)
 		out.SetAttrTimeout(uncached)
 		return d.NewInode(ctx, &gofs.MemSymlink{Data: []byte(strconv.Itoa(n))}, gofs.StableAttr{Mode: syscall.S_IFLNK}), 0
@@ -272,7 +270,7 @@ func (d *cmdsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if err != nil || d.v.b.Commands().Get(n) == nil {
 		return nil, syscall.ENOENT
 	}
-	out.Mode = syscall.S_IFDIR | 0o755
+	d.v.fs.dirAttr(&out.Attr)
 	return d.NewInode(ctx, &cmdDir{v: d.v, n: n}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: cmdIno(d.v.b, n)}), 0
 }
 
@@ -299,9 +297,7 @@ var _ gofs.NodeOnAdder = (*cmdDir)(nil)
 
 // Getattr gives cmds/N/ a directory's mode; its times are the mount's.
 func (d *cmdDir) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFDIR | 0o755
-	out.Nlink = 2
-	out.SetTimes(nil, &started, &started)
+	d.v.fs.dirAttr(&out.Attr)
 	return 0
 }
 
@@ -317,14 +313,15 @@ func (d *cmdDir) OnAdd(ctx context.Context) {
 	add := func(name string, node gofs.InodeEmbedder) {
 		d.AddChild(name, d.NewPersistentInode(ctx, node, gofs.StableAttr{Mode: syscall.S_IFREG}), false)
 	}
-	add("cmd", textFile(0o444, func(ctx context.Context) ([]byte, error) {
+	own := &d.v.fs.own
+	add("cmd", textFile(own, func(ctx context.Context) ([]byte, error) {
 		c, err := get()
 		if err != nil {
 			return nil, err
 		}
 		return []byte(c.Line() + "\n"), nil
 	}))
-	add("status", textFile(0o444, func(ctx context.Context) ([]byte, error) {
+	add("status", textFile(own, func(ctx context.Context) ([]byte, error) {
 		c, err := get()
 		if err != nil {
 			return nil, err
@@ -332,7 +329,15 @@ func (d *cmdDir) OnAdd(ctx context.Context) {
 		return []byte(c.Status() + "\n"), nil
 	}))
 	add("ctl", &ctlFile{
-		mode: 0o200,
+		own:  own,
+		mode: 0o600,
+		read: func(ctx context.Context) ([]byte, error) {
+			c, err := get()
+			if err != nil {
+				return nil, err
+			}
+			return []byte(c.Status() + "\n"), nil
+		},
 		write: func(ctx context.Context, data []byte) error {
 			c, err := get()
 			if err != nil {
@@ -349,12 +354,13 @@ func (d *cmdDir) OnAdd(ctx context.Context) {
 		},
 		onErr: b.SetErr,
 	})
-	add("out", &outFile{get: get})
+	add("out", &outFile{own: own, get: get})
 }
 
 // outFile is cmds/N/out: the command's output, followed until it ends.
 type outFile struct {
 	gofs.Inode
+	own *ownership
 	get func() (*boxes.Command, error)
 }
 
@@ -364,7 +370,7 @@ var (
 )
 
 func (o *outFile) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFREG | 0o444
+	o.own.fill(&out.Attr, syscall.S_IFREG, 0o400)
 	out.Nlink = 1
 	out.SetTimes(nil, &started, &started)
 	out.SetTimeout(uncached)

@@ -19,7 +19,8 @@ import (
 // files use direct I/O: no page cache, sizes shown as 0.
 type ctlFile struct {
 	gofs.Inode
-	mode  uint32
+	own   *ownership
+	mode  uint32                                       // the owner's bits
 	read  func(ctx context.Context) ([]byte, error)    // nil: not readable
 	write func(ctx context.Context, data []byte) error // nil: not writable
 	onErr func(error)                                  // keeps the error's text
@@ -39,7 +40,7 @@ var started = time.Now()
 const uncached = time.Nanosecond
 
 func (c *ctlFile) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFREG | c.mode
+	c.own.fill(&out.Attr, syscall.S_IFREG, c.mode)
 	out.Nlink = 1
 	out.Blksize = maxMessage // stdio hands a whole message to one write(2)
 	out.SetTimes(nil, &started, &started)
@@ -209,7 +210,7 @@ func (l *lineBuffer) rest() []byte {
 	return r
 }
 
-// textFile is a read-only control file with fixed rendering.
-func textFile(mode uint32, read func(ctx context.Context) ([]byte, error)) *ctlFile {
-	return &ctlFile{mode: mode, read: read}
+// textFile is a read-only control file with fixed rendering, 0400.
+func textFile(own *ownership, read func(ctx context.Context) ([]byte, error)) *ctlFile {
+	return &ctlFile{own: own, mode: 0o400, read: read}
 }

@@ -42,7 +42,8 @@ var (
 func (r *rootNode) OnAdd(ctx context.Context) {
 	f := r.fs
 	ctl := &ctlFile{
-		mode: 0o644,
+		own:  &f.own,
+		mode: 0o600,
 		read: func(ctx context.Context) ([]byte, error) { return []byte(f.rootListing()), nil },
 		write: func(ctx context.Context, data []byte) error {
 			return f.rootCtl(ctx, string(data))
@@ -51,7 +52,7 @@ func (r *rootNode) OnAdd(ctx context.Context) {
 	}
 	r.ctl = r.NewPersistentInode(ctx, ctl, gofs.StableAttr{Mode: syscall.S_IFREG})
 	r.AddChild("ctl", r.ctl, false)
-	errf := textFile(0o444, func(ctx context.Context) ([]byte, error) {
+	errf := textFile(&f.own, func(ctx context.Context) ([]byte, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if f.errText == "" {
@@ -64,9 +65,16 @@ func (r *rootNode) OnAdd(ctx context.Context) {
 }
 
 func (r *rootNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFDIR | 0o755
-	out.SetTimes(nil, &started, &started)
+	r.fs.dirAttr(&out.Attr)
 	return 0
+}
+
+// dirAttr fills a with the attributes of the namespace's own directories:
+// the root, box directories, cmds/ and cmds/N/.
+func (f *FS) dirAttr(a *fuse.Attr) {
+	f.own.fill(a, syscall.S_IFDIR, 0o755)
+	a.Nlink = 2
+	a.SetTimes(nil, &started, &started)
 }
 
 // rootListing renders the root ctl: one line per box.
@@ -155,7 +163,7 @@ func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		return nil, syscall.ENOENT
 	}
 	ch := r.boxNode(ctx, b)
-	out.Mode = syscall.S_IFDIR | 0o755
+	r.fs.dirAttr(&out.Attr)
 	out.SetEntryTimeout(boxEntryTimeout)
 	return ch, 0
 }
@@ -182,7 +190,7 @@ func (r *rootNode) Mkdir(ctx context.Context, name string, mode uint32, out *fus
 		return nil, toErrno(err)
 	}
 	b := r.fs.m.Lookup(name)
-	out.Mode = syscall.S_IFDIR | 0o755
+	r.fs.dirAttr(&out.Attr)
 	out.SetEntryTimeout(boxEntryTimeout)
 	return r.boxNode(ctx, b), 0
 }
@@ -239,8 +247,7 @@ var (
 )
 
 func (d *boxDir) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFDIR | 0o755
-	out.SetTimes(nil, &started, &started)
+	d.v.fs.dirAttr(&out.Attr)
 	return 0
 }
 
@@ -250,17 +257,19 @@ func (d *boxDir) OnAdd(ctx context.Context) {
 	add := func(name string, node gofs.InodeEmbedder, mode uint32) {
 		d.AddChild(name, d.NewPersistentInode(ctx, node, gofs.StableAttr{Mode: mode}), false)
 	}
+	own := &v.fs.own
 	add("ctl", &ctlFile{
-		mode:  0o644,
+		own:   own,
+		mode:  0o600,
 		read:  func(ctx context.Context) ([]byte, error) { return []byte(statusLine(b.Status())), nil },
 		write: v.ctl,
 		onErr: b.SetErr,
 	}, syscall.S_IFREG)
 	add("exec", &execFile{v: v}, syscall.S_IFREG)
 	add("cmds", &cmdsDir{v: v}, syscall.S_IFDIR)
-	add("facts.json", textFile(0o444, b.FactsJSON), syscall.S_IFREG)
-	add("receipt.json", textFile(0o444, b.ReceiptJSON), syscall.S_IFREG)
-	add("err", textFile(0o444, func(ctx context.Context) ([]byte, error) {
+	add("facts.json", textFile(own, b.FactsJSON), syscall.S_IFREG)
+	add("receipt.json", textFile(own, b.ReceiptJSON), syscall.S_IFREG)
+	add("err", textFile(own, func(ctx context.Context) ([]byte, error) {
 		if text := b.Err(); text != "" {
 			return []byte(text + "\n"), nil
 		}
