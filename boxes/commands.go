@@ -154,7 +154,9 @@ func (t *Commands) Start(ctx context.Context, line string) (*Command, error) {
 	t.order = append(t.order, n)
 	t.trimLocked()
 	t.mu.Unlock()
-	b.m.log.Info("command started", "box", b.name, "n", n, "cmd", line)
+	// The line may hold secrets: only a debug log has it.
+	b.m.log.Info("command started", "box", b.name, "n", n)
+	b.m.log.Debug("command line", "box", b.name, "n", n, "cmd", line)
 	go t.wait(cmd)
 	return cmd, nil
 }

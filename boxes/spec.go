@@ -58,7 +58,7 @@ func checkName(name string) error {
 	case strings.ContainsRune(name, '/'):
 		return fmt.Errorf("box name %q holds '/'", name)
 	case strings.HasPrefix(name, "."), strings.HasPrefix(name, "-"):
-		return fmt.Errorf("box name %q starts with %q", name, name[:1])
+		return fmt.Errorf("box name %q starts with '%s'", name, name[:1])
 	case !utf8.ValidString(name):
 		return fmt.Errorf("box name %q is not UTF-8", name)
 	case strings.IndexFunc(name, unicode.IsControl) >= 0:

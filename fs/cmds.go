@@ -345,7 +345,7 @@ func (d *cmdDir) OnAdd(ctx context.Context) {
 			}
 			for _, line := range splitMessages(string(data)) {
 				if line != "kill" {
-					return providers.Errorf(providers.Invalid, "cmds ctl", "unknown verb %q (takes kill)", line)
+					return badMessage("cmds ctl", line, fmt.Errorf("unknown verb (takes kill)"))
 				}
 			}
 			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.v.fs.m.Options().OpTimeout)
