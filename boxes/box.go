@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
+	"os"
 	"sync"
 	"time"
 
@@ -60,7 +60,11 @@ func (m *Manager) newBox(r record) *Box {
 	if r.Spec != nil && r.ID == "" {
 		b.state = StateDeclared
 	}
-	b.cmds = newCommands(b, filepath.Join(m.opts.StateDir, "cmds", safeKey(r.Name)))
+	dir := "" // a declared box's commands find their place once it is made
+	if r.ID != "" {
+		dir = m.cmdsDir(r)
+	}
+	b.cmds = newCommands(b, dir)
 	return b
 }
 
@@ -545,8 +549,28 @@ func (b *Box) Destroy(ctx context.Context) error {
 		}
 	}
 	b.markGone(providers.Errorf(providers.Gone, "boxes", "box %q was destroyed", b.name), time.Time{})
+	b.dropState(true)
 	b.m.log.Info("box destroyed", "box", b.name)
 	return nil
+}
+
+// dropState removes what the state directory keeps of the box besides its
+// record: its commands, and its cache unless it holds writes not pushed
+// yet and the box may still take them (it was forgotten, not destroyed).
+// Its connection must be closed first.
+func (b *Box) dropState(destroyed bool) {
+	rec := b.record()
+	if rec.ID == "" {
+		return
+	}
+	b.cmds.drop()
+	if !destroyed && b.m.journaled(rec) {
+		b.m.log.Warn("the forgotten box's cache holds writes not pushed yet; kept for a later attach", "box", b.name, "id", rec.ID)
+		return
+	}
+	if err := os.RemoveAll(b.m.cacheDir(rec)); err != nil {
+		b.m.log.Warn("cache of a box not removed", "box", b.name, "err", err)
+	}
 }
 
 // FactsJSON renders the box's facts.json: the provider's facts plus what

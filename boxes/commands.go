@@ -54,10 +54,38 @@ type Command struct {
 	ended  time.Time
 }
 
+// newCommands finds the commands kept in dir; "" is a box not made yet,
+// whose commands are kept where Start finds they belong.
 func newCommands(b *Box, dir string) *Commands {
 	t := &Commands{b: b, dir: dir, next: 1, cmds: map[int]*Command{}}
-	t.load()
+	if dir != "" {
+		t.load()
+	}
 	return t
+}
+
+// place returns the directory the box's commands are kept in.
+func (t *Commands) place() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.dir == "" {
+		t.dir = t.b.m.cmdsDir(t.b.record())
+	}
+	return t.dir
+}
+
+// drop forgets every command and removes their records: the box is gone
+// or forgotten.
+func (t *Commands) drop() {
+	t.mu.Lock()
+	dir := t.dir
+	t.cmds, t.order = map[int]*Command{}, nil
+	t.mu.Unlock()
+	if dir != "" {
+		if err := os.RemoveAll(dir); err != nil {
+			t.b.m.log.Warn("command records of a box not removed", "box", t.b.name, "err", err)
+		}
+	}
 }
 
 // load finds the commands an earlier run of boxfs kept: a command without
@@ -121,15 +149,16 @@ func (t *Commands) Start(ctx context.Context, line string) (*Command, error) {
 	if err := b.Do(ctx, true, 0, c.FlushAll); err != nil {
 		b.SetErr(fmt.Errorf("dirty files not pushed before the command: %w", err))
 	}
-	if err := os.MkdirAll(t.dir, 0o700); err != nil {
+	dir := t.place()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, providers.E(providers.Unknown, "boxes.Start", err)
 	}
 	t.mu.Lock()
 	n := t.next
 	t.next++
 	t.mu.Unlock()
-	cmd := &Command{n: n, line: line, started: time.Now(), dir: t.dir, status: StatusRunning, grow: make(chan struct{})}
-	if err := os.WriteFile(filepath.Join(t.dir, fmt.Sprintf("%d.cmd", n)), []byte(line+"\n"), 0o600); err != nil {
+	cmd := &Command{n: n, line: line, started: time.Now(), dir: dir, status: StatusRunning, grow: make(chan struct{})}
+	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.cmd", n)), []byte(line+"\n"), 0o600); err != nil {
 		return nil, providers.E(providers.Unknown, "boxes.Start", err)
 	}
 	out, err := os.OpenFile(cmd.outPath(), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -143,7 +172,7 @@ func (t *Commands) Start(ctx context.Context, line string) (*Command, error) {
 	if err != nil {
 		out.Close()
 		os.Remove(cmd.outPath())
-		os.Remove(filepath.Join(t.dir, fmt.Sprintf("%d.cmd", n)))
+		os.Remove(filepath.Join(dir, fmt.Sprintf("%d.cmd", n)))
 		return nil, err
 	}
 	cmd.mu.Lock()
@@ -186,7 +215,7 @@ func (t *Commands) wait(cmd *Command) {
 		t.b.m.log.Warn("listing after a command not refreshed", "box", t.b.name, "err", rerr)
 	}
 	cancel()
-	os.WriteFile(filepath.Join(t.dir, fmt.Sprintf("%d.status", cmd.n)), []byte(status+"\n"), 0o600)
+	os.WriteFile(filepath.Join(cmd.dir, fmt.Sprintf("%d.status", cmd.n)), []byte(status+"\n"), 0o600)
 	cmd.mu.Lock()
 	cmd.status = status
 	cmd.ended = time.Now()
