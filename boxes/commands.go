@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/boxfs/boxfs/hands"
@@ -28,8 +29,9 @@ const (
 // Commands are a box's commands: the running ones and the last keepCmds
 // ended ones, their output kept in host files so a reader can follow it.
 type Commands struct {
-	b   *Box
-	dir string
+	b    *Box
+	dir  string
+	kept atomic.Int64 // bytes of output kept on disk, all commands
 
 	mu    sync.Mutex
 	next  int
@@ -39,6 +41,7 @@ type Commands struct {
 
 // Command is one command run in a box through Commands.Start.
 type Command struct {
+	t       *Commands
 	n       int
 	line    string
 	started time.Time
@@ -46,7 +49,9 @@ type Command struct {
 
 	mu     sync.Mutex
 	out    *os.File
-	size   int64
+	size   int64         // the output's length, what was cut included
+	start  int64         // the offset of the first byte kept: what is before was cut
+	full   bool          // the head is kept and later output dropped (no holes here)
 	grow   chan struct{} // closed and replaced whenever output grows or the command ends
 	status string
 	proc   providers.Process
@@ -80,6 +85,7 @@ func (t *Commands) drop() {
 	t.mu.Lock()
 	dir := t.dir
 	t.cmds, t.order = map[int]*Command{}, nil
+	t.kept.Store(0)
 	t.mu.Unlock()
 	if dir != "" {
 		if err := os.RemoveAll(dir); err != nil {
@@ -115,10 +121,8 @@ func (t *Commands) load() {
 		if err != nil || st == "" || st == StatusRunning {
 			st = StatusLost
 		}
-		c := &Command{n: n, line: strings.TrimSuffix(string(line), "\n"), dir: t.dir, status: st, grow: make(chan struct{})}
-		if fi, err := os.Stat(c.outPath()); err == nil {
-			c.size = fi.Size()
-		}
+		c := &Command{t: t, n: n, line: strings.TrimSuffix(string(line), "\n"), dir: t.dir, status: st, grow: make(chan struct{})}
+		c.loadOutput()
 		close(c.grow)
 		t.cmds[n] = c
 		t.order = append(t.order, n)
@@ -157,7 +161,7 @@ func (t *Commands) Start(ctx context.Context, line string) (*Command, error) {
 	n := t.next
 	t.next++
 	t.mu.Unlock()
-	cmd := &Command{n: n, line: line, started: time.Now(), dir: dir, status: StatusRunning, grow: make(chan struct{})}
+	cmd := &Command{t: t, n: n, line: line, started: time.Now(), dir: dir, status: StatusRunning, grow: make(chan struct{})}
 	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.cmd", n)), []byte(line+"\n"), 0o600); err != nil {
 		return nil, providers.E(providers.Unknown, "boxes.Start", err)
 	}
@@ -236,7 +240,10 @@ func (t *Commands) trimLocked() {
 		}
 		t.order = t.order[1:]
 		delete(t.cmds, n)
-		for _, ext := range []string{"cmd", "out", "status"} {
+		if c != nil {
+			c.forgetOutput()
+		}
+		for _, ext := range []string{"cmd", "out", "status", "cut"} {
 			os.Remove(filepath.Join(t.dir, fmt.Sprintf("%d.%s", n, ext)))
 		}
 	}
@@ -328,60 +335,4 @@ func (c *Command) Kill(ctx context.Context) error {
 	p := c.proc
 	c.mu.Unlock()
 	return p.Kill(ctx)
-}
-
-// output is a command's stdout and stderr, kept interleaved as they come.
-type output struct{ c *Command }
-
-// Write appends to the command's output.
-func (o output) Write(p []byte) (int, error) {
-	o.c.mu.Lock()
-	defer o.c.mu.Unlock()
-	if o.c.out == nil {
-		return 0, os.ErrClosed
-	}
-	n, err := o.c.out.WriteAt(p, o.c.size)
-	o.c.size += int64(n)
-	if n > 0 {
-		close(o.c.grow)
-		o.c.grow = make(chan struct{})
-	}
-	return n, err
-}
-
-// ReadAt reads the command's output at off, waiting for more while the
-// command runs. It returns 0 bytes at the end of a finished command's
-// output.
-func (c *Command) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
-	for {
-		c.mu.Lock()
-		size, grow, done := c.size, c.grow, c.status != StatusRunning
-		c.mu.Unlock()
-		if off < size {
-			f, err := os.Open(c.outPath())
-			if err != nil {
-				return 0, providers.E(providers.Unknown, "boxes.Command.ReadAt", err)
-			}
-			want := p
-			if int64(len(want)) > size-off {
-				want = want[:size-off]
-			}
-			n, err := f.ReadAt(want, off)
-			f.Close()
-			if n > 0 {
-				return n, nil
-			}
-			if err != nil {
-				return 0, providers.E(providers.Unknown, "boxes.Command.ReadAt", err)
-			}
-		}
-		if done {
-			return 0, nil
-		}
-		select {
-		case <-grow:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,27 +38,27 @@ func localManager(t *testing.T, opts boxes.Options) (*boxes.Manager, string) {
 	return m, opts.StateDir
 }
 
-// output runs line in b to its end and returns what it printed.
+// output runs line in b to its end and returns what is kept of its output.
 func output(t *testing.T, b *boxes.Box, line string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := b.Commands().Start(ctx, line)
 	require.NoError(t, err)
+	for c.Running() {
+		time.Sleep(10 * time.Millisecond)
+	}
 	var out []byte
 	buf := make([]byte, 64<<10)
 	var off int64
 	for {
-		n, err := c.ReadAt(ctx, buf, off)
+		n, at, err := c.ReadAt(ctx, buf, off)
 		require.NoError(t, err)
 		if n == 0 {
 			break
 		}
 		out = append(out, buf[:n]...)
-		off += int64(n)
-	}
-	for c.Running() {
-		time.Sleep(10 * time.Millisecond)
+		off = at + int64(n)
 	}
 	return string(out)
 }
@@ -92,4 +94,53 @@ func TestCommandsBelongToTheBox(t *testing.T) {
 	require.NoError(t, b.Destroy(ctx))
 	assert.Empty(t, entries(t, filepath.Join(state, "cmds")), "destroy removes the command records")
 	assert.Empty(t, entries(t, filepath.Join(state, "cache")), "destroy removes the cache")
+}
+
+// diskUsage is the bytes the files in dir take on disk.
+func diskUsage(t *testing.T, dir string) int64 {
+	t.Helper()
+	var total int64
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			total += fi.Sys().(*syscall.Stat_t).Blocks * 512
+		}
+		return nil
+	})
+	return total
+}
+
+// A command's output is kept to its last OutputCap bytes, and a box's to
+// BoxOutputCap in all, oldest first; what was cut is said.
+func TestOutputCap(t *testing.T) {
+	ctx := context.Background()
+	const perCmd, perBox = 1 << 20, 3 << 20
+	m, state := localManager(t, boxes.Options{OutputCap: perCmd, BoxOutputCap: perBox})
+	require.NoError(t, m.Create(ctx, "a", "", providers.Spec{}))
+	b := m.Lookup("a")
+	spew := "head -c 3000000 /dev/zero | tr '\\0' a; echo END"
+	out := output(t, b, spew)
+	assert.LessOrEqual(t, len(out), perCmd)
+	assert.Greater(t, len(out), perCmd/2)
+	assert.True(t, strings.HasSuffix(out, "aaaaEND\n"))
+	c := b.Commands().Get(1)
+	assert.Contains(t, c.Cut(), "bytes of its output were dropped")
+	assert.LessOrEqual(t, diskUsage(t, filepath.Join(state, "cmds")), int64(perCmd+64<<10))
+
+	for i := 0; i < 4; i++ {
+		assert.True(t, strings.HasSuffix(output(t, b, spew), "END\n"))
+	}
+	assert.LessOrEqual(t, diskUsage(t, filepath.Join(state, "cmds")), int64(perBox+64<<10))
+	assert.Contains(t, b.Commands().Get(1).Cut(), "3000004 bytes of its output were dropped")
+	n, at, err := b.Commands().Get(1).ReadAt(ctx, make([]byte, 10), 0)
+	assert.NoError(t, err)
+	assert.Equal(t, 0, n, "nothing of the oldest command's output is kept")
+	assert.Equal(t, int64(3000004), at)
+
+	// Kept across a new manager on the same state.
+	m2, err := boxes.New(boxes.Options{StateDir: state, DefaultProvider: "local", Logger: quiet(),
+		OpenProvider: func(string) (providers.Provider, error) {
+			return nil, providers.Errorf(providers.Unavailable, "test", "not opened")
+		}})
+	require.NoError(t, err)
+	assert.Contains(t, m2.Lookup("a").Commands().Get(2).Cut(), "bytes of its output were dropped")
 }

@@ -36,6 +36,11 @@ type Options struct {
 	// OpTimeout bounds one metadata operation on a box (default 15 s);
 	// moving file content gets this plus time for its size.
 	OpTimeout time.Duration
+	// OutputCap is how much of one command's output is kept on the host:
+	// its last bytes (default DefaultOutputCap). BoxOutputCap is how much
+	// of a box's commands' output is kept in all, the oldest going first
+	// (default DefaultBoxOutputCap).
+	OutputCap, BoxOutputCap int64
 	// AgentBinary is the static boxfs binary hands uploads into boxes for
 	// the agent channel; "" runs without it.
 	AgentBinary string

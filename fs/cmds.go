@@ -219,12 +219,12 @@ func (h *execHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 	if cmd == nil {
 		return fuse.ReadResultData(nil), 0
 	}
-	n, err := cmd.ReadAt(ctx, dest, pos)
+	n, at, err := cmd.ReadAt(ctx, dest, pos)
 	if err != nil {
 		return nil, toErrno(err)
 	}
 	h.mu.Lock()
-	h.off += int64(n)
+	h.off = at + int64(n) // past what the output cap cut, too
 	h.mu.Unlock()
 	return fuse.ReadResultData(dest[:n]), 0
 }
@@ -286,7 +286,8 @@ func (d *cmdsDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 	return gofs.NewListDirStream(ents), 0
 }
 
-// cmdDir is cmds/N/: cmd, out, status, ctl.
+// cmdDir is cmds/N/: cmd, out, status, ctl, and cut (what the output
+// cap dropped of out).
 type cmdDir struct {
 	fixedDir
 	v *boxView
@@ -355,6 +356,13 @@ func (d *cmdDir) OnAdd(ctx context.Context) {
 		onErr: b.SetErr,
 	})
 	add("out", &outFile{own: own, get: get})
+	add("cut", textFile(own, func(ctx context.Context) ([]byte, error) {
+		c, err := get()
+		if err != nil {
+			return nil, err
+		}
+		return []byte(c.Cut()), nil
+	}))
 }
 
 // outFile is cmds/N/out: the command's output, followed until it ends.
@@ -388,14 +396,30 @@ func (o *outFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint
 	return &outHandle{c: c}, fuse.FOPEN_DIRECT_IO, 0
 }
 
-type outHandle struct{ c *boxes.Command }
+// outHandle is one open of cmds/N/out. Where the output cap cut the
+// output's head, a read skips to what is kept, and this open's later
+// offsets are moved by as much: a reader going on from where the kernel
+// says it is reads on, not the same bytes again.
+type outHandle struct {
+	c     *boxes.Command
+	mu    sync.Mutex
+	shift int64 // added to the kernel's offsets
+}
 
 var _ gofs.FileReader = (*outHandle)(nil)
 
 func (h *outHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	n, err := h.c.ReadAt(ctx, dest, off)
+	h.mu.Lock()
+	shift := h.shift
+	h.mu.Unlock()
+	n, at, err := h.c.ReadAt(ctx, dest, off+shift)
 	if err != nil {
 		return nil, toErrno(err)
+	}
+	if at > off+shift {
+		h.mu.Lock()
+		h.shift = max(h.shift, at-off)
+		h.mu.Unlock()
 	}
 	return fuse.ReadResultData(dest[:n]), 0
 }

@@ -1,6 +1,7 @@
 package fs_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/boxfs/boxfs/boxes"
+	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/providers/local"
 )
 
 // echoTo writes text and a newline to name with bash's echo (stdio, which
@@ -162,4 +167,38 @@ func TestExecReadAfterFailedWrite(t *testing.T) {
 	n, err := f.Read(b)
 	assert.ErrorIs(t, err, syscall.EINVAL)
 	assert.Empty(t, string(b[:n]))
+}
+
+// A command's output past the cap keeps its tail: cmds/N/out reads what is
+// kept once, from its start, and cmds/N/cut says what went.
+func TestOutputCapThroughMount(t *testing.T) {
+	lp := local.New(t.TempDir())
+	mnt, m := serve(t, boxes.Options{
+		DefaultProvider: "local",
+		OpenProvider:    func(string) (providers.Provider, error) { return lp, nil },
+		OpTimeout:       10 * time.Second,
+		OutputCap:       1 << 20,
+	})
+	t.Cleanup(func() {
+		bs, _ := lp.List(context.Background(), nil)
+		for _, b := range bs {
+			b.Destroy(context.Background())
+		}
+	})
+	box := newBox(t, mnt, "a")
+	live := run(t, mnt, "a", "seq 1 400000; echo END")
+	assert.True(t, strings.HasSuffix(live, "399999\n400000\nEND\n"))
+	kept := readFile(t, filepath.Join(box, "cmds", "1", "out"))
+	assert.LessOrEqual(t, len(kept), 1<<20)
+	assert.Greater(t, len(kept), 1<<19)
+	assert.True(t, strings.HasSuffix(live, kept), "out is the tail of the output, read once")
+	assert.Contains(t, readFile(t, filepath.Join(box, "cmds", "1", "cut")), "bytes of its output were dropped")
+	var used int64
+	filepath.Walk(filepath.Join(m.Options().StateDir, "cmds"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			used += fi.Sys().(*syscall.Stat_t).Blocks * 512
+		}
+		return nil
+	})
+	assert.LessOrEqual(t, used, int64(1<<20+64<<10))
 }
