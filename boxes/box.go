@@ -534,7 +534,9 @@ func (b *Box) Destroy(ctx context.Context) error {
 		return nil
 	}
 	if box == nil {
-		if err := b.connect(ctx); err != nil && providers.CodeOf(err) != providers.Gone {
+		// A box found gone (an earlier process destroyed it, or its
+		// provider ended it) is what destroy asks for.
+		if err := b.connect(ctx); err != nil && !gone(err) {
 			return err
 		}
 		b.mu.Lock()
@@ -544,7 +546,7 @@ func (b *Box) Destroy(ctx context.Context) error {
 	b.cmds.KillAll(ctx)
 	b.close()
 	if box != nil {
-		if err := box.Destroy(ctx); err != nil && providers.CodeOf(err) != providers.Gone {
+		if err := box.Destroy(ctx); err != nil && !gone(err) {
 			return err
 		}
 	}

@@ -291,7 +291,12 @@ func (t *Commands) Latest() *Command {
 	return t.cmds[t.order[len(t.order)-1]]
 }
 
-// KillAll kills every running command and waits for each to be confirmed.
+// killers is how many kills KillAll has under way at once.
+const killers = 16
+
+// KillAll kills every running command and waits for each to be confirmed:
+// several at once, each within the operation bound (and all within ctx),
+// so that many commands do not share one bound.
 func (t *Commands) KillAll(ctx context.Context) error {
 	t.mu.Lock()
 	var run []*Command
@@ -301,12 +306,29 @@ func (t *Commands) KillAll(ctx context.Context) error {
 		}
 	}
 	t.mu.Unlock()
-	var first error
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, killers)
+	)
 	for _, c := range run {
-		if err := c.Kill(ctx); err != nil && first == nil {
-			first = err
-		}
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			kctx, cancel := context.WithTimeout(ctx, t.b.m.opts.OpTimeout)
+			defer cancel()
+			if err := c.Kill(kctx); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
 	return first
 }
 

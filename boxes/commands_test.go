@@ -14,6 +14,7 @@ import (
 
 	"github.com/boxfs/boxfs/boxes"
 	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/providers/fake"
 	"github.com/boxfs/boxfs/providers/local"
 )
 
@@ -143,4 +144,27 @@ func TestOutputCap(t *testing.T) {
 		}})
 	require.NoError(t, err)
 	assert.Contains(t, m2.Lookup("a").Commands().Get(2).Cut(), "bytes of its output were dropped")
+}
+
+// Destroying a box an earlier process destroyed (or its provider ended)
+// is not an error: it is gone, as asked.
+func TestDestroyAlreadyGone(t *testing.T) {
+	ctx := context.Background()
+	fp := fake.New()
+	state := t.TempDir()
+	open := func() *boxes.Manager {
+		m, err := boxes.New(boxes.Options{StateDir: state, DefaultProvider: "fake", Logger: quiet(),
+			OpenProvider: func(string) (providers.Provider, error) { return fp, nil }})
+		require.NoError(t, err)
+		return m
+	}
+	first := open()
+	require.NoError(t, first.Create(ctx, "a", "", providers.Spec{}))
+	require.Len(t, fp.Boxes(), 1)
+	require.NoError(t, fp.Boxes()[0].Destroy(ctx))
+
+	second := open()
+	assert.NoError(t, second.Destroy(ctx, "a"))
+	assert.Equal(t, boxes.StateGone, second.Lookup("a").Info().State)
+	assert.NoError(t, second.Forget(ctx, "a"))
 }

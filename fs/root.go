@@ -319,11 +319,7 @@ func (v *boxView) ctl(ctx context.Context, data []byte) error {
 // runVerb runs one verb of a box's ctl, within its bound.
 func (v *boxView) runVerb(ctx context.Context, verb string) error {
 	b := v.b
-	bound := createTimeout
-	if verb == "kill" {
-		bound = v.fs.m.Options().OpTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, bound)
+	ctx, cancel := context.WithTimeout(ctx, createTimeout) // kill bounds each command's kill itself
 	defer cancel()
 	switch verb {
 	case "destroy":

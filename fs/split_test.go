@@ -202,3 +202,20 @@ func TestOutputCapThroughMount(t *testing.T) {
 	})
 	assert.LessOrEqual(t, used, int64(1<<20+64<<10))
 }
+
+// kill in a box's ctl ends every running command, however many, each
+// within its own bound.
+func TestKillMany(t *testing.T) {
+	mnt := mount(t)
+	box := newBox(t, mnt, "a")
+	const n = 200
+	for i := 0; i < n; i++ {
+		require.NoError(t, writeFile(t, filepath.Join(box, "exec"), "sleep 300\n"))
+	}
+	start := time.Now()
+	require.NoError(t, writeFile(t, filepath.Join(box, "ctl"), "kill\n"), readFile(t, filepath.Join(box, "err")))
+	t.Logf("kill of %d commands: %v", n, time.Since(start))
+	for i := 1; i <= n; i++ {
+		assert.Equal(t, "killed", waitStatus(t, box, strconv.Itoa(i)), "command %d", i)
+	}
+}
