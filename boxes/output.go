@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -137,7 +135,7 @@ func (c *Command) punch(off, end int64) error {
 		}
 		defer f.Close()
 	}
-	return unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, end-off)
+	return punchHole(f, off, end-off)
 }
 
 // saveCut records where what is kept starts ("tail OFF") or ends ("head
