@@ -521,6 +521,19 @@ func logTail(name string, off int64, n int) []string {
 	return lines
 }
 
+// servingDaemon returns the record of the daemon that serves the state
+// directory at mnt: the process mount.json names must be the one holding
+// the state directory's lock, or the record is stale (its daemon died and
+// the pid may be another process's now) and names no one to signal.
+func servingDaemon(state, mnt string) (mountRecord, bool) {
+	rec, err := readMountRecord(state)
+	if err != nil || rec.Mountpoint != mnt || !pidAlive(rec.PID) {
+		return rec, false
+	}
+	holder, ok := lockHolder(state)
+	return rec, ok && holder == rec.PID
+}
+
 func umountCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "umount",
@@ -547,7 +560,7 @@ stale mount lazily).`,
 			if err != nil {
 				return err
 			}
-			if rec, err := readMountRecord(e.state); err == nil && rec.Mountpoint == mnt && pidAlive(rec.PID) {
+			if rec, ok := servingDaemon(e.state, mnt); ok {
 				if err := syscall.Kill(rec.PID, syscall.SIGTERM); err != nil {
 					return providers.E(0, op, err).WithPath(mnt)
 				}
