@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/boxfs/boxfs/hands"
+	"github.com/boxfs/boxfs/internal/guard"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/syncengine/cache"
 )
@@ -155,6 +157,15 @@ func (b *Box) SetErr(err error) {
 	b.m.log.Warn("box operation failed", attrs...)
 }
 
+// panicked records a panic in work done for the box (err from guard): the
+// work ended, the process serving every box goes on.
+func (b *Box) panicked(err error) {
+	b.m.log.Error("panic in work for one box; that work ended", "box", b.name, "err", err)
+	b.mu.Lock()
+	b.errText = fmt.Sprintf("internal error (a panic, logged) in work for this box: %s", strings.SplitN(err.Error(), "\n", 2)[0])
+	b.mu.Unlock()
+}
+
 // Commands returns the box's commands.
 func (b *Box) Commands() *Commands { return b.cmds }
 
@@ -197,7 +208,7 @@ func (b *Box) connect(ctx context.Context) error {
 		c.Watched()
 		wctx, stop := context.WithCancel(context.Background())
 		b.stopWatch = stop
-		go b.watch(wctx, h, c, c.Root())
+		guard.Go(func() { b.watch(wctx, h, c, c.Root()) }, b.panicked)
 	}
 	b.mu.Unlock()
 	if len(c.Dirty()) > 0 {
@@ -422,7 +433,7 @@ func (b *Box) unhealthy(err error) {
 	b.health = health{bad: true, since: time.Now(), lastErr: err, probing: true}
 	b.mu.Unlock()
 	b.SetErr(fmt.Errorf("box not answering, failing fast until it does: %w", err))
-	go b.probe()
+	guard.Go(b.probe, b.panicked)
 }
 
 // probe asks the box for its workspace's attributes every few seconds until
@@ -645,7 +656,7 @@ func (b *Box) ReceiptJSON(ctx context.Context) ([]byte, error) {
 // failing; meanwhile the attribute timeout keeps the host's view as fresh
 // as without a watch.
 func (b *Box) watch(ctx context.Context, h *hands.Hands, c *cache.Cache, root string) {
-	go b.dueEchoes(ctx, c)
+	guard.Go(func() { b.dueEchoes(ctx, c) }, b.panicked)
 	pause := time.Second
 	for ctx.Err() == nil {
 		started := time.Now()

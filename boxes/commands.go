@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/boxfs/boxfs/hands"
+	"github.com/boxfs/boxfs/internal/guard"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -190,7 +191,7 @@ func (t *Commands) Start(ctx context.Context, line string) (*Command, error) {
 	// The line may hold secrets: only a debug log has it.
 	b.m.log.Info("command started", "box", b.name, "n", n)
 	b.m.log.Debug("command line", "box", b.name, "n", n, "cmd", line)
-	go t.wait(cmd)
+	guard.Go(func() { t.wait(cmd) }, t.b.panicked)
 	return cmd, nil
 }
 
@@ -215,7 +216,12 @@ func (t *Commands) wait(cmd *Command) {
 		t.b.SetErr(fmt.Errorf("command %d lost: %w", cmd.n, err))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.b.m.opts.OpTimeout)
-	if rerr := t.b.Refresh(ctx); rerr != nil {
+	var rerr error
+	if perr := guard.Run(func() { rerr = t.b.Refresh(ctx) }); perr != nil {
+		t.b.panicked(perr)
+		rerr = perr
+	}
+	if rerr != nil {
 		t.b.m.log.Warn("listing after a command not refreshed", "box", t.b.name, "err", rerr)
 	}
 	cancel()
@@ -319,7 +325,12 @@ func (t *Commands) KillAll(ctx context.Context) error {
 			defer func() { <-slots; wg.Done() }()
 			kctx, cancel := context.WithTimeout(ctx, t.b.m.opts.OpTimeout)
 			defer cancel()
-			if err := c.Kill(kctx); err != nil {
+			var err error
+			if perr := guard.Run(func() { err = c.Kill(kctx) }); perr != nil {
+				t.b.panicked(perr)
+				err = perr
+			}
+			if err != nil {
 				mu.Lock()
 				if first == nil {
 					first = err

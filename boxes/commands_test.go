@@ -168,3 +168,56 @@ func TestDestroyAlreadyGone(t *testing.T) {
 	assert.Equal(t, boxes.StateGone, second.Lookup("a").Info().State)
 	assert.NoError(t, second.Forget(ctx, "a"))
 }
+
+// panicky is a provider whose command processes panic in Wait when their
+// argv holds PANIC: what a broken answer from a box could do deep in a
+// provider.
+type panicky struct{ *fake.Provider }
+
+func (p panicky) Create(ctx context.Context, spec providers.Spec) (providers.Box, error) {
+	b, err := p.Provider.Create(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return panickyBox{b}, nil
+}
+
+type panickyBox struct{ providers.Box }
+
+func (b panickyBox) Exec(ctx context.Context, req providers.ExecRequest) (providers.Process, error) {
+	pr, err := b.Box.Exec(ctx, req)
+	if err == nil && strings.Contains(strings.Join(req.Argv, " "), "PANIC") {
+		return panickyProc{pr}, nil
+	}
+	return pr, err
+}
+
+type panickyProc struct{ providers.Process }
+
+func (p panickyProc) Wait() (int, error) {
+	p.Process.Wait()
+	panic("a box's answer broke the host")
+}
+
+// A panic in the work done for one box's command ends that command (lost,
+// said in err), not the process serving every box.
+func TestPanicForOneBoxIsContained(t *testing.T) {
+	ctx := context.Background()
+	fp := fake.New()
+	fp.Program("sh", func(ctx context.Context, pc *fake.Proc) int { return 0 })
+	m, err := boxes.New(boxes.Options{StateDir: t.TempDir(), DefaultProvider: "fake", Logger: quiet(),
+		OpenProvider: func(string) (providers.Provider, error) { return panicky{fp}, nil }})
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Shutdown(ctx) })
+	require.NoError(t, m.Create(ctx, "a", "", providers.Spec{}))
+	b := m.Lookup("a")
+	c, err := b.Commands().Start(ctx, "echo PANIC")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return !c.Running() }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, boxes.StatusLost, c.Status())
+	assert.Contains(t, b.Err(), "panic")
+	c2, err := b.Commands().Start(ctx, "echo fine")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return !c2.Running() }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, "exit 0", c2.Status())
+}
