@@ -595,6 +595,14 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 		// A name of a hard link: replacing it would split it from its
 		// other names. Written in place instead (not atomic, as on a disk).
 		fi, err = c.writeInPlace(ctx, c.abs(rel), src, o)
+		if providers.IsCode(err, providers.Unsafe) {
+			// The box will not change the file in place (another of its
+			// names is outside the workspace): the name is replaced
+			// instead, and leaves the link.
+			c.log.Warn("a hard-linked file with a name outside the workspace is replaced, not written in place", "path", rel, "err", err)
+			links = 1
+			fi, err = c.sw.WriteFileStat(ctx, c.abs(rel), io.NewSectionReader(src, 0, 1<<62), o)
+		}
 	} else {
 		fi, err = c.sw.WriteFileStat(ctx, c.abs(rel), src, o)
 	}
