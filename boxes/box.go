@@ -133,6 +133,14 @@ func (b *Box) setBox(box providers.Box) {
 	b.mu.Unlock()
 }
 
+// Isolation returns how the box is separated from the host, as its facts
+// say once it was reached ("" before, or when the provider does not say).
+func (b *Box) Isolation() providers.Isolation {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.facts.Isolation
+}
+
 // Err returns the text of the last error on the box ("" for none).
 func (b *Box) Err() string {
 	b.mu.Lock()

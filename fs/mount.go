@@ -15,9 +15,10 @@ import (
 // FS is the boxfs namespace over the boxes a Manager keeps: the root's
 // ctl and err, and per box its control files, commands and work tree.
 type FS struct {
-	m   *boxes.Manager
-	log *slog.Logger
-	own ownership // set before the mount serves, read-only after
+	m        *boxes.Manager
+	log      *slog.Logger
+	own      ownership // set before the mount serves, read-only after
+	symlinks Symlinks  // likewise
 
 	mu      sync.Mutex
 	errText string // the root's last error
@@ -47,9 +48,12 @@ type MountOptions struct {
 	// Group, when not 0, is the group of the control files, given the
 	// owner's access: its members can read and write ctl and exec (run
 	// commands as the box's user) and read the status files.
-	Group  uint32
-	Debug  bool
-	FsName string
+	Group uint32
+	// Symlinks says how absolute symlink targets in work/ read (default:
+	// transformed on boxes whose provider isolates them).
+	Symlinks Symlinks
+	Debug    bool
+	FsName   string
 }
 
 // Mount serves the namespace at mountpoint through the kernel. The kernel
@@ -58,6 +62,12 @@ type MountOptions struct {
 func (f *FS) Mount(mountpoint string, mo MountOptions) (*fuse.Server, error) {
 	if mo.Group != 0 {
 		f.own.gid, f.own.group = mo.Group, true
+	}
+	switch mo.Symlinks {
+	case SymlinksAuto, SymlinksTransform, SymlinksKeep:
+		f.symlinks = mo.Symlinks
+	default:
+		return nil, providers.Errorf(providers.Invalid, "fs.Mount", "symlinks %q: want transform or keep", mo.Symlinks)
 	}
 	timeout := f.m.Options().AttrTimeout
 	name := mo.FsName

@@ -561,6 +561,9 @@ func (n *workNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	var target string
 	if errno := n.run(ctx, false, 0, func(ctx context.Context, c *cache.Cache) (err error) {
 		target, err = c.Readlink(ctx, rel)
+		if err == nil && n.v.transformLinks() {
+			target = presentTarget(rel, target, c.Root())
+		}
 		return err
 	}); errno != 0 {
 		return nil, errno

@@ -41,6 +41,7 @@ type mountOpts struct {
 	background  bool
 	allowOther  bool
 	group       string // a group name or number sharing the control files; "" none
+	symlinks    string // "", "transform" or "keep"
 	debug       bool
 	attrTimeout time.Duration
 }
@@ -56,7 +57,8 @@ is cleaned up first; boxes recorded in the state directory are found again and
 writes a killed daemon journaled are pushed.
 
 -o takes mount(8)-style options, so that an fstab line works:
-  background, allow_other, group=GROUP, debug, attr_timeout=DUR, provider=P, state=DIR,
+  background, allow_other, group=GROUP, symlinks=transform|keep, debug,
+  attr_timeout=DUR, provider=P, state=DIR,
   config=FILE, log_format=F, log_level=L; rw, defaults, nofail, _netdev,
   noauto, auto, user, users, nouser, dev, nodev, suid, nosuid, exec, noexec,
   atime, noatime, relatime, x-* and comment=* are accepted and ignored.
@@ -66,6 +68,7 @@ fstab (mount.fuse runs "boxfs mount /boxes -o ..."; boxfs in /usr/local/bin):
 			&cli.BoolFlag{Name: "background", Aliases: []string{"b"}, Usage: "detach once the mount answers; the daemon logs to STATE/mount.log"},
 			&cli.BoolFlag{Name: "allow-other", Usage: "let other users into the mount, as the modes allow: the workspaces' files as their owners and modes say; the control files are yours alone (needs user_allow_other in /etc/fuse.conf unless root)"},
 			&cli.StringFlag{Name: "group", Usage: "give `GROUP` your access to the control files: its members can make, destroy and run commands in boxes (as the box's user)"},
+			&cli.StringFlag{Name: "symlinks", Usage: "absolute symlink targets in work/: `transform` (read relative, inside the mount) or keep; default: transform on boxes whose provider isolates them, keep on local boxes"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request and answer"},
 			&cli.DurationFlag{Name: "attr-timeout", Usage: "how long the kernel and the cache trust attributes and listings", DefaultText: "the config's attr_timeout, else 1s"},
 			&cli.StringSliceFlag{Name: "o", Usage: "mount(8)-style `OPTIONS`, comma-separated (see above)"},
@@ -122,6 +125,7 @@ func parseMountOptions(c *cli.Context) (mountOpts, error) {
 		background:  c.Bool("background"),
 		allowOther:  c.Bool("allow-other"),
 		group:       c.String("group"),
+		symlinks:    c.String("symlinks"),
 		debug:       c.Bool("debug"),
 		attrTimeout: c.Duration("attr-timeout"),
 	}
@@ -141,6 +145,8 @@ func parseMountOptions(c *cli.Context) (mountOpts, error) {
 			mo.background = false
 		case "allow_other":
 			mo.allowOther = true
+		case "symlinks":
+			mo.symlinks = v
 		case "group":
 			if v == "" {
 				return mo, usagef("mount -o group: needs a group (group=NAME or group=GID)")
@@ -174,6 +180,11 @@ func parseMountOptions(c *cli.Context) (mountOpts, error) {
 		if _, err := groupID(mo.group); err != nil {
 			return mo, usagef("mount --group %s: %v", mo.group, err)
 		}
+	}
+	switch mo.symlinks {
+	case "", "transform", "keep":
+	default:
+		return mo, usagef("mount --symlinks %q: want transform or keep", mo.symlinks)
 	}
 	return mo, nil
 }
@@ -212,7 +223,7 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 	if err != nil {
 		return err
 	}
-	fo := boxfs.MountOptions{AllowOther: mo.allowOther, Debug: mo.debug, FsName: "boxfs"}
+	fo := boxfs.MountOptions{AllowOther: mo.allowOther, Symlinks: boxfs.Symlinks(mo.symlinks), Debug: mo.debug, FsName: "boxfs"}
 	if mo.group != "" {
 		if fo.Group, err = groupID(mo.group); err != nil {
 			return usagef("mount --group %s: %v", mo.group, err)
@@ -405,6 +416,9 @@ func startBackground(c *cli.Context, e *env, mnt string, mo mountOpts) error {
 	}
 	if mo.group != "" {
 		args = append(args, "--group", mo.group)
+	}
+	if mo.symlinks != "" {
+		args = append(args, "--symlinks", mo.symlinks)
 	}
 	if mo.debug {
 		args = append(args, "--debug")
