@@ -1,12 +1,11 @@
 package fs_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,30 +18,15 @@ import (
 	"github.com/boxfs/boxfs/providers/local"
 )
 
-// syncBuffer is a log sink tests read while the mount writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // mountLogged serves a local-provider namespace whose log (at level) goes
-// to the returned buffer.
-func mountLogged(t *testing.T, level slog.Level) (string, *syncBuffer) {
+// to the returned file.
+func mountLogged(t *testing.T, level slog.Level) (string, string) {
 	t.Helper()
 	lp := local.New(t.TempDir())
-	log := &syncBuffer{}
+	name := filepath.Join(t.TempDir(), "log")
+	log, err := os.Create(name)
+	require.NoError(t, err)
+	t.Cleanup(func() { log.Close() })
 	mnt, _ := serve(t, boxes.Options{
 		DefaultProvider: "local",
 		OpenProvider:    func(string) (providers.Provider, error) { return lp, nil },
@@ -55,7 +39,7 @@ func mountLogged(t *testing.T, level slog.Level) (string, *syncBuffer) {
 			b.Destroy(context.Background())
 		}
 	})
-	return mnt, log
+	return mnt, name
 }
 
 // A refused message quotes no env value and at most 256 bytes of itself,
@@ -74,7 +58,7 @@ func TestSecretsStayOutOfErrAndLog(t *testing.T) {
 	newBox(t, mnt, "a")
 	assert.Equal(t, "sekrit-cmd\n", run(t, mnt, "a", "echo sekrit-cmd"))
 	time.Sleep(100 * time.Millisecond)
-	logged := log.String()
+	logged := readFile(t, log)
 	assert.NotContains(t, logged, "sekrit")
 	assert.Less(t, len(logged), 16<<10, "the log quotes a bounded part of a bad message")
 	assert.Contains(t, logged, "command started")
