@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/boxfs/boxfs/hands"
+	"github.com/boxfs/boxfs/internal/guard"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/syncengine/cache"
 )
@@ -66,7 +68,11 @@ func (m *Manager) newBox(r record) *Box {
 	case r.Suspended != nil:
 		b.state = StateSuspended
 	}
-	b.cmds = newCommands(b, filepath.Join(m.opts.StateDir, "cmds", safeKey(r.Name)))
+	dir := "" // a declared box's commands find their place once it is made
+	if r.ID != "" {
+		dir = m.cmdsDir(r)
+	}
+	b.cmds = newCommands(b, dir)
 	return b
 }
 
@@ -133,6 +139,14 @@ func (b *Box) setBox(box providers.Box) {
 	b.mu.Unlock()
 }
 
+// Isolation returns how the box is separated from the host, as its facts
+// say once it was reached ("" before, or when the provider does not say).
+func (b *Box) Isolation() providers.Isolation {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.facts.Isolation
+}
+
 // Err returns the text of the last error on the box ("" for none).
 func (b *Box) Err() string {
 	b.mu.Lock()
@@ -155,6 +169,15 @@ func (b *Box) SetErr(err error) {
 		attrs = append(attrs, "op", e.Op, "path", e.Path)
 	}
 	b.m.log.Warn("box operation failed", attrs...)
+}
+
+// panicked records a panic in work done for the box (err from guard): the
+// work ended, the process serving every box goes on.
+func (b *Box) panicked(err error) {
+	b.m.log.Error("panic in work for one box; that work ended", "box", b.name, "err", err)
+	b.mu.Lock()
+	b.errText = fmt.Sprintf("internal error (a panic, logged) in work for this box: %s", strings.SplitN(err.Error(), "\n", 2)[0])
+	b.mu.Unlock()
 }
 
 // Commands returns the box's commands.
@@ -199,7 +222,7 @@ func (b *Box) connect(ctx context.Context) error {
 		c.Watched()
 		wctx, stop := context.WithCancel(context.Background())
 		b.stopWatch = stop
-		go b.watch(wctx, h, c, c.Root())
+		guard.Go(func() { b.watch(wctx, h, c, c.Root()) }, b.panicked)
 	}
 	b.mu.Unlock()
 	if len(c.Dirty()) > 0 {
@@ -434,7 +457,7 @@ func (b *Box) unhealthy(err error) {
 	b.health = health{bad: true, since: time.Now(), lastErr: err, probing: true}
 	b.mu.Unlock()
 	b.SetErr(fmt.Errorf("box not answering, failing fast until it does: %w", err))
-	go b.probe()
+	guard.Go(b.probe, b.panicked)
 }
 
 // probe asks the box for its workspace's attributes every few seconds until
@@ -556,7 +579,9 @@ func (b *Box) Destroy(ctx context.Context) error {
 		return nil
 	}
 	if box == nil {
-		if err := b.connect(ctx); err != nil && providers.CodeOf(err) != providers.Gone {
+		// A box found gone (an earlier process destroyed it, or its
+		// provider ended it) is what destroy asks for.
+		if err := b.connect(ctx); err != nil && !gone(err) {
 			return err
 		}
 		b.mu.Lock()
@@ -566,13 +591,33 @@ func (b *Box) Destroy(ctx context.Context) error {
 	b.cmds.KillAll(ctx)
 	b.close()
 	if box != nil {
-		if err := box.Destroy(ctx); err != nil && providers.CodeOf(err) != providers.Gone {
+		if err := box.Destroy(ctx); err != nil && !gone(err) {
 			return err
 		}
 	}
 	b.markGone(providers.Errorf(providers.Gone, "boxes", "box %q was destroyed", b.name), time.Time{})
+	b.dropState(true)
 	b.m.log.Info("box destroyed", "box", b.name)
 	return nil
+}
+
+// dropState removes what the state directory keeps of the box besides its
+// record: its commands, and its cache unless it holds writes not pushed
+// yet and the box may still take them (it was forgotten, not destroyed).
+// Its connection must be closed first.
+func (b *Box) dropState(destroyed bool) {
+	rec := b.record()
+	if rec.ID == "" {
+		return
+	}
+	b.cmds.drop()
+	if !destroyed && b.m.journaled(rec) {
+		b.m.log.Warn("the forgotten box's cache holds writes not pushed yet; kept for a later attach", "box", b.name, "id", rec.ID)
+		return
+	}
+	if err := os.RemoveAll(b.m.cacheDir(rec)); err != nil {
+		b.m.log.Warn("cache of a box not removed", "box", b.name, "err", err)
+	}
 }
 
 // FactsJSON renders the box's facts.json: the provider's facts plus what
@@ -651,7 +696,7 @@ func (b *Box) ReceiptJSON(ctx context.Context) ([]byte, error) {
 // failing; meanwhile the attribute timeout keeps the host's view as fresh
 // as without a watch.
 func (b *Box) watch(ctx context.Context, h *hands.Hands, c *cache.Cache, root string) {
-	go b.dueEchoes(ctx, c)
+	guard.Go(func() { b.dueEchoes(ctx, c) }, b.panicked)
 	pause := time.Second
 	for ctx.Err() == nil {
 		started := time.Now()

@@ -88,7 +88,7 @@ func readAll(t *testing.T, c *boxes.Command) string {
 	var out []byte
 	buf := make([]byte, 4096)
 	for {
-		n, err := c.ReadAt(ctx, buf, int64(len(out)))
+		n, _, err := c.ReadAt(ctx, buf, int64(len(out)))
 		require.NoError(t, err, "a reader of command %d's output", c.N())
 		if n == 0 {
 			return string(out)

@@ -3,7 +3,9 @@ package fs
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/boxfs/boxfs/boxes"
 	"github.com/boxfs/boxfs/providers"
@@ -128,11 +130,11 @@ func parseAll[T any](text string, of func(ctlMsg) (T, error)) ([]T, error) {
 	for _, line := range lines {
 		m, err := parseMessage(line)
 		if err != nil {
-			return nil, providers.Errorf(providers.Invalid, op, "%q: %v", line, err)
+			return nil, badMessage(op, line, err)
 		}
 		c, err := of(m)
 		if err != nil {
-			return nil, providers.Errorf(providers.Invalid, op, "%q: %v", line, err)
+			return nil, badMessage(op, line, err)
 		}
 		out = append(out, c)
 	}
@@ -144,7 +146,7 @@ func rootCmdOf(m ctlMsg) (rootCmd, error) {
 	switch m.verb {
 	case "new", "attach", "forget":
 	default:
-		return c, fmt.Errorf("unknown verb %q (root ctl takes new, attach, forget)", m.verb)
+		return c, fmt.Errorf("unknown verb (root ctl takes new, attach, forget)")
 	}
 	if len(m.args) != 1 {
 		return c, fmt.Errorf("%s takes one box name, got %d words", m.verb, len(m.args))
@@ -264,4 +266,43 @@ func cause(err error) error {
 		return e.Err
 	}
 	return err
+}
+
+// maxQuote is the most of a bad message, or of what is said of it, an
+// error keeps: a 1 MiB line must not grow err and the log by as much.
+const maxQuote = 256
+
+// envValueRE finds the values of env.* keys in a message, quoted or not,
+// a quote left open too.
+var envValueRE = regexp.MustCompile(`(env\.[^\s=]*=)('[^']*'?|"(?:\\.|[^"\\])*"?|\S*)`)
+
+// quoteMessage renders a message for an error: env.* values (often
+// secrets) redacted, at most maxQuote bytes of it, quoted.
+func quoteMessage(line string) string {
+	line = envValueRE.ReplaceAllString(line, "${1}<redacted>")
+	if len(line) <= maxQuote {
+		return fmt.Sprintf("%q", line)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", clip(line, maxQuote), len(line))
+}
+
+// clip returns at most n bytes of s, cut at a character boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// badMessage is the Invalid error of a message that cannot be taken: the
+// message quoted, and at most maxQuote bytes of why.
+func badMessage(op, line string, err error) error {
+	why := err.Error()
+	if len(why) > maxQuote {
+		why = clip(why, maxQuote) + "..."
+	}
+	return providers.Errorf(providers.Invalid, op, "%s: %s", quoteMessage(line), why)
 }

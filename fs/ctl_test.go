@@ -113,3 +113,16 @@ func TestParseBoxCtl(t *testing.T) {
 		}
 	}
 }
+
+func TestQuoteMessage(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"new x env.TOKEN=sekrit lifetime=-5", `"new x env.TOKEN=<redacted> lifetime=-5"`},
+		{`new x env.A='s e c' env.B="q\"r" label.k=v`, `"new x env.A=<redacted> env.B=<redacted> label.k=v"`},
+		{`new x env.A='unterminated sekrit`, `"new x env.A=<redacted>"`},
+		{`new x "env.A=sekrit"`, `"new x \"env.A=<redacted>"`},
+		{"new " + strings.Repeat("x", 1000), `"new ` + strings.Repeat("x", 252) + `"... (1004 bytes)`},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, quoteMessage(tt.in), tt.in)
+	}
+}

@@ -20,6 +20,19 @@
 // direct I/O. A failure's text is kept in the nearest err file, since an
 // errno alone loses it.
 //
+// A control message is acted on once its newline came, however the
+// kernel split its write (a last one without a newline at close); one
+// past its limit is refused whole with E2BIG. Nothing the namespace
+// holds itself can be removed or renamed.
+//
+// # Permissions
+//
+// The kernel checks every request against the attributes reported
+// (default_permissions): the namespace's own files belong to the user who
+// mounted (control files 0600 or 0400, shared with a group given at
+// mount), work/ shows the box's owners and modes, and what another user
+// makes in work/ is made theirs in the box (owner.go).
+//
 // # Commands
 //
 // A write of one line to exec starts a command (the box's Commands); a

@@ -169,6 +169,42 @@ func loadConfig(file string, explicit bool) (*Config, error) {
 	return cfg, nil
 }
 
+// secretNameRE matches the names of options and variables that hold
+// credentials.
+var secretNameRE = regexp.MustCompile(`(?i)key|token|secret|passw|credential`)
+
+// exposedSecret says which credential the file holds (a provider option or
+// an environment variable named like one) while its group or others can
+// read it; "" when it holds none or only its owner can read it.
+func (c *Config) exposedSecret() string {
+	if c.file == "" {
+		return ""
+	}
+	fi, err := os.Stat(c.file)
+	if err != nil || fi.Mode().Perm()&0o077 == 0 {
+		return ""
+	}
+	var found string
+	for _, p := range sortedKeys(c.Providers) {
+		for _, k := range sortedKeys(c.Providers[p]) {
+			if found == "" && c.Providers[p][k] != "" && secretNameRE.MatchString(k) {
+				found = "providers." + p + "." + k
+			}
+		}
+	}
+	for _, e := range sortedKeys(c.Environments) {
+		for _, k := range sortedKeys(c.Environments[e].Env) {
+			if found == "" && secretNameRE.MatchString(k) {
+				found = "environments." + e + ".env." + k
+			}
+		}
+	}
+	if found == "" {
+		return ""
+	}
+	return fmt.Sprintf("config %s holds %s and is readable by others than its owner (mode %04o): chmod 600 it", c.file, found, fi.Mode().Perm())
+}
+
 // yamlFieldRE is yaml's message for an unknown key, which names a Go type.
 var yamlFieldRE = regexp.MustCompile(`^line (\d+): field (.+) not found in type \S+$`)
 
