@@ -28,10 +28,10 @@ var behindRows = []string{"local", "docker"}
 // by docker exec for a Docker box.
 func boxSees(t *testing.T, b *boxT, script string) string {
 	t.Helper()
-	ws, _ := factsOf(t, b)["workspace"].(string)
+	ws, _ := factsMap(t, b)["workspace"].(string)
 	require.NotEmpty(t, ws, "facts.json names no workspace")
 	var cmd *exec.Cmd
-	if factsOf(t, b)["provider"] == "docker" {
+	if factsMap(t, b)["provider"] == "docker" {
 		cmd = exec.Command("docker", "exec", "-w", ws, boxID(t, b), "sh", "-c", script)
 	} else {
 		cmd = exec.Command("sh", "-c", script)
@@ -72,7 +72,7 @@ func TestWriteBehindBarriers(t *testing.T) {
 		t.Run("provider="+prov, func(t *testing.T) {
 			m := startMountCfg(t, mountCfg{provider: prov, opTimeout: 20 * time.Second, write: "behind"})
 			b := m.newBox(t, "wb", "provider="+prov)
-			assert.Equal(t, "behind", factsOf(t, b)["write"], "facts.json says the mode")
+			assert.Equal(t, "behind", factsMap(t, b)["write"], "facts.json says the mode")
 
 			t.Run("exec", func(t *testing.T) {
 				want := burst(t, filepath.Join(b.work, "exec"), 300)
@@ -108,11 +108,11 @@ func TestWriteBehindBarriers(t *testing.T) {
 			t.Run("umount", func(t *testing.T) {
 				want := burst(t, filepath.Join(b.work, "umount"), 50)
 				m.keepBoxes = true
-				ws, _ := factsOf(t, b)["workspace"].(string)
-				id, provider := boxID(t, b), factsOf(t, b)["provider"]
+				ws, _ := factsMap(t, b)["workspace"].(string)
+				id, provider := boxID(t, b), factsMap(t, b)["provider"]
 				m.cmd.Process.Signal(syscall.SIGTERM)
 				select {
-				case <-m.exited:
+				case <-m.ended:
 				case <-time.After(60 * time.Second):
 					t.Fatal("the mount did not end within 60 s of SIGTERM")
 				}
@@ -153,7 +153,7 @@ func TestWriteBehindFailedPush(t *testing.T) {
 		e, _ := os.ReadFile(filepath.Join(small.dir, "err"))
 		return strings.Contains(string(e), "big")
 	}, 60*time.Second, 50*time.Millisecond, "err names the file whose push failed")
-	facts := factsOf(t, small)
+	facts := factsMap(t, small)
 	assert.Contains(t, facts["dirtyFiles"], "big")
 	pe, _ := facts["pushErrors"].(map[string]any)
 	assert.Contains(t, pe, "big", "facts.json: %v", facts)
@@ -185,7 +185,7 @@ func TestWriteBehindKill9(t *testing.T) {
 			// Enough files that batches go while the writes go on.
 			want := burst(t, filepath.Join(b.work, "k9"), 2500)
 			require.NoError(t, m.cmd.Process.Kill())
-			<-m.exited
+			<-m.ended
 			exec.Command("umount", "-l", m.mnt).Run()
 
 			m2 := startMountCfg(t, mountCfg{provider: prov, opTimeout: 20 * time.Second, write: "behind", state: state})
@@ -194,7 +194,7 @@ func TestWriteBehindKill9(t *testing.T) {
 			require.NoError(t, err)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			for ctx.Err() == nil && len(factsOf(t, b2)["dirtyFiles"].([]any)) > 0 {
+			for ctx.Err() == nil && len(factsMap(t, b2)["dirtyFiles"].([]any)) > 0 {
 				time.Sleep(50 * time.Millisecond)
 			}
 			assert.Equal(t, want, sortLines(boxSees(t, b2, "cd k9 && "+hashScript)))

@@ -25,8 +25,8 @@ type mountT struct {
 	mnt, state string
 	cmd        *exec.Cmd
 	log        *syncBuffer
-	exited     chan struct{} // closed when the server process has ended
-	exitErr    error         // its Wait's answer, once exited
+	ended      chan struct{} // closed once the child has exited
+	exitErr    error         // its Wait's answer, once ended
 	keepBoxes  bool          // a later mount of the same state ends them
 }
 
@@ -47,10 +47,20 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// providerChecks are the checks of providers whose own test file adds a
+// row (in init): each skips the row, or fails it under its BOXFS_REQUIRE_*
+// variable, when its service is not there, and may set the environment the
+// serving process opens the provider with.
+var providerChecks = map[string]func(t *testing.T){}
+
 // requireProvider skips a row whose provider is not there; Docker rows fail
 // instead under BOXFS_REQUIRE_DOCKER=1 (CI).
 func requireProvider(t *testing.T, name string) {
 	t.Helper()
+	if check, ok := providerChecks[name]; ok {
+		check(t)
+		return
+	}
 	if name != "docker" {
 		return
 	}
@@ -70,13 +80,20 @@ func startMountAttr(t *testing.T, provider string, opTimeout, attr time.Duration
 	return startMountCfg(t, mountCfg{provider: provider, opTimeout: opTimeout, attr: attr, watch: watch})
 }
 
+// startMountOn serves the namespace of the state directory state at mnt
+// (a remount, when an earlier mount served them).
+func startMountOn(t *testing.T, mnt, state, provider string, opTimeout, attr time.Duration, watch bool) *mountT {
+	t.Helper()
+	return startMountCfg(t, mountCfg{provider: provider, opTimeout: opTimeout, attr: attr, watch: watch, mnt: mnt, state: state})
+}
+
 // mountCfg is how startMountCfg serves a namespace.
 type mountCfg struct {
 	provider        string
 	opTimeout, attr time.Duration
 	watch           bool
 	write           string // the mount's write mode; "" for the default
-	state           string // the state directory; "" for a new one
+	mnt, state      string // the mount point and state directory; "" for new ones
 	budget          int64  // the content cache's bound; 0 for the default
 }
 
@@ -88,7 +105,10 @@ func startMountCfg(t *testing.T, cfg mountCfg) *mountT {
 	}
 	provider := cfg.provider
 	requireProvider(t, provider)
-	m := &mountT{mnt: t.TempDir(), state: cfg.state, log: &syncBuffer{}}
+	m := &mountT{mnt: cfg.mnt, state: cfg.state, log: &syncBuffer{}, ended: make(chan struct{})}
+	if m.mnt == "" {
+		m.mnt = t.TempDir()
+	}
 	if m.state == "" {
 		m.state = t.TempDir()
 	}
@@ -109,18 +129,17 @@ func startMountCfg(t *testing.T, cfg mountCfg) *mountT {
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	m.exited = make(chan struct{})
 	go func() {
 		m.exitErr = m.cmd.Wait()
-		close(m.exited)
+		close(m.ended)
 	}()
 	t.Cleanup(func() {
 		m.cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-m.exited:
+		case <-m.ended:
 		case <-time.After(60 * time.Second):
 			m.cmd.Process.Kill()
-			<-m.exited
+			<-m.ended
 			t.Errorf("the mount did not stop within 60 s of SIGTERM")
 		}
 		if isMounted(m.mnt) {
@@ -137,7 +156,7 @@ func startMountCfg(t *testing.T, cfg mountCfg) *mountT {
 	deadline := time.Now().Add(30 * time.Second)
 	for !isMounted(m.mnt) {
 		select {
-		case <-m.exited:
+		case <-m.ended:
 			t.Fatalf("mount server exited: %v\n%s", m.exitErr, m.log.String())
 		default:
 		}

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// factsOf reads a box's facts.json.
-func factsOf(t *testing.T, b *boxT) map[string]any {
+// factsMap reads a box's facts.json, every field.
+func factsMap(t *testing.T, b *boxT) map[string]any {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(b.dir, "facts.json"))
 	require.NoError(t, err)
@@ -29,7 +29,7 @@ func factsOf(t *testing.T, b *boxT) map[string]any {
 // roundTrips is the agent channel's count of requests, from facts.json.
 func roundTrips(t *testing.T, b *boxT) int {
 	t.Helper()
-	a, ok := factsOf(t, b)["agent"].(map[string]any)
+	a, ok := factsMap(t, b)["agent"].(map[string]any)
 	require.True(t, ok, "facts.json has no agent counters")
 	n, ok := a["roundTrips"].(float64)
 	require.True(t, ok, "agent counters: %v", a)
@@ -85,7 +85,7 @@ func TestCacheBudgetBoundsHostDisk(t *testing.T) {
 	const budget, fileSize, files = 512 << 20, 128 << 20, 16
 	m := startMountCfg(t, mountCfg{provider: "local", opTimeout: 60 * time.Second, budget: budget})
 	b := m.newBox(t, "big", "provider=local")
-	ws, _ := factsOf(t, b)["workspace"].(string)
+	ws, _ := factsMap(t, b)["workspace"].(string)
 	require.NotEmpty(t, ws)
 	sums := map[string][32]byte{}
 	for i := range files {

@@ -32,9 +32,11 @@ func (c *Cache) createHere(rel string, excl bool, perm fs.FileMode) (h *Handle, 
 		c.mu.Unlock()
 		return nil, fi, false, nil
 	}
-	// Owner and device as its directory's, until the push says.
+	// Owner and device as the workspace's (the box's own user makes what
+	// the push makes), until the push says.
+	owner, _ := c.knownAttrLocked("")
 	parent, _ := c.knownAttrLocked(dir)
-	fi = providers.FileInfo{Name: name, Mode: perm.Perm(), Nlink: 1, UID: parent.UID, GID: parent.GID, Dev: parent.Dev,
+	fi = providers.FileInfo{Name: name, Mode: perm.Perm(), Nlink: 1, UID: owner.UID, GID: owner.GID, Dev: parent.Dev,
 		Mtime: now, Atime: now, Ctime: now}
 	c.nextID++
 	f := &file{id: c.nextID, rel: rel, created: true, excl: excl, valid: true, mode: perm.Perm(), base: fi, local: now, nopen: 1}

@@ -124,6 +124,38 @@ func openJournal(path string) (*journal, []journalEntry, error) {
 	return j, out, nil
 }
 
+// Journaled reports whether the cache kept in dir holds writes journaled
+// and not pushed yet (in the journal, or the journal directory of earlier
+// versions). It reads, and changes nothing.
+func Journaled(dir string) bool {
+	if ents, err := os.ReadDir(filepath.Join(dir, "journal")); err == nil && len(ents) > 0 {
+		return true
+	}
+	b, err := os.ReadFile(filepath.Join(dir, journalName))
+	if err != nil {
+		return false
+	}
+	live := map[uint64]bool{}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		var e journalEntry
+		if json.Unmarshal(line, &e) != nil || e.ID == 0 {
+			continue
+		}
+		switch e.Op {
+		case "put":
+			live[e.ID] = e.Path != ""
+		case "drop":
+			delete(live, e.ID)
+		}
+	}
+	for _, l := range live {
+		if l {
+			return true
+		}
+	}
+	return false
+}
+
 // rewriteLocked replaces the file with the live lines, in order (the ids
 // of the live lines, others ignored), and opens it for appending.
 func (j *journal) rewriteLocked(order []uint64) error {

@@ -121,8 +121,9 @@ func (c *Cache) mkdirHere(rel string, perm fs.FileMode) (providers.FileInfo, boo
 	if _, taken := d.entries[name]; taken {
 		return providers.FileInfo{}, false
 	}
+	owner, _ := c.knownAttrLocked("") // the box's own user makes it
 	parent, _ := c.knownAttrLocked(dir)
-	fi := providers.FileInfo{Name: name, Mode: fs.ModeDir | perm.Perm(), Nlink: 2, UID: parent.UID, GID: parent.GID, Dev: parent.Dev,
+	fi := providers.FileInfo{Name: name, Mode: fs.ModeDir | perm.Perm(), Nlink: 2, UID: owner.UID, GID: owner.GID, Dev: parent.Dev,
 		Mtime: now, Atime: now, Ctime: now}
 	c.pseq++
 	c.pdirs.Set(rel, &pendingDir{fi: fi, mkdir: true, perm: perm, seq: c.pseq, mkSeq: c.pseq})

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"io"
 	"os"
 	"time"
 
@@ -33,7 +34,10 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 	defer j.src.Close()
 	var fi providers.FileInfo
 	if j.inPlace {
-		fi, err = c.writeInPlace(ctx, c.abs(j.rel), j.src, j.o)
+		var replaced bool
+		if fi, replaced, err = c.writeLinked(ctx, j.rel, j.src, j.o); replaced {
+			j.inPlace = false
+		}
 	} else {
 		fi, err = c.sw.WriteFileStat(ctx, c.abs(j.rel), j.src, j.o)
 	}
@@ -203,7 +207,10 @@ func (c *Cache) pushAll(ctx context.Context, files []*file, report func(rel stri
 			continue
 		}
 		if j.inPlace {
-			fi, err := c.writeInPlace(ctx, c.abs(j.rel), j.src, j.o)
+			fi, replaced, err := c.writeLinked(ctx, j.rel, j.src, j.o)
+			if replaced {
+				j.inPlace = false
+			}
 			j.src.Close()
 			fail(j.rel, j.finish(c, fi, err))
 			f.content.Unlock()
@@ -244,4 +251,18 @@ func (c *Cache) pushAll(ctx context.Context, files []*file, report func(rel stri
 		dir(op, fi, err)
 	}
 	return first
+}
+
+// writeLinked writes src over rel, a name of a file with several, in
+// place. Where the box will not (another of its names is outside the
+// workspace: Unsafe), the name is replaced instead and leaves the link;
+// replaced says so.
+func (c *Cache) writeLinked(ctx context.Context, rel string, src *os.File, o providers.WriteOptions) (fi providers.FileInfo, replaced bool, err error) {
+	fi, err = c.writeInPlace(ctx, c.abs(rel), src, o)
+	if !providers.IsCode(err, providers.Unsafe) {
+		return fi, false, err
+	}
+	c.log.Warn("a hard-linked file with a name outside the workspace is replaced, not written in place", "path", rel, "err", err)
+	fi, err = c.sw.WriteFileStat(ctx, c.abs(rel), io.NewSectionReader(src, 0, 1<<62), o)
+	return fi, true, err
 }
