@@ -600,6 +600,29 @@ func (c *Cache) dirChangedLocked(rel string) {
 	c.setAttrLocked(dir, a)
 }
 
+// dirTouchedLocked notes that the box made, replaced or removed a file in
+// the directory holding rel: its times moved, its link count did not.
+// They are moved here too (to the host's clock), without asking the box:
+// with default_permissions the kernel checks the directory's attributes
+// at every create in it, and a stale one would cost a round trip per file.
+// A listing or stat of the box brings its own times back. c.mu held.
+func (c *Cache) dirTouchedLocked(rel string) {
+	if rel == "" {
+		return
+	}
+	dir, _ := split(rel)
+	fi, ok := c.knownAttrLocked(dir)
+	if !ok {
+		return
+	}
+	if a, _ := c.attrGet(dir); a.stale {
+		return // asked of the box already
+	}
+	now := c.now()
+	fi.Mtime, fi.Ctime = now, now
+	c.recordLocked(dir, fi, now)
+}
+
 // linkKey names one box inode.
 type linkKey struct{ dev, ino uint64 }
 
@@ -1027,7 +1050,11 @@ func (c *Cache) made(rel string, fi providers.FileInfo) providers.FileInfo {
 	c.mu.Lock()
 	c.touchLocked(rel)
 	c.recordLocked(rel, fi, c.now())
-	c.dirChangedLocked(rel)
+	if fi.IsDir() {
+		c.dirChangedLocked(rel) // one link more on the directory
+	} else {
+		c.dirTouchedLocked(rel)
+	}
 	c.mu.Unlock()
 	return fi
 }
@@ -1117,7 +1144,7 @@ func (c *Cache) Remove(ctx context.Context, rel string) error {
 	}
 	c.forgetLocked(rel)
 	c.setAttrLocked(rel, attrEntry{at: c.now(), neg: true})
-	c.dirChangedLocked(rel)
+	c.dirTouchedLocked(rel)
 	c.mu.Unlock()
 	switch {
 	case f != nil && heir != "":

@@ -144,7 +144,7 @@ func (j *pushJob) finish(c *Cache, fi providers.FileInfo, err error) error {
 	c.touchLocked(rel)
 	c.recordLocked(rel, fi, now)
 	if !j.inPlace {
-		c.dirChangedLocked(rel) // the push renamed a temporary name over rel
+		c.dirTouchedLocked(rel) // the push renamed a temporary name over rel
 	}
 	c.linksChangedLocked(rel, fi, true)
 	c.mu.Unlock()
