@@ -20,7 +20,19 @@ import (
 // bulkMin is the size from which a file takes the bulk path.
 const bulkMin = 8 << 20
 
-var _ providers.SizedReader = (*Hands)(nil)
+var (
+	_ providers.SizedReader = (*Hands)(nil)
+	_ providers.HostReader  = (*Hands)(nil)
+)
+
+// OpenHost opens name for reading as a host file, where the box's files
+// are the host's own; elsewhere it is Unsupported.
+func (h *Hands) OpenHost(ctx context.Context, name string) (*os.File, error) {
+	if hr, ok := h.files.(providers.HostReader); ok {
+		return hr.OpenHost(ctx, name)
+	}
+	return nil, providers.Errorf(providers.Unsupported, "hands.OpenHost", "the box's files are not the host's").WithBox(h.box.ID())
+}
 
 // bulk returns the box's archive API when large files take it: the box has
 // one of its own and the agent to commit writes.

@@ -3,6 +3,7 @@ package providers
 import (
 	"context"
 	"io"
+	"os"
 	"time"
 )
 
@@ -174,6 +175,13 @@ type CappedWalker interface {
 	// WalkMax is Walk for a tree of at most max entries; a larger tree is
 	// TooLarge, and nothing of it is returned.
 	WalkMax(ctx context.Context, root string, max int) ([]FileInfo, error)
+}
+
+// HostReader is an optional part of Files: a box whose files are the
+// host's own (a local box) opens one for reading as a host file, so a
+// read needs no copy. A box whose files are elsewhere says Unsupported.
+type HostReader interface {
+	OpenHost(ctx context.Context, name string) (*os.File, error)
 }
 
 // SizedReader is an optional part of Files: ReadFile of a file whose size

@@ -90,6 +90,7 @@ type Cache struct {
 	sr     providers.SmallReader  // remote's, if it has one (c.mu); nil once it said Unsupported
 	cold   map[string]int         // directory -> files fetched from it (c.mu)
 	cw     providers.CappedWalker // remote's, if it has one (c.mu); nil once it said Unsupported
+	hr     providers.HostReader   // remote's, if it has one (c.mu); nil once it said Unsupported
 
 	walkMu   sync.Mutex // one revalidating walk at a time
 	lastWalk time.Time  // when the last walk's listing was installed (c.mu)
@@ -227,6 +228,7 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 	}
 	c.sr, _ = remote.(providers.SmallReader)
 	c.cw, _ = remote.(providers.CappedWalker)
+	c.hr, _ = remote.(providers.HostReader)
 	if err := c.loadJournal(); err != nil {
 		return nil, err
 	}

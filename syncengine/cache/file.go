@@ -63,10 +63,11 @@ type file struct {
 
 // Handle is one open of a work/ file.
 type Handle struct {
-	c     *Cache
-	f     *file
-	write bool
-	done  bool
+	c      *Cache
+	f      *file
+	write  bool
+	done   bool
+	direct *direct // a read-only open of a host box's own file (hostread.go)
 }
 
 // OpenFile opens rel for reading and/or writing with open(2) flags. Reading
@@ -89,6 +90,11 @@ func (c *Cache) OpenFile(ctx context.Context, rel string, flags int) (h *Handle,
 		}
 	}()
 
+	if !write {
+		if h, keep, ok := c.openDirect(ctx, rel, f); ok {
+			return h, keep, nil
+		}
+	}
 	if trunc {
 		if fi, ok := c.knownAttr(rel); ok && fi.IsRegular() {
 			f.noteStart(fi)
@@ -300,6 +306,11 @@ func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
 	f := h.f
 	f.content.RLock()
 	defer f.content.RUnlock()
+	if h.direct != nil {
+		if n, ok, err := h.readDirect(p, off); ok {
+			return n, err
+		}
+	}
 	f.mu.Lock()
 	d := f.data
 	f.mu.Unlock()
@@ -322,6 +333,14 @@ func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
 // or unlinked, is the host's and is left alone.
 func (h *Handle) Renew(ctx context.Context) (bool, error) {
 	f := h.f
+	if h.direct != nil {
+		f.mu.Lock()
+		reading := f.data == nil && !f.dirty && f.version == h.direct.version
+		f.mu.Unlock()
+		if reading {
+			return h.renewDirect(ctx)
+		}
+	}
 	f.mu.Lock()
 	skip := f.dirty || f.gone || f.data == nil
 	v := f.version
@@ -411,6 +430,9 @@ func (h *Handle) Release(ctx context.Context) {
 		return
 	}
 	h.done = true
+	if h.direct != nil {
+		h.direct.close()
+	}
 	h.f.release(h.c)
 	if h.f.isDirty() && h.f.opens() == 0 && h.c.behind != nil {
 		h.c.behind.closed(h.f)
