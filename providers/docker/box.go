@@ -207,6 +207,7 @@ func (b *Box) Facts(ctx context.Context) (providers.Facts, error) {
 		f.TmpDir = tmpDir
 		f.LiveProcesses = providers.Bool(true)
 		f.Stdin = providers.Bool(true)
+		f.SecretsVia = "fd"
 		b.mu.Lock()
 		b.facts = &f
 		b.mu.Unlock()
