@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/boxfs/boxfs/hands"
+	"github.com/boxfs/boxfs/internal/boxfsbin"
 	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/launch"
 	"github.com/boxfs/boxfs/launch/launchtest"
@@ -28,19 +30,42 @@ func facts(t *testing.T, b providers.Box) providers.Facts {
 	return f
 }
 
+// withAgent returns the launcher options of a box whose hands run the
+// agent: its binary in the box, commands through its command stream.
+func withAgent(t *testing.T, b providers.Box) launch.Options {
+	h, err := hands.New(context.Background(), b, hands.Options{AgentBinary: boxfsbin.Path(t), Force: hands.ViaAgent})
+	require.NoError(t, err)
+	t.Cleanup(func() { h.Close() })
+	require.NotEmpty(t, h.AgentPath())
+	return launch.Options{Facts: h.Facts(), Exec: h.Exec, Agent: h.AgentPath(), Force: launch.ViaAgent}
+}
+
 func TestConformance(t *testing.T) {
-	t.Run("provider=local/via=sh", func(t *testing.T) {
-		b := localBox(t)
-		launchtest.Run(t, launchtest.Harness{Box: b, Options: launch.Options{Facts: facts(t, b), Force: launch.ViaSh}})
-	})
-	for _, image := range []string{"boxfs-base:latest", "boxfs-busybox:latest"} {
-		t.Run("provider=docker/image="+image+"/via=sh", func(t *testing.T) {
-			b := testbox.NewDockerOf(t, providers.Spec{Image: image})
-			user := "nobody"
-			if image == "boxfs-busybox:latest" {
-				user = ""
+	for _, via := range []string{launch.ViaSh, launch.ViaAgent} {
+		t.Run("provider=local/via="+via, func(t *testing.T) {
+			b := localBox(t)
+			opts := launch.Options{Facts: facts(t, b), Force: via}
+			if via == launch.ViaAgent {
+				// A local box's paths are the host's: the binary runs as it is.
+				opts.Agent = boxfsbin.Path(t)
 			}
-			launchtest.Run(t, launchtest.Harness{Box: b, Options: launch.Options{Facts: facts(t, b), Force: launch.ViaSh}, User: user})
+			launchtest.Run(t, launchtest.Harness{Box: b, Options: opts})
 		})
+	}
+	for _, image := range []string{"boxfs-base:latest", "boxfs-busybox:latest"} {
+		for _, via := range []string{launch.ViaSh, launch.ViaAgent} {
+			t.Run("provider=docker/image="+image+"/via="+via, func(t *testing.T) {
+				b := testbox.NewDockerOf(t, providers.Spec{Image: image})
+				user := "nobody"
+				if image == "boxfs-busybox:latest" {
+					user = ""
+				}
+				opts := launch.Options{Facts: facts(t, b), Force: via}
+				if via == launch.ViaAgent {
+					opts = withAgent(t, b)
+				}
+				launchtest.Run(t, launchtest.Harness{Box: b, Options: opts, User: user})
+			})
+		}
 	}
 }

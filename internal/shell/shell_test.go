@@ -64,3 +64,17 @@ func TestKillGroup(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "gone\n", string(out))
 }
+
+func TestUnescape(t *testing.T) {
+	var all []byte
+	for c := 0; c < 256; c++ {
+		all = append(all, byte(c))
+	}
+	got, err := shell.Unescape(shell.Escape(string(all)))
+	require.NoError(t, err)
+	assert.Equal(t, string(all), got, "Unescape(Escape(x)) == x for every byte")
+	for _, bad := range []string{`a\`, `\n`, `\0400`} {
+		_, err := shell.Unescape(bad)
+		assert.Error(t, err, "Unescape(%q)", bad)
+	}
+}
