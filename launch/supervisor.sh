@@ -573,7 +573,7 @@ do_start() {
 	[ -n "$ds_end" ] || die 80 "the request ended early"
 	if [ ! -d "$d" ]; then
 		[ "$ds_reuse" = 1 ] && die 81 "no launch named $name"
-		mkdir -m 700 "$d" || die 86 "cannot make $d"
+		mkdir -m 700 "$d" 2>/dev/null || [ -d "$d" ] || die 86 "cannot make $d"
 	fi
 	[ -L "$d" ] && die 84 "$d is a symbolic link"
 	while :; do
