@@ -61,6 +61,9 @@ func (bl *boxLaunch) supervise() error {
 			return nil
 		}
 		v = bl.load()
+		if v.sup != bl.me {
+			return nil // a later start has a supervisor of its own
+		}
 		switch {
 		case bl.exists("restart"):
 			if !s.askedRestart() {
@@ -147,7 +150,7 @@ func (s *supervisor) onExit() bool {
 		return true
 	}
 	v := bl.load()
-	if bl.exists("stop") {
+	if bl.exists("stop") || v.sup != bl.me {
 		bl.unlock()
 		return false
 	}
@@ -197,7 +200,7 @@ func (s *supervisor) next(asked bool) bool {
 	}
 	defer bl.unlock()
 	v := bl.load()
-	if bl.exists("stop") {
+	if bl.exists("stop") || v.sup != bl.me {
 		return false
 	}
 	if asked {
@@ -221,7 +224,7 @@ func (s *supervisor) askedRestart() bool {
 		return true
 	}
 	v := bl.load()
-	if bl.exists("stop") {
+	if bl.exists("stop") || v.sup != bl.me {
 		bl.unlock()
 		return false
 	}

@@ -270,10 +270,13 @@ run_prog() {
 	IFS=$rp_ifs
 	dec "$c_dir"
 	[ -n "$rp_exec" ] && exec setsid sh -c "$child" boxfs-launch-prog "$d" "$rp_n" "$rp_mark" "$dec_v" "$@"
-	setsid sh -c "$child" boxfs-launch-prog "$d" "$rp_n" "$rp_mark" "$dec_v" "$@" 2>&4 4>&-
+	setsid sh -c "$child" boxfs-launch-prog "$d" "$rp_n" "$rp_mark" "$dec_v" "$@"
 }
 # child: the program's own process, once setsid made it a group leader.
-child='d=$1 n=$2 m=$3 w=$4
+# Its stderr is descriptor 4 (the log), the shells' around it /dev/null:
+# dash says "Terminated" of a killed child on its own stderr.
+child='exec 2>&4 4>&-
+d=$1 n=$2 m=$3 w=$4
 shift 4
 st() { set -f; set -- $1; s=${20}; }
 IFS= read -r l </proc/$$/stat
@@ -390,7 +393,10 @@ on_exit() {
 	wait "$runner" 2>/dev/null
 	lock
 	load
-	[ -e "$d/stop" ] && { unlock; exit 0; }
+	if [ -e "$d/stop" ] || [ "$sup" != "$$" ]; then
+		unlock
+		exit 0
+	fi
 	oe_c=-
 	[ -f "$d/rc.$inc" ] && IFS= read -r oe_c <"$d/rc.$inc"
 	case $oe_c in '' | *[!0-9]*) oe_c=- ;; esac
@@ -424,7 +430,10 @@ on_exit() {
 	sleep 0.5
 	lock
 	load
-	[ -e "$d/stop" ] && { unlock; exit 0; }
+	if [ -e "$d/stop" ] || [ "$sup" != "$$" ]; then
+		unlock
+		exit 0
+	fi
 	restarts=$((restarts + 1))
 	begin $((inc + 1))
 	unlock
@@ -435,7 +444,10 @@ on_exit() {
 asked_restart() {
 	lock
 	load
-	[ -e "$d/stop" ] && { unlock; exit 0; }
+	if [ -e "$d/stop" ] || [ "$sup" != "$$" ]; then
+		unlock
+		exit 0
+	fi
 	phase=restarting since=$(now)
 	save
 	unlock
@@ -449,7 +461,10 @@ asked_restart() {
 	wait "$runner" 2>/dev/null
 	lock
 	load
-	[ -e "$d/stop" ] && { unlock; exit 0; }
+	if [ -e "$d/stop" ] || [ "$sup" != "$$" ]; then
+		unlock
+		exit 0
+	fi
 	[ -f "$d/rc.$inc" ] && IFS= read -r lastexit <"$d/rc.$inc"
 	restarts=$((restarts + 1))
 	begin $((inc + 1))
@@ -484,6 +499,9 @@ do_supervise() {
 	while :; do
 		sleep $tick
 		[ -e "$d/stop" ] && exit 0
+		# A later start has a supervisor of its own.
+		load
+		[ "$sup" = "$$" ] || exit 0
 		if [ -e "$d/restart" ]; then
 			asked_restart
 			continue
@@ -495,7 +513,6 @@ do_supervise() {
 		sv_t=$((sv_t + 1))
 		if [ "$sv_t" -ge 4 ]; then
 			sv_t=0
-			load
 			if ! alive "$dog" "$dogstart"; then
 				lock
 				load
@@ -729,7 +746,7 @@ do_stop() {
 # output and exit appended to out.log.
 before_stop() {
 	sec=
-	(run_prog "$st_inc" - "$c_before" exec) </dev/null >>"$d/out.log" 2>&1 &
+	(run_prog "$st_inc" - "$c_before" exec) </dev/null >>"$d/out.log" 2>&1 4>&1 &
 	bs_p=$!
 	pstart "$bs_p"
 	bs_s=$ps_start
@@ -806,6 +823,7 @@ list)
 	for f in "$spool"/*/state; do
 		[ -f "$f" ] && cat "$f"
 	done
+	:
 	;;
 log) do_log "$1" "$2" ;;
 remove) do_remove ;;
