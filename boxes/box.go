@@ -42,6 +42,8 @@ type Box struct {
 	health  health
 	cmds    *Commands
 
+	launches launches // names made and input pending, host-side
+
 	stopWatch context.CancelFunc // ends the watch of the workspace; nil without one
 }
 

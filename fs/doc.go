@@ -7,9 +7,10 @@
 // New makes the namespace over a Manager and Mount serves it through the
 // kernel. The root holds ctl (new, attach, forget; read: one line per box)
 // and err, and one directory per box, made by `new` or mkdir. A box's
-// directory holds ctl (destroy, release, flush, sync, kill; read: one
-// key=value status line), exec, cmds/, facts.json, receipt.json, err and
-// work/. Control files and the work tree never share a directory.
+// directory holds ctl (destroy, release, flush, sync, kill, launch; read:
+// one key=value status line), exec, cmds/, launch/, facts.json,
+// receipt.json, err and work/. Control files and the work tree never share
+// a directory.
 //
 // # Control files
 //
@@ -25,6 +26,13 @@
 // A write of one line to exec starts a command (the box's Commands); a
 // read on the same open follows its output to the end. cmds/N/ keeps each
 // command's line, output, status and a ctl that kills it.
+//
+// # Launches
+//
+// launch/PROG/ is a program the box keeps alive (package launch, driven by
+// the box's manager): ctl (start, stop, restart; read: a status line),
+// state (JSON), out.log (followed while the launch runs), and the
+// write-only secrets and stdin, held in memory for the next start.
 //
 // # Work tree
 //

@@ -249,6 +249,7 @@ func (d *boxDir) OnAdd(ctx context.Context) {
 	}, syscall.S_IFREG)
 	add("exec", &execFile{v: v}, syscall.S_IFREG)
 	add("cmds", &cmdsDir{v: v}, syscall.S_IFDIR)
+	add("launch", &launchDir{v: v}, syscall.S_IFDIR)
 	add("facts.json", textFile(0o444, b.FactsJSON), syscall.S_IFREG)
 	add("receipt.json", textFile(0o444, b.ReceiptJSON), syscall.S_IFREG)
 	add("err", textFile(0o444, func(ctx context.Context) ([]byte, error) {
@@ -285,14 +286,20 @@ func statusLine(st boxes.Status) string {
 // ctl runs a write to the box's ctl: every message is parsed first, then
 // they run in order; the first failure stops the rest.
 func (v *boxView) ctl(ctx context.Context, data []byte) error {
-	verbs, err := parseBoxCtl(string(data))
+	msgs, err := parseBoxMsgs(string(data))
 	if err != nil {
 		return err
 	}
 	ctx = context.WithoutCancel(ctx)
-	for _, verb := range verbs {
-		if err := v.runVerb(ctx, verb); err != nil {
-			return providers.E(0, "ctl "+verb, err)
+	for _, m := range msgs {
+		if m.verb == "launch" {
+			if _, err := v.b.StartLaunch(ctx, m.launch, m.spec); err != nil {
+				return providers.E(0, "ctl launch "+m.launch, err)
+			}
+			continue
+		}
+		if err := v.runVerb(ctx, m.verb); err != nil {
+			return providers.E(0, "ctl "+m.verb, err)
 		}
 	}
 	return nil
