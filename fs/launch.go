@@ -274,15 +274,19 @@ func (l *launchLog) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 	if int(flags)&syscall.O_ACCMODE != syscall.O_RDONLY {
 		return nil, 0, syscall.EACCES
 	}
-	return &launchLogHandle{l: l, pos: -1}, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE, 0
+	nonblock := flags&syscall.O_NONBLOCK != 0
+	return &launchLogHandle{l: l, pos: -1, nonblock: nonblock}, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE, 0
 }
 
 // launchLogHandle reads on from where its last read ended: offsets in the
 // box shift as it drops the head of the output, so the handle keeps its own.
+// Opened O_NONBLOCK, a read at the end of a running launch's output is
+// EAGAIN instead of a wait for more.
 type launchLogHandle struct {
-	l   *launchLog
-	mu  sync.Mutex
-	pos int64 // -1 before the first read: the oldest byte kept
+	l        *launchLog
+	mu       sync.Mutex
+	pos      int64 // -1 before the first read: the oldest byte kept
+	nonblock bool
 }
 
 var _ gofs.FileReader = (*launchLogHandle)(nil)
@@ -312,6 +316,9 @@ func (h *launchLogHandle) Read(ctx context.Context, dest []byte, off int64) (fus
 		if err != nil || st.Phase.Ended() {
 			ended = true // one more read, for what came just before the end
 			continue
+		}
+		if h.nonblock {
+			return nil, syscall.EAGAIN
 		}
 		select {
 		case <-ctx.Done():

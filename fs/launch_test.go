@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -83,6 +85,17 @@ func TestLaunchFiles(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, want, line)
 	}
+	// Opened non-blocking, the end of a running launch's output is EAGAIN.
+	fd, err := unix.Open(filepath.Join(dir, "out.log"), unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	require.NoError(t, err)
+	buf := make([]byte, 4096)
+	n, err := unix.Read(fd, buf)
+	require.NoError(t, err)
+	assert.Equal(t, "got hello stdin\nOTHER=x TOKEN=s3cret \nready\n", string(buf[:n]))
+	_, err = unix.Read(fd, buf)
+	assert.ErrorIs(t, err, unix.EAGAIN)
+	unix.Close(fd)
+
 	done := make(chan error, 1)
 	go func() {
 		rest, err := io.ReadAll(r)

@@ -107,6 +107,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			newCommand(),
 			lsCommand(),
 			execCommand(),
+			launchCommand(),
 			rmCommand(),
 			releaseCommand(),
 			seedCommand(),
