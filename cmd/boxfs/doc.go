@@ -9,6 +9,8 @@
 //	boxfs new NAME [key=value ...] [--env ENV]       make a box
 //	boxfs ls [--json]                                list the boxes
 //	boxfs exec NAME [--] CMD [ARG ...]               run a command in a box, exit with its status
+//	boxfs launch NAME PROG [flags] -- ARGV...        keep a program running in a box
+//	boxfs launch stop|restart|status|logs NAME PROG  control and read it; launch ls NAME
 //	boxfs rm NAME | release NAME | facts NAME        destroy, stop presenting, describe a box
 //	boxfs seed NAME DIR | pull NAME DIR              move a host tree in or out, one tar
 //	boxfs receipts | version | completion SHELL
