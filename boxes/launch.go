@@ -120,17 +120,26 @@ func (b *Box) Made(name string) bool {
 	return b.launches.made[name]
 }
 
+// launchOp runs op on the box's launcher (see doLaunch) and returns its
+// answer.
+func launchOp[T any](ctx context.Context, b *Box, op string, fn func(ctx context.Context, l *launch.Launcher) (T, error)) (T, error) {
+	var out T
+	err := b.doLaunch(ctx, op, func(ctx context.Context, l *launch.Launcher) error {
+		var err error
+		out, err = fn(ctx, l)
+		return err
+	})
+	return out, err
+}
+
 // StartLaunch starts the launch name (see launch.Launcher.Start), with the
 // secrets and stdin written for it when spec has none; a start takes them.
 func (b *Box) StartLaunch(ctx context.Context, name string, spec launch.Spec) (launch.State, error) {
 	if len(spec.Secrets) == 0 && len(spec.Stdin) == 0 {
 		spec.Input = b.pendingInput(name)
 	}
-	var st launch.State
-	err := b.doLaunch(ctx, "start", func(ctx context.Context, l *launch.Launcher) error {
-		var err error
-		st, err = l.Start(ctx, name, spec)
-		return err
+	st, err := launchOp(ctx, b, "start", func(ctx context.Context, l *launch.Launcher) (launch.State, error) {
+		return l.Start(ctx, name, spec)
 	})
 	if err == nil {
 		b.took(name)
@@ -143,11 +152,8 @@ func (b *Box) StartLaunch(ctx context.Context, name string, spec launch.Spec) (l
 // with the secrets and stdin written for it, if any.
 func (b *Box) RestartLaunch(ctx context.Context, name string) (launch.State, error) {
 	in := b.pendingInput(name)
-	var st launch.State
-	err := b.doLaunch(ctx, "restart", func(ctx context.Context, l *launch.Launcher) error {
-		var err error
-		st, err = l.Restart(ctx, name, in)
-		return err
+	st, err := launchOp(ctx, b, "restart", func(ctx context.Context, l *launch.Launcher) (launch.State, error) {
+		return l.Restart(ctx, name, in)
 	})
 	if err == nil {
 		b.took(name)
@@ -158,11 +164,8 @@ func (b *Box) RestartLaunch(ctx context.Context, name string) (launch.State, err
 
 // StopLaunch stops the launch name (see launch.Launcher.Stop).
 func (b *Box) StopLaunch(ctx context.Context, name string, grace *time.Duration) (launch.State, error) {
-	var st launch.State
-	err := b.doLaunch(ctx, "stop", func(ctx context.Context, l *launch.Launcher) error {
-		var err error
-		st, err = l.Stop(ctx, name, grace)
-		return err
+	st, err := launchOp(ctx, b, "stop", func(ctx context.Context, l *launch.Launcher) (launch.State, error) {
+		return l.Stop(ctx, name, grace)
 	})
 	if err == nil {
 		b.m.log.Info("launch stopped", "box", b.name, "launch", name)
@@ -172,13 +175,9 @@ func (b *Box) StopLaunch(ctx context.Context, name string, grace *time.Duration)
 
 // LaunchState returns the state of the launch name as the box has it.
 func (b *Box) LaunchState(ctx context.Context, name string) (launch.State, error) {
-	var st launch.State
-	err := b.doLaunch(ctx, "state", func(ctx context.Context, l *launch.Launcher) error {
-		var err error
-		st, err = l.State(ctx, name)
-		return err
+	return launchOp(ctx, b, "state", func(ctx context.Context, l *launch.Launcher) (launch.State, error) {
+		return l.State(ctx, name)
 	})
-	return st, err
 }
 
 // Launches returns the names of the box's launches, sorted: those in the
@@ -192,11 +191,8 @@ func (b *Box) Launches(ctx context.Context) ([]string, error) {
 	}
 	b.launches.mu.Unlock()
 	if b.Info().State != StateDeclared {
-		var states []launch.State
-		err := b.doLaunch(ctx, "list", func(ctx context.Context, l *launch.Launcher) error {
-			var err error
-			states, err = l.List(ctx)
-			return err
+		states, err := launchOp(ctx, b, "list", func(ctx context.Context, l *launch.Launcher) ([]launch.State, error) {
+			return l.List(ctx)
 		})
 		if err != nil && !providers.IsCode(err, providers.Unsupported) {
 			return nil, err
@@ -212,13 +208,9 @@ func (b *Box) Launches(ctx context.Context) ([]string, error) {
 // ReadLaunchLog reads the launch's output from off (see
 // launch.Launcher.ReadLog).
 func (b *Box) ReadLaunchLog(ctx context.Context, name string, off int64, n int) (launch.Log, error) {
-	var lg launch.Log
-	err := b.doLaunch(ctx, "log", func(ctx context.Context, l *launch.Launcher) error {
-		var err error
-		lg, err = l.ReadLog(ctx, name, off, n)
-		return err
+	return launchOp(ctx, b, "log", func(ctx context.Context, l *launch.Launcher) (launch.Log, error) {
+		return l.ReadLog(ctx, name, off, n)
 	})
-	return lg, err
 }
 
 // RemoveLaunch forgets an ended launch, in the box and here.

@@ -110,15 +110,23 @@ func (bl *boxLaunch) lockIdle() (vars, bool, error) {
 		case active(v.phase) && (alive(v.sup, v.supStart) || alive(v.dog, v.dogStart)):
 			bl.unlock()
 			return v, true, bl.printState()
-		case v.phase == Stopping:
+		case v.phase == Stopping && bl.stopperAlive():
 			bl.unlock()
 			if !bl.waitPhase(func(p Phase) bool { return p != Stopping }, 10*time.Minute) {
 				return v, false, fail(exitBusy, "the launch %s is still stopping", bl.name)
 			}
 			continue
 		}
+		// A stop whose process died (its host went away) is over: the
+		// start ends what it left.
 		return v, false, nil
 	}
+}
+
+// stopperAlive reports whether the stop that claimed stopping/ still runs.
+func (bl *boxLaunch) stopperAlive() bool {
+	f := strings.Fields(bl.readFirst("stopping/owner"))
+	return len(f) == 2 && alive(f[0], f[1])
 }
 
 // newConfig writes the config of a start (or, with reuse, reads the last
@@ -321,7 +329,8 @@ func (bl *boxLaunch) claimStop(c boxConfig, grace int) (vars, error) {
 			bl.unlock()
 			return v, nil
 		}
-		if f := strings.Fields(bl.readFirst("stopping/owner")); len(f) == 2 && !alive(f[0], f[1]) {
+		if !bl.stopperAlive() {
+			// Its owner is written with it, under the lock: it died.
 			os.Remove(bl.path("stopping/owner"))
 			os.Remove(bl.path("stopping"))
 			bl.unlock()

@@ -164,33 +164,27 @@ func (v vars) line() string {
 
 // stateJSON renders the state file from v.
 func (v vars) stateJSON(name string, secrets bool, via string) []byte {
-	num := func(s string) *int64 {
+	num := func(s string) *int {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return nil
+		}
+		return &n
+	}
+	unix := func(s string) *int64 {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
 			return nil
 		}
 		return &n
 	}
-	why := v.why
-	if why == "-" {
-		why = ""
+	w := wireState{Name: name, Phase: v.phase, Incarnation: v.inc, Restarts: v.restarts,
+		LastExit: num(v.lastExit), PID: num(v.pid), Supervisor: num(v.sup), Watchdog: num(v.dog),
+		StartedAt: unix(v.started), Since: unix(v.since), BeforeStopExit: num(v.beforeStopExit),
+		Secrets: secrets, Via: via}
+	if v.why != "-" {
+		w.Reason = v.why
 	}
-	b, _ := json.Marshal(struct {
-		Name           string `json:"name"`
-		Phase          Phase  `json:"phase"`
-		Incarnation    int    `json:"incarnation"`
-		Restarts       int    `json:"restarts"`
-		LastExit       *int64 `json:"lastExit"`
-		PID            *int64 `json:"pid"`
-		Supervisor     *int64 `json:"supervisor"`
-		Watchdog       *int64 `json:"watchdog"`
-		StartedAt      *int64 `json:"startedAt"`
-		Since          *int64 `json:"since"`
-		BeforeStopExit *int64 `json:"beforeStopExit"`
-		Secrets        bool   `json:"secrets"`
-		Via            string `json:"via"`
-		Reason         string `json:"reason"`
-	}{name, v.phase, v.inc, v.restarts, num(v.lastExit), num(v.pid), num(v.sup), num(v.dog),
-		num(v.started), num(v.since), num(v.beforeStopExit), secrets, via, why})
+	b, _ := json.Marshal(w)
 	return append(b, '\n')
 }

@@ -142,16 +142,28 @@ func (s *supervisor) ensureDog(v vars) {
 	s.bl.save(v, s.c)
 }
 
+// lockOwn takes the lock and reads the vars, unless a stop began or a
+// later start has a supervisor of its own: then ok is false, and the
+// lock not held.
+func (s *supervisor) lockOwn() (v vars, ok bool) {
+	bl := s.bl
+	if bl.lock() != nil {
+		return v, false
+	}
+	v = bl.load()
+	if bl.exists("stop") || v.sup != bl.me {
+		bl.unlock()
+		return v, false
+	}
+	return v, true
+}
+
 // onExit handles the end of an incarnation: the next one starts, or the
 // launch ends. It reports whether the supervisor goes on.
 func (s *supervisor) onExit() bool {
 	bl := s.bl
-	if bl.lock() != nil {
-		return true
-	}
-	v := bl.load()
-	if bl.exists("stop") || v.sup != bl.me {
-		bl.unlock()
+	v, ok := s.lockOwn()
+	if !ok {
 		return false
 	}
 	code := bl.readFirst("rc." + strconv.Itoa(v.inc))
@@ -195,14 +207,11 @@ func (s *supervisor) onExit() bool {
 // began; it reports whether the supervisor goes on.
 func (s *supervisor) next(asked bool) bool {
 	bl := s.bl
-	if bl.lock() != nil {
-		return true
-	}
-	defer bl.unlock()
-	v := bl.load()
-	if bl.exists("stop") || v.sup != bl.me {
+	v, ok := s.lockOwn()
+	if !ok {
 		return false
 	}
+	defer bl.unlock()
 	if asked {
 		if code := bl.readFirst("rc." + strconv.Itoa(v.inc)); code != "" {
 			v.lastExit = code
@@ -220,12 +229,8 @@ func (s *supervisor) next(asked bool) bool {
 // next one.
 func (s *supervisor) askedRestart() bool {
 	bl := s.bl
-	if bl.lock() != nil {
-		return true
-	}
-	v := bl.load()
-	if bl.exists("stop") || v.sup != bl.me {
-		bl.unlock()
+	v, ok := s.lockOwn()
+	if !ok {
 		return false
 	}
 	v.phase, v.since = Restarting, now()

@@ -381,6 +381,17 @@ ensure_dog() {
 	save
 }
 
+# lock_own: takes the lock and loads the vars, or exits when a stop began
+# or a later start has a supervisor of its own.
+lock_own() {
+	lock
+	load
+	if [ -e "$d/stop" ] || [ "$sup" != "$$" ]; then
+		unlock
+		exit 0
+	fi
+}
+
 inc_ended() {
 	[ -f "$d/rc.$inc" ] && return 0
 	alive "$runner" "$runnerstart" && return 1
@@ -391,12 +402,7 @@ inc_ended() {
 # on_exit: the incarnation ended; restart it, or end the launch.
 on_exit() {
 	wait "$runner" 2>/dev/null
-	lock
-	load
-	if [ -e "$d/stop" ] || [ "$sup" != "$$" ]; then
-		unlock
-		exit 0
-	fi
+	lock_own
 	oe_c=-
 	[ -f "$d/rc.$inc" ] && IFS= read -r oe_c <"$d/rc.$inc"
 	case $oe_c in '' | *[!0-9]*) oe_c=- ;; esac
@@ -428,12 +434,7 @@ on_exit() {
 	save
 	unlock
 	sleep 0.5
-	lock
-	load
-	if [ -e "$d/stop" ] || [ "$sup" != "$$" ]; then
-		unlock
-		exit 0
-	fi
+	lock_own
 	restarts=$((restarts + 1))
 	begin $((inc + 1))
 	unlock
@@ -442,12 +443,7 @@ on_exit() {
 # asked_restart: a restart was asked for; drain the incarnation as a stop
 # does, then start the next one.
 asked_restart() {
-	lock
-	load
-	if [ -e "$d/stop" ] || [ "$sup" != "$$" ]; then
-		unlock
-		exit 0
-	fi
+	lock_own
 	phase=restarting since=$(now)
 	save
 	unlock
@@ -459,12 +455,7 @@ asked_restart() {
 		ar_i=$((ar_i + 1))
 	done
 	wait "$runner" 2>/dev/null
-	lock
-	load
-	if [ -e "$d/stop" ] || [ "$sup" != "$$" ]; then
-		unlock
-		exit 0
-	fi
+	lock_own
 	[ -f "$d/rc.$inc" ] && IFS= read -r lastexit <"$d/rc.$inc"
 	restarts=$((restarts + 1))
 	begin $((inc + 1))
@@ -605,9 +596,13 @@ do_start() {
 			fi
 			;;
 		stopping)
-			unlock
-			wait_phase '!stopping' 6000 || die 85 "the launch $name is still stopping"
-			continue
+			# A stop whose process died (its host went away) is over:
+			# the start ends what it left.
+			if IFS=' ' read -r so_p so_s 2>/dev/null <"$d/stopping/owner" && alive "$so_p" "$so_s"; then
+				unlock
+				wait_phase '!stopping' 6000 || die 85 "the launch $name is still stopping"
+				continue
+			fi
 			;;
 		esac
 		break

@@ -63,6 +63,7 @@ func Run(t *testing.T, h Harness) {
 		{"StopKillsAfterGrace", s.stopKillsAfterGrace},
 		{"BeforeStop", s.beforeStop},
 		{"ConcurrentStops", s.concurrentStops},
+		{"StopDiedMidway", s.stopDiedMidway},
 		{"RelaunchByName", s.relaunchByName},
 		{"ConcurrentStarts", s.concurrentStarts},
 		{"Restart", s.restart},
@@ -375,6 +376,38 @@ func (s *suite) concurrentStops(t *testing.T) {
 	out := readLog(t, l, name)
 	assert.Equal(t, 1, strings.Count(out, "got-term"), "one stop signalled: %q", out)
 	assert.Equal(t, 1, strings.Count(out, "before-stop\n"), "the before-stop ran once: %q", out)
+}
+
+// stopDiedMidway kills a stop in the middle of its grace (as the end of
+// the host that ran it would): a later start or stop is not held up by it.
+func (s *suite) stopDiedMidway(t *testing.T) {
+	l := s.launcher(t, nil)
+	spec := launch.Spec{Argv: sh(`trap '' TERM; echo ready; while :; do sleep 0.1; done`), Grace: dur(60 * time.Second)}
+	for _, then := range []string{"start", "stop"} {
+		name, _ := s.start(t, l, "-"+then, spec)
+		first := wait(t, l, name, 20*time.Second, "running", phase(launch.Running))
+		go l.Stop(context.Background(), name, nil)
+		wait(t, l, name, 20*time.Second, "stopping", phase(launch.Stopping))
+		owner := s.sh(t, fmt.Sprintf("cat %s/%s/stopping/owner", s.spool(t, ""), name))
+		var pid int
+		_, err := fmt.Sscan(owner, &pid)
+		require.NoError(t, err, "stopping/owner: %q", owner)
+		s.kill9(t, pid)
+		began := time.Now()
+		var st launch.State
+		if then == "start" {
+			st, err = l.Start(ctx(t), name, spec)
+			require.NoError(t, err)
+			assert.NotEqual(t, first.PID, st.PID, "a new run")
+			s.assertGone(t, first.PID)
+		} else {
+			st, err = l.Stop(ctx(t), name, dur(0))
+			require.NoError(t, err)
+			assert.Equal(t, launch.Stopped, st.Phase)
+			s.assertGone(t, first.PID)
+		}
+		assert.Less(t, time.Since(began), 30*time.Second, "%s after a dead stop", then)
+	}
 }
 
 func (s *suite) relaunchByName(t *testing.T) {
