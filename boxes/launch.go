@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/boxfs/boxfs/hands"
 	"github.com/boxfs/boxfs/launch"
 	"github.com/boxfs/boxfs/providers"
 )
@@ -18,6 +19,8 @@ type launches struct {
 	mu      sync.Mutex
 	made    map[string]bool
 	pending map[string]launch.Input
+	h       *hands.Hands     // the hands l was made with
+	l       *launch.Launcher // which remembers what the box has installed
 }
 
 // launchSlack bounds a launch operation beyond the op timeout: a start
@@ -38,7 +41,17 @@ func (b *Box) launcher(ctx context.Context) (*launch.Launcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return launch.New(h.Box(), launch.Options{Facts: h.Facts(), Exec: h.Exec, Agent: h.AgentPath(), Logger: b.m.log})
+	b.launches.mu.Lock()
+	defer b.launches.mu.Unlock()
+	if b.launches.h == h {
+		return b.launches.l, nil
+	}
+	l, err := launch.New(h.Box(), launch.Options{Facts: h.Facts(), Exec: h.Exec, Agent: h.AgentPath(), Logger: b.m.log})
+	if err != nil {
+		return nil, err
+	}
+	b.launches.h, b.launches.l = h, l
+	return l, nil
 }
 
 // doLaunch runs fn with the box's launcher within the bound of op; a

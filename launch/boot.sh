@@ -1,7 +1,8 @@
 # boxfs launch boot: sh -c BOOT boxfs-launch SCRIPT HASH TMPDIR MODE NAME [ARG...]
 # Checks the spool TMPDIR/boxfs-launch-UID and every directory above it,
 # installs SCRIPT there as launch-HASH.sh when it is not yet, and runs it:
-# sh launch-HASH.sh MODE SPOOL NAME [ARG...].
+# sh launch-HASH.sh MODE SPOOL NAME [ARG...]. An empty SCRIPT that is not
+# installed exits 87: the host sends it then.
 set -f
 s=$1 h=$2 t=$3
 shift 3
@@ -42,6 +43,7 @@ while [ -n "$r" ]; do
 done
 f=$sp/launch-$h.sh
 if [ ! -f "$f" ] || [ -L "$f" ]; then
+	[ -n "$s" ] || exit 87
 	rm -f "$f"
 	printf '%s' "$s" >"$f.$$" && mv -f "$f.$$" "$f" || exit 1
 fi

@@ -2,6 +2,7 @@ package launch_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -67,4 +68,41 @@ func TestHandover(t *testing.T) {
 		_, err = second.State(ctx, "handover")
 		assert.True(t, providers.IsCode(err, providers.NotFound), "%v", err)
 	}
+}
+
+// The sh supervisor's script travels until the box has it installed, and
+// again when the box has lost it.
+func TestScriptSentOnce(t *testing.T) {
+	installed := false
+	p := fake.New()
+	p.Program("sh", func(ctx context.Context, pc *fake.Proc) int {
+		switch {
+		case pc.Argv[4] != "":
+			installed = true
+		case !installed:
+			return 87
+		}
+		fmt.Fprintln(pc.Stdout, `{"name":"web","phase":"running","incarnation":1,"restarts":0,"via":"sh"}`)
+		return 0
+	})
+	b, err := p.Create(context.Background(), providers.Spec{})
+	require.NoError(t, err)
+	f, err := b.Facts(context.Background())
+	require.NoError(t, err)
+	l, err := launch.New(b, launch.Options{Facts: f})
+	require.NoError(t, err)
+	state := func() {
+		st, err := l.State(context.Background(), "web")
+		require.NoError(t, err)
+		assert.Equal(t, launch.Running, st.Phase)
+	}
+	state()
+	state()
+	installed = false // the box lost it (a new /tmp)
+	state()
+	var sent []bool
+	for _, c := range p.CallsOf("Exec") {
+		sent = append(sent, c.Argv[4] != "")
+	}
+	assert.Equal(t, []bool{true, false, false, true}, sent)
 }
