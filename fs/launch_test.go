@@ -68,12 +68,30 @@ func TestLaunchFiles(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 
+	startWithInput(t, dir)
+	followToStop(t, dir)
+
+	// The secrets were taken by the start: a restart of the ended launch
+	// needs them again.
+	err = writeFile(t, filepath.Join(dir, "ctl"), "restart\n")
+	assert.ErrorIs(t, err, syscall.EPERM, "restart without the secrets")
+	assert.Contains(t, readFile(t, filepath.Join(mnt, "b", "err")), "secrets")
+	launchFilesRefusals(t, mnt, launches, dir)
+}
+
+// startWithInput starts the launch in dir with the secrets and stdin
+// written for it; the program prints what it got.
+func startWithInput(t *testing.T, dir string) {
 	prog := `read -r line; echo "got $line"; tr "\0" "\n" <&$BOXFS_SECRETS_FD | sort | tr "\n" " "; echo; echo ready; exec sleep 300`
 	require.NoError(t, writeFile(t, filepath.Join(dir, "ctl"), "start grace=1s -- sh -c '"+prog+"'\n"))
 	st := waitPhase(t, dir, launch.Running)
 	assert.True(t, st.Secrets)
 	assert.Contains(t, readFile(t, filepath.Join(dir, "ctl")), "phase=running incarnation=1")
+}
 
+// followToStop reads out.log as the launch runs, then stops it: the
+// reader gets EOF.
+func followToStop(t *testing.T, dir string) {
 	// out.log follows: a reader sees the output as it comes, and EOF once
 	// the launch is stopped.
 	f, err := os.Open(filepath.Join(dir, "out.log"))
@@ -117,18 +135,16 @@ func TestLaunchFiles(t *testing.T) {
 		t.Fatal("out.log did not end after the stop")
 	}
 	assert.Equal(t, launch.Stopped, readState(t, dir).Phase)
+}
 
-	// The secrets were taken by the start: a restart of the ended launch
-	// needs them again.
-	err = writeFile(t, filepath.Join(dir, "ctl"), "restart\n")
-	assert.ErrorIs(t, err, syscall.EPERM, "restart without the secrets")
-	assert.Contains(t, readFile(t, filepath.Join(mnt, "b", "err")), "secrets")
-
+// launchFilesRefusals: a launch message in the box's ctl, bad messages,
+// and rmdir.
+func launchFilesRefusals(t *testing.T, mnt, launches, dir string) {
 	// A launch message in the box's ctl.
 	require.NoError(t, writeFile(t, filepath.Join(mnt, "b", "ctl"), "launch api restart=off -- sh -c 'echo api up'\n"))
 	waitPhase(t, filepath.Join(launches, "api"), launch.Exited)
 	assert.Equal(t, "api up\n", readFile(t, filepath.Join(launches, "api", "out.log")))
-	ents, err = os.ReadDir(launches)
+	ents, err := os.ReadDir(launches)
 	require.NoError(t, err)
 	assert.Len(t, ents, 2)
 

@@ -15,7 +15,7 @@ import (
 // Defaults and bounds of a Spec.
 const (
 	DefaultBurst       = 5                // restarts allowed in DefaultBurstWindow
-	DefaultBurstWindow = 60 * time.Second //
+	DefaultBurstWindow = 60 * time.Second
 	DefaultGrace       = 5 * time.Second  // between TERM and KILL at a stop
 	MaxGrace           = 600 * time.Second
 	DefaultBeforeStop  = 30 * time.Second // the bound of the before-stop program
