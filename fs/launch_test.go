@@ -51,7 +51,7 @@ func TestLaunchFiles(t *testing.T) {
 
 	dir := filepath.Join(launches, "web")
 	require.NoError(t, os.Mkdir(dir, 0o755))
-	assert.Equal(t, "phase=new incarnation=0 restarts=0 via=\n", readFile(t, filepath.Join(dir, "ctl")))
+	assert.Equal(t, "phase=new incarnation=0 restarts=0\n", readFile(t, filepath.Join(dir, "ctl")))
 	names, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	var files []string

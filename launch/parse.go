@@ -169,7 +169,9 @@ func StatusLine(st State) string {
 	if st.PID != 0 {
 		f = append(f, "pid="+strconv.Itoa(st.PID))
 	}
-	f = append(f, "via="+st.Via)
+	if st.Via != "" {
+		f = append(f, "via="+st.Via)
+	}
 	if st.Secrets {
 		f = append(f, "secrets=yes")
 	}
