@@ -144,10 +144,12 @@ dec() {
 	dec_v=${dec_v%x}
 }
 
+# load_config [FILE]: reads the launch's config (or FILE).
 load_config() {
 	c_dir=/ c_restart=on c_terminal= c_burst_n=5 c_burst_t=60 c_grace=5 c_user= c_beforemax=30
 	c_logmax=8388608 c_secrets=0 c_argv= c_env= c_inherit= c_before= c_uid= c_gid= c_home= c_drop=
-	[ -f "$d/config" ] || return 1
+	lc_f=${1:-$d/config}
+	[ -f "$lc_f" ] || return 1
 	while IFS= read -r l; do
 		k=${l%% *} v=${l#* }
 		case $k in
@@ -169,7 +171,7 @@ load_config() {
 		logmax) c_logmax=$v ;;
 		hassecrets) c_secrets=1 ;;
 		esac
-	done <"$d/config"
+	done <"$lc_f"
 }
 
 # resolve USER: u_name u_uid u_gid u_home from /etc/passwd; a uid it does
@@ -619,10 +621,13 @@ do_start() {
 		fi
 		ds_more=$(check_request) || { ds_rc=$?; unlock; exit $ds_rc; }
 	else
-		printf '%s' "$req" >"$d/config.tmp" && mv -f "$d/config.tmp" "$d/config"
+		# The config changes only once the box took the request.
+		printf '%s' "$req" >"$d/config.tmp"
+		load_config "$d/config.tmp"
+		ds_more=$(check_request) || { ds_rc=$?; rm -f "$d/config.tmp"; unlock; exit $ds_rc; }
+		[ -n "$ds_more" ] && printf '%s\n' "$ds_more" >>"$d/config.tmp"
+		mv -f "$d/config.tmp" "$d/config"
 		load_config
-		ds_more=$(check_request) || { ds_rc=$?; unlock; exit $ds_rc; }
-		[ -n "$ds_more" ] && printf '%s\n' "$ds_more" >>"$d/config" && load_config
 	fi
 	# What an earlier run left (a lost launch's program) goes first.
 	if [ "$phase" != new ] && [ "$pid" != - ] && ! group_empty "$pid" "$pidstart"; then

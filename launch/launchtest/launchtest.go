@@ -708,4 +708,15 @@ func (s *suite) refusals(t *testing.T) {
 		_, err = l.Start(c, s.name(t, "-sec"), launch.Spec{Argv: []string{"true"}, Input: launch.Input{Secrets: map[string]string{"K": "v"}}})
 		assert.True(t, providers.IsCode(err, providers.Unsupported), "secrets on a box without a real stdin: %v", err)
 	}
+
+	// A start the box refuses changes nothing of the launch it names.
+	name, _ := s.start(t, l, "-keep", launch.Spec{Argv: sh(`echo kept; exec sleep 300`)})
+	wait(t, l, name, 20*time.Second, "running", phase(launch.Running))
+	_, err = l.Stop(c, name, dur(0))
+	require.NoError(t, err)
+	_, err = l.Start(c, name, launch.Spec{Argv: []string{"true"}, User: "no-such-user"})
+	assert.True(t, providers.IsCode(err, providers.NotFound), "an unknown user: %v", err)
+	_, err = l.Restart(c, name, launch.Input{})
+	require.NoError(t, err)
+	waitLog(t, l, name, "kept\nkept\n", 20*time.Second)
 }
