@@ -96,8 +96,8 @@ func (s *suite) launcher(t *testing.T, f func(*launch.Options)) *launch.Launcher
 	return l
 }
 
-// start starts a launch named after the test and stops it when the test
-// ends.
+// start starts a launch named after the test, and stops and removes it
+// when the test ends.
 func (s *suite) start(t *testing.T, l *launch.Launcher, tag string, spec launch.Spec) (string, launch.State) {
 	t.Helper()
 	name := s.name(t, tag)
@@ -108,6 +108,7 @@ func (s *suite) start(t *testing.T, l *launch.Launcher, tag string, spec launch.
 		defer cancel()
 		zero := time.Duration(0)
 		l.Stop(c, name, &zero)
+		l.Remove(c, name)
 	})
 	return name, st
 }
@@ -435,7 +436,10 @@ func (s *suite) concurrentStarts(t *testing.T) {
 	l := s.launcher(t, nil)
 	name := s.name(t, "")
 	spec := launch.Spec{Argv: sh(`echo started; exec sleep 300`)}
-	t.Cleanup(func() { l.Stop(context.Background(), name, dur(0)) })
+	t.Cleanup(func() {
+		l.Stop(context.Background(), name, dur(0))
+		l.Remove(context.Background(), name)
+	})
 	var wg sync.WaitGroup
 	states := make([]launch.State, 4)
 	errs := make([]error, 4)
