@@ -42,9 +42,7 @@ var (
 )
 
 func (d *launchDir) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFDIR | 0o755
-	out.Nlink = 2
-	out.SetTimes(nil, &started, &started)
+	d.v.fs.dirAttr(&out.Attr)
 	out.SetTimeout(uncached)
 	return 0
 }
@@ -54,7 +52,7 @@ func launchIno(v *boxView, name string) uint64 {
 }
 
 func (d *launchDir) node(ctx context.Context, name string, out *fuse.EntryOut) *gofs.Inode {
-	out.Mode = syscall.S_IFDIR | 0o755
+	d.v.fs.dirAttr(&out.Attr)
 	out.SetEntryTimeout(launchEntryTimeout)
 	out.SetAttrTimeout(launchEntryTimeout)
 	return d.NewInode(ctx, &launchNode{v: d.v, name: name}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: launchIno(d.v, name)})
@@ -115,9 +113,7 @@ type launchNode struct {
 }
 
 func (n *launchNode) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFDIR | 0o755
-	out.Nlink = 2
-	out.SetTimes(nil, &started, &started)
+	n.v.fs.dirAttr(&out.Attr)
 	return 0
 }
 
@@ -133,8 +129,10 @@ func (n *launchNode) OnAdd(ctx context.Context) {
 		}
 		return st, err
 	}
+	own := &n.v.fs.own
 	add("ctl", &ctlFile{
-		mode: 0o644,
+		own:  own,
+		mode: 0o600,
 		read: func(ctx context.Context) ([]byte, error) {
 			st, err := state(ctx)
 			if err != nil {
@@ -145,7 +143,7 @@ func (n *launchNode) OnAdd(ctx context.Context) {
 		write: func(ctx context.Context, data []byte) error { return n.ctl(ctx, data) },
 		onErr: b.SetErr,
 	})
-	add("state", textFile(0o444, func(ctx context.Context) ([]byte, error) {
+	add("state", textFile(own, func(ctx context.Context) ([]byte, error) {
 		st, err := state(ctx)
 		if err != nil {
 			return nil, err
@@ -185,7 +183,7 @@ func parseLaunchCtl(text string) ([]launchMsg, error) {
 	for _, line := range lines {
 		words, err := tokenize(line)
 		if err != nil {
-			return nil, providers.Errorf(providers.Invalid, op, "%q: %v", line, err)
+			return nil, badMessage(op, line, err)
 		}
 		m := launchMsg{verb: words[0]}
 		switch m.verb {
@@ -201,7 +199,7 @@ func parseLaunchCtl(text string) ([]launchMsg, error) {
 			err = fmt.Errorf("unknown verb %q (a launch's ctl takes start, stop, restart)", m.verb)
 		}
 		if err != nil {
-			return nil, providers.Errorf(providers.Invalid, op, "%q: %v", line, err)
+			return nil, badMessage(op, line, err)
 		}
 		out = append(out, m)
 	}
@@ -263,7 +261,7 @@ var (
 )
 
 func (l *launchLog) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFREG | 0o444
+	l.v.fs.own.fill(&out.Attr, syscall.S_IFREG, 0o400)
 	out.Nlink = 1
 	out.SetTimes(nil, &started, &started)
 	out.SetTimeout(uncached)
@@ -346,7 +344,7 @@ var (
 )
 
 func (f *inputFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFREG | 0o600
+	f.v.fs.own.fill(&out.Attr, syscall.S_IFREG, 0o600)
 	out.Nlink = 1
 	out.SetTimes(nil, &started, &started)
 	out.SetTimeout(uncached)
@@ -423,7 +421,7 @@ func (h *inputHandle) Release(ctx context.Context) syscall.Errno {
 
 // boxMsg is one message of a box's ctl: a verb of boxVerbs, or launch.
 type boxMsg struct {
-	verb   string
+	cmd    boxCmd
 	launch string // the launch's name, for "launch NAME [key=value ...] -- ARGV"
 	spec   launch.Spec
 }
@@ -434,26 +432,29 @@ func parseBoxMsgs(text string) ([]boxMsg, error) {
 	var out []boxMsg
 	for _, line := range splitMessages(text) {
 		if !strings.HasPrefix(line, "launch ") && line != "launch" {
-			verbs, err := parseBoxCtl(line)
+			cmds, err := parseBoxCtl(line)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, boxMsg{verb: verbs[0]})
+			out = append(out, boxMsg{cmd: cmds[0]})
 			continue
 		}
 		words, err := tokenize(line)
 		if err == nil && len(words) < 2 {
 			err = fmt.Errorf("launch NAME [key=value ...] -- PROGRAM [ARG ...]")
 		}
-		m := boxMsg{verb: "launch"}
+		var m boxMsg
 		if err == nil {
 			m.launch = words[1]
 			if err = launch.CheckName(m.launch); err == nil {
 				m.spec, err = launch.ParseStart(words[2:])
 			}
 		}
+		if err == nil && m.launch == "" {
+			err = fmt.Errorf("a launch name is needed")
+		}
 		if err != nil {
-			return nil, providers.Errorf(providers.Invalid, "ctl", "%q: %v", line, err)
+			return nil, badMessage("ctl", line, err)
 		}
 		out = append(out, m)
 	}

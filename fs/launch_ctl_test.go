@@ -29,11 +29,10 @@ func TestParseBoxMsgs(t *testing.T) {
 	msgs, err := parseBoxMsgs("flush\nlaunch web grace=1 -- npm start\nsync\n")
 	require.NoError(t, err)
 	require.Len(t, msgs, 3)
-	assert.Equal(t, "flush", msgs[0].verb)
-	assert.Equal(t, "launch", msgs[1].verb)
+	assert.Equal(t, "flush", msgs[0].cmd.verb)
 	assert.Equal(t, "web", msgs[1].launch)
 	assert.Equal(t, []string{"npm", "start"}, msgs[1].spec.Argv)
-	assert.Equal(t, "sync", msgs[2].verb)
+	assert.Equal(t, "sync", msgs[2].cmd.verb)
 	for _, bad := range []string{"launch\n", "launch web\n", "launch ../x -- y\n", "launch web frob=1 -- y\n", "flush\nlaunch\n", "flush x\n"} {
 		_, err := parseBoxMsgs(bad)
 		assert.True(t, providers.IsCode(err, providers.Invalid), "%q: %v", bad, err)

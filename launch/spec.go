@@ -14,9 +14,9 @@ import (
 
 // Defaults and bounds of a Spec.
 const (
-	DefaultBurst       = 5                // restarts allowed in DefaultBurstWindow
+	DefaultBurst       = 5 // restarts allowed in DefaultBurstWindow
 	DefaultBurstWindow = 60 * time.Second
-	DefaultGrace       = 5 * time.Second  // between TERM and KILL at a stop
+	DefaultGrace       = 5 * time.Second // between TERM and KILL at a stop
 	MaxGrace           = 600 * time.Second
 	DefaultBeforeStop  = 30 * time.Second // the bound of the before-stop program
 	DefaultLogMax      = 8 << 20          // bytes of output kept: the tail

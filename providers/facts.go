@@ -36,6 +36,14 @@ type Facts struct {
 	// in a file), which a launch hands on as an inherited descriptor; ""
 	// when the box can take none.
 	SecretsVia string `json:"secretsVia,omitempty"`
+	// LifetimeVia names what ends the box at its lifetime without a call
+	// from the host ("activeDeadlineSeconds"); "" where the provider does
+	// not say.
+	LifetimeVia string `json:"lifetimeVia,omitempty"`
+
+	// Suspend is what the box keeps while suspended (SuspendMemory,
+	// SuspendFilesystem, SuspendSnapshot); "" when it cannot be suspended.
+	Suspend string `json:"suspend,omitempty"`
 }
 
 // Bool returns a fact pointer for a literal: Facts{FUSE: Bool(true)}.

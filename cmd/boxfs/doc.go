@@ -12,6 +12,8 @@
 //	boxfs launch NAME PROG [flags] -- ARGV...        keep a program running in a box
 //	boxfs launch stop|restart|status|logs NAME PROG  control and read it; launch ls NAME
 //	boxfs rm NAME | release NAME | facts NAME        destroy, stop presenting, describe a box
+//	boxfs suspend [--force] NAME | resume NAME       suspend a box, resume it
+//	boxfs snapshot NAME [SNAPSHOT]                   save a box's filesystem as a snapshot
 //	boxfs seed NAME DIR | pull NAME DIR              move a host tree in or out, one tar
 //	boxfs receipts | version | completion SHELL
 //

@@ -205,6 +205,7 @@ func (b *Box) Facts(ctx context.Context) (providers.Facts, error) {
 		if b.closesStdin() {
 			f.SecretsVia = "fd" // a real stdin, closed at its end
 		}
+		f.Suspend = providers.SuspendMemory
 		f.Network = providers.NetworkMode(b.labels[labelNetwork])
 		if f.Network == "" {
 			f.Network = providers.NetworkOpen // E2B's default
