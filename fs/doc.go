@@ -43,7 +43,7 @@
 // # Launches
 //
 // launch/PROG/ is a program the box keeps alive (package launch, driven by
-// the box's manager): ctl (start, stop, restart; read: a status line),
+// the box's manager): ctl (start, stop, restart, remove; read: a status line),
 // state (JSON), out.log (followed while the launch runs), and the
 // write-only secrets and stdin, held in memory for the next start.
 //

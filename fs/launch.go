@@ -25,9 +25,11 @@ const launchEntryTimeout = time.Second
 // box for more while the launch runs.
 const launchFollowPoll = 500 * time.Millisecond
 
-// launchDir is NAME/launch/: one directory per launch of the box.
+// launchDir is NAME/launch/: one directory per launch of the box. Its
+// launches cannot be removed or renamed (`rm -rf MOUNT/*` leaves them), but
+// for a name made and never started: remove in a launch's ctl forgets it.
 type launchDir struct {
-	gofs.Inode
+	fixedDir
 	v *boxView
 }
 
@@ -95,19 +97,23 @@ func (d *launchDir) Mkdir(ctx context.Context, name string, mode uint32, out *fu
 	return d.node(ctx, name, out), 0
 }
 
-// Rmdir forgets an ended launch (its files in the box go); a running one
-// is refused.
+// Rmdir forgets a name made with mkdir and never started; a launch the box
+// has is removed by remove in its ctl, never by rmdir (EPERM).
 func (d *launchDir) Rmdir(ctx context.Context, name string) syscall.Errno {
+	if !d.v.b.Made(name) {
+		d.v.b.SetErr(providers.Errorf(providers.Refused, "rmdir launch/"+name, "a launch is removed by writing remove to its ctl"))
+		return syscall.EPERM
+	}
 	if err := d.v.b.RemoveLaunch(ctx, name); err != nil {
-		d.v.b.SetErr(providers.E(0, "rmdir launch/"+name, err))
 		return toErrno(err)
 	}
 	return 0
 }
 
-// launchNode is NAME/launch/PROG/: ctl, state, out.log, secrets, stdin.
+// launchNode is NAME/launch/PROG/: ctl, state, out.log, secrets, stdin,
+// none of which can be removed or renamed.
 type launchNode struct {
-	gofs.Inode
+	fixedDir
 	v    *boxView
 	name string
 }
@@ -166,7 +172,7 @@ func (n *launchNode) OnAdd(ctx context.Context) {
 
 // launchMsg is one message of a launch's ctl.
 type launchMsg struct {
-	verb  string // start, stop, restart
+	verb  string // start, stop, restart, remove
 	spec  launch.Spec
 	grace *time.Duration
 }
@@ -191,12 +197,12 @@ func parseLaunchCtl(text string) ([]launchMsg, error) {
 			m.spec, err = launch.ParseStart(words[1:])
 		case "stop":
 			m.grace, err = parseGrace(words[1:])
-		case "restart":
+		case "restart", "remove":
 			if len(words) > 1 {
-				err = fmt.Errorf("restart takes no arguments")
+				err = fmt.Errorf("%s takes no arguments", m.verb)
 			}
 		default:
-			err = fmt.Errorf("unknown verb %q (a launch's ctl takes start, stop, restart)", m.verb)
+			err = fmt.Errorf("unknown verb %q (a launch's ctl takes start, stop, restart, remove)", m.verb)
 		}
 		if err != nil {
 			return nil, badMessage(op, line, err)
@@ -239,6 +245,8 @@ func (n *launchNode) ctl(ctx context.Context, data []byte) error {
 			_, err = b.StopLaunch(ctx, n.name, m.grace)
 		case "restart":
 			_, err = b.RestartLaunch(ctx, n.name)
+		case "remove":
+			err = b.RemoveLaunch(ctx, n.name)
 		}
 		if err != nil {
 			return providers.E(0, "launch/"+n.name+" ctl "+m.verb, err)

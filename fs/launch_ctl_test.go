@@ -11,15 +11,16 @@ import (
 )
 
 func TestParseLaunchCtl(t *testing.T) {
-	msgs, err := parseLaunchCtl("start grace=2s -- sh -c 'echo a b'\nstop grace=1s\nrestart\nstop\n")
+	msgs, err := parseLaunchCtl("start grace=2s -- sh -c 'echo a b'\nstop grace=1s\nrestart\nstop\nremove\n")
 	require.NoError(t, err)
-	require.Len(t, msgs, 4)
+	require.Len(t, msgs, 5)
+	assert.Equal(t, "remove", msgs[4].verb)
 	assert.Equal(t, []string{"sh", "-c", "echo a b"}, msgs[0].spec.Argv)
 	require.NotNil(t, msgs[1].grace)
 	assert.Equal(t, time.Second, *msgs[1].grace)
 	assert.Equal(t, "restart", msgs[2].verb)
 	assert.Nil(t, msgs[3].grace)
-	for _, bad := range []string{"", "start\n", "stop now\n", "stop grace=1 grace=2\n", "restart x\n", "kill\n", "stop\nfrob\n", "start -- 'x\n"} {
+	for _, bad := range []string{"", "start\n", "stop now\n", "stop grace=1 grace=2\n", "restart x\n", "remove x\n", "kill\n", "stop\nfrob\n", "start -- 'x\n"} {
 		_, err := parseLaunchCtl(bad)
 		assert.True(t, providers.IsCode(err, providers.Invalid), "%q: %v", bad, err)
 	}

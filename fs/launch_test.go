@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -157,12 +158,24 @@ func launchFilesRefusals(t *testing.T, mnt, launches, dir string) {
 	_, err = os.Stat(filepath.Join(launches, "nosuch"))
 	assert.ErrorIs(t, err, syscall.ENOENT)
 
-	// rmdir forgets an ended launch; not a running one.
+	// Nothing of a launch can be removed or renamed (rm -rf MOUNT/* leaves
+	// it); remove in its ctl forgets an ended one, not a running one; rmdir
+	// forgets only a name made and never started.
 	require.NoError(t, writeFile(t, filepath.Join(dir, "ctl"), "start -- sleep 300\n"))
 	waitPhase(t, dir, launch.Running)
-	assert.ErrorIs(t, syscall.Rmdir(dir), syscall.EPERM, "a running launch stays")
-	require.NoError(t, writeFile(t, filepath.Join(dir, "ctl"), "stop grace=0\n"))
-	require.NoError(t, syscall.Rmdir(dir))
+	out, err := exec.Command("sh", "-c", "rm -rf "+mnt+"/*").CombinedOutput()
+	assert.Error(t, err, "rm -rf: %s", out)
+	for _, f := range []string{"ctl", "state", "out.log", "secrets", "stdin"} {
+		_, err := os.Lstat(filepath.Join(dir, f))
+		assert.NoError(t, err, "%s after rm -rf", f)
+	}
+	assert.ErrorIs(t, os.Rename(dir, dir+"2"), syscall.EPERM)
+	assert.ErrorIs(t, syscall.Rmdir(filepath.Join(launches, "api")), syscall.EPERM, "an ended launch the box has")
+	assert.Equal(t, launch.Running, readState(t, dir).Phase, "rm -rf stopped nothing")
+	assert.ErrorIs(t, writeFile(t, filepath.Join(dir, "ctl"), "remove\n"), syscall.EPERM, "a running launch stays")
+	require.NoError(t, writeFile(t, filepath.Join(dir, "ctl"), "stop grace=0\nremove\n"))
+	require.NoError(t, os.Mkdir(filepath.Join(launches, "fresh"), 0o755))
+	require.NoError(t, syscall.Rmdir(filepath.Join(launches, "fresh")))
 	ents, err = os.ReadDir(launches)
 	require.NoError(t, err)
 	require.Len(t, ents, 1)
