@@ -101,6 +101,19 @@ func TestConformance(t *testing.T) {
 			launchtest.Run(t, launchtest.Harness{Box: b, Options: launch.Options{Facts: facts(t, b)}})
 		})
 	}
+	for _, via := range []string{launch.ViaSh, launch.ViaAgent} {
+		t.Run("provider=kubernetes/via="+via, func(t *testing.T) {
+			p := testbox.Kubernetes(t, nil)
+			b, err := p.Create(context.Background(), providers.Spec{Lifetime: time.Hour, Labels: map[string]string{testbox.Label: "launch"}})
+			require.NoError(t, err)
+			t.Cleanup(func() { b.Destroy(context.Background()) })
+			opts := launch.Options{Facts: facts(t, b), Force: via}
+			if via == launch.ViaAgent {
+				opts = withAgent(t, b)
+			}
+			launchtest.Run(t, launchtest.Harness{Box: b, Options: opts, User: "nobody"})
+		})
+	}
 	for _, image := range []string{"boxfs-base:latest", "boxfs-busybox:latest"} {
 		for _, via := range []string{launch.ViaSh, launch.ViaAgent} {
 			t.Run("provider=docker/image="+image+"/via="+via, func(t *testing.T) {
