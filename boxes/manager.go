@@ -38,6 +38,11 @@ type Options struct {
 	// close(2) returns once the bytes are journaled, and dirty files are
 	// pushed in batches (boxes.WriteBehind).
 	WriteBehind bool
+	// BehindDelay, when set, is how long a write-behind batch waits after
+	// the last close, and the longest a close waits for its batch (default:
+	// the cache's, 100 ms and 1 s): a long one leaves pushing to the
+	// barriers and full batches.
+	BehindDelay time.Duration
 	// Watch has the agent watch each box's workspace (inotify), so changes
 	// made behind boxfs's back reach the View at once instead of after
 	// AttrTimeout. Experimental and off by default.
