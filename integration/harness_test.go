@@ -95,6 +95,9 @@ type mountCfg struct {
 	write           string // the mount's write mode; "" for the default
 	mnt, state      string // the mount point and state directory; "" for new ones
 	budget          int64  // the content cache's bound; 0 for the default
+	// behindDelay is write-behind's batch delay; 0 for the default. A long
+	// one leaves pushing to the barriers and full batches.
+	behindDelay time.Duration
 }
 
 // startMountCfg serves a namespace as cfg says.
@@ -121,6 +124,9 @@ func startMountCfg(t *testing.T, cfg mountCfg) *mountT {
 	}
 	if cfg.write != "" {
 		m.cmd.Env = append(m.cmd.Env, envWrite+"="+cfg.write)
+	}
+	if cfg.behindDelay != 0 {
+		m.cmd.Env = append(m.cmd.Env, envBehind+"="+cfg.behindDelay.String())
 	}
 	if cfg.budget != 0 {
 		m.cmd.Env = append(m.cmd.Env, envBudget+"="+strconv.FormatInt(cfg.budget, 10))

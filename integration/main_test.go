@@ -34,8 +34,9 @@ const (
 	envOpTime   = "BOXFS_IT_OPTIMEOUT"
 	envAttrTime = "BOXFS_IT_ATTRTIMEOUT"
 	envWatch    = "BOXFS_IT_WATCH"
-	envWrite    = "BOXFS_IT_WRITE" // the mount's write mode
-	envBudget   = "BOXFS_IT_CACHE" // the content cache's bound, bytes
+	envWrite    = "BOXFS_IT_WRITE"        // the mount's write mode
+	envBudget   = "BOXFS_IT_CACHE"        // the content cache's bound, bytes
+	envBehind   = "BOXFS_IT_BEHIND_DELAY" // write-behind's batch delay
 )
 
 // fakeProviders open the providers whose service is played by an in-process
@@ -68,6 +69,7 @@ func serve(mnt string) error {
 		attrTimeout = d
 	}
 	budget, _ := strconv.ParseInt(os.Getenv(envBudget), 10, 64)
+	behindDelay, _ := time.ParseDuration(os.Getenv(envBehind))
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	m, err := boxes.New(boxes.Options{
 		StateDir:        state,
@@ -82,6 +84,7 @@ func serve(mnt string) error {
 		AttrTimeout: attrTimeout,
 		Watch:       os.Getenv(envWatch) == "1",
 		WriteBehind: os.Getenv(envWrite) == boxes.WriteBehind,
+		BehindDelay: behindDelay,
 		CacheBudget: budget,
 		OpTimeout:   opTimeout,
 		AgentBinary: os.Getenv(envAgent),
