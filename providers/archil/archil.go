@@ -78,6 +78,7 @@ type Provider struct {
 	maxExec    time.Duration
 	queueWait  time.Duration
 	log        *slog.Logger
+	now        func() time.Time // the host's clock, for lifetimes
 
 	mu     sync.Mutex
 	diskID string // resolved on first use
@@ -155,7 +156,7 @@ func New(cfg providers.Config) (*Provider, error) {
 	if !diskIDRE.MatchString(disk) && !diskNameRE.MatchString(disk) {
 		return nil, providers.Errorf(providers.Invalid, op, "disk %q is neither a disk id (dsk- and 16 hex digits) nor a disk name ([A-Za-z0-9_-])", disk)
 	}
-	p := &Provider{region: region, diskRef: disk, createDisk: o["create_disk"] == "true", maxExec: DefaultMaxExec, queueWait: DefaultQueueWait, log: cfg.Logger}
+	p := &Provider{region: region, diskRef: disk, createDisk: o["create_disk"] == "true", maxExec: DefaultMaxExec, queueWait: DefaultQueueWait, log: cfg.Logger, now: time.Now}
 	if v := o["create_disk"]; v != "" && v != "true" && v != "false" {
 		return nil, providers.Errorf(providers.Invalid, op, "create_disk=%q: want true or false", v)
 	}
@@ -341,7 +342,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.B
 	if err != nil {
 		return nil, providers.E(0, op, err)
 	}
-	now := time.Now()
+	now := p.now()
 	rec := record{ID: providers.NewID(8), Labels: spec.Labels, Created: now.UTC(), Ends: now.Add(spec.LifetimeOrDefault()).UTC()}
 	if rec.Labels == nil {
 		rec.Labels = map[string]string{}
@@ -404,7 +405,7 @@ func (p *Provider) Attach(ctx context.Context, id string) (providers.Box, error)
 	}
 	b := p.newBox(disk, rec)
 	if b.expired() {
-		b.endLazily(ctx)
+		b.endLazily(ctx, true)
 		return nil, providers.Errorf(providers.NotFound, op, "box %s ended at %s, its lifetime", id, rec.Ends.Format(time.RFC3339)).WithBox(id)
 	}
 	return b, nil
@@ -442,7 +443,7 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]provid
 		}
 		b := p.newBox(disk, rec)
 		if b.expired() {
-			b.endLazily(ctx)
+			b.endLazily(ctx, true)
 			delete(ids, id)
 			continue
 		}

@@ -128,7 +128,7 @@ func (b *Box) BilledCalls() int64 { return b.st.calls.Load() }
 // workspace is the box's directory as a command sees it.
 func (b *Box) workspace() string { return b.rec.Root + "/" + boxesDir + "/" + b.id }
 
-func (b *Box) expired() bool { return !time.Now().Before(b.rec.Ends) }
+func (b *Box) expired() bool { return !b.p.now().Before(b.rec.Ends) }
 
 func (b *Box) putRecord(ctx context.Context) error {
 	data, err := json.Marshal(b.rec)
@@ -164,19 +164,20 @@ func (b *Box) checkLifetime(ctx context.Context, op string) error {
 		return providers.Errorf(providers.Gone, op, "the box has ended").WithBox(b.id)
 	}
 	if b.expired() {
-		b.endLazily(ctx)
+		b.endLazily(ctx, true)
 		return providers.Errorf(providers.Gone, op, "the box ended at %s, its lifetime", b.rec.Ends.Format(time.RFC3339)).WithBox(b.id)
 	}
 	return nil
 }
 
 // endLazily ends a box found past its lifetime: as Destroy, with a bound
-// of its own, logging rather than returning a failure.
-func (b *Box) endLazily(ctx context.Context) {
+// of its own, logging rather than returning a failure. A caller in this
+// process's turn (a command that found it) does not wait for the turn.
+func (b *Box) endLazily(ctx context.Context, waitTurn bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	b.p.log.Info("archil: ending a box past its lifetime", "box", b.id, "ends", b.rec.Ends)
-	if err := b.Destroy(ctx); err != nil {
+	if err := b.destroy(ctx, waitTurn); err != nil {
 		b.p.log.Warn("archil: ending a box past its lifetime", "box", b.id, "err", err)
 	}
 }
@@ -221,7 +222,9 @@ func (b *Box) Status(ctx context.Context) (providers.Status, error) {
 // every client at once (a running command's wrapper sees it gone and kills
 // the command), then removes the box's directories in one command. A
 // directory left behind by a failure there is removed by a later List.
-func (b *Box) Destroy(ctx context.Context) error {
+func (b *Box) Destroy(ctx context.Context) error { return b.destroy(ctx, true) }
+
+func (b *Box) destroy(ctx context.Context, waitTurn bool) error {
 	const op = "archil.Destroy"
 	b.st.ended.Store(true)
 	if b.st.removed.Swap(true) {
@@ -233,11 +236,13 @@ func (b *Box) Destroy(ctx context.Context) error {
 	}
 	// Wait (bounded) for this process's own commands to see the record
 	// gone, so that the removal does not race them.
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	release, err := b.st.turn(wctx)
-	cancel()
-	if err == nil {
-		release()
+	if waitTurn {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		release, err := b.st.turn(wctx)
+		cancel()
+		if err == nil {
+			release()
+		}
 	}
 	script := "rm -rf -- " + boxesDir + "/" + b.id + " " + cmdsDir + "/" + b.id
 	if _, err := b.p.maintain(ctx, b.disk, b.st, op, "for i in 1 2 3 4 5; do "+script+" && exit 0; sleep 1; done; exit 1"); err != nil {

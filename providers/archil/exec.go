@@ -86,14 +86,13 @@ set +m
 (
 	while sleep 0.1; do
 		w=
-		if [ -e "$D/$cid.kill" ]; then w=killed
-		elif [ ! -f "$R" ]; then w=gone
-		elif [ "$(date +%s)" -ge "$end" ]; then w=$why
+		if [ -e "$D/$cid.kill" ]; then w=10
+		elif [ ! -f "$R" ]; then w=11
+		elif [ "$(date +%s)" -ge "$end" ]; then w=12
 		fi
 		[ -n "$w" ] || continue
-		echo "$w" >"$D/$cid.why"
 		kill -KILL -- "-$pid"
-		exit 0
+		exit "$w"
 	done
 ) 3>&- &
 wp=$!
@@ -101,10 +100,10 @@ wait "$pid"
 rc=$?
 kill "$wp"
 wait "$wp"
+case $? in 10) w=killed ;; 11) w=gone ;; 12) w=$why ;; *) w= ;; esac
 kill -KILL -- "-$pid"
 n=0
 while kill -0 -- "-$pid" && [ $n -lt 200 ]; do sleep 0.05; n=$((n + 1)); done
-w=$(cat -- "$D/$cid.why")
 printf '%s %s\n' "$rc" "$w" >"$D/$cid.rc.tmp" && mv -f -- "$D/$cid.rc.tmp" "$D/$cid.rc"
 [ -z "$co" ] || archil checkin "$top/$B"
 rm -rf -- "$L"
@@ -150,10 +149,16 @@ type execResult struct {
 func (p *Provider) post(ctx context.Context, disk string, st *boxState, command string) (execResult, error) {
 	var res execResult
 	_, err := p.c.control(ctx, http.MethodPost, "/api/disks/"+disk+"/exec", nil, map[string]string{"command": command}, &res, false)
+	if err == nil {
+		if st != nil {
+			st.calls.Add(1)
+		}
+		return res, nil
+	}
 	if s := statusOf(err); st != nil && (s == 0 || s >= 500) {
 		st.calls.Add(1)
 	}
-	return res, err
+	return res, wrap("archil.exec", "", err)
 }
 
 // maintain runs an idempotent command of boxfs's own on the disk (no
@@ -368,7 +373,7 @@ func (b *Box) commandText(cid string, req providers.ExecRequest, secs int, why s
 // the box's lifetime. why says which of the two it is.
 func (b *Box) deadline() (int, string) {
 	secs, why := int((b.p.maxExec-execMargin)/time.Second), "deadline"
-	if left := int(time.Until(b.rec.Ends) / time.Second); left < secs {
+	if left := int(b.rec.Ends.Sub(b.p.now()) / time.Second); left < secs {
 		secs, why = max(left, 1), "ended"
 	}
 	return secs, why
@@ -585,7 +590,7 @@ func (b *Box) finish(ctx context.Context, cid string, req providers.ExecRequest,
 		b.st.ended.Store(true)
 		return -1, providers.Errorf(providers.Gone, op, "the box was destroyed while the command ran").WithBox(b.id)
 	case "ended":
-		b.endLazily(ctx)
+		b.endLazily(ctx, false)
 		return -1, providers.Errorf(providers.Gone, op, "the box's lifetime ended while the command ran").WithBox(b.id)
 	case "deadline":
 		return -1, providers.Errorf(providers.Timeout, op, "the command ran into its deadline, %v inside the platform's limit of %v", execMargin, b.p.maxExec).WithBox(b.id)

@@ -1,0 +1,16 @@
+package archil_test
+
+import "os"
+
+// readDir lists a directory's names; a missing one has none.
+func readDir(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	if os.IsNotExist(err) {
+		err = nil
+	}
+	return out, err
+}
