@@ -124,6 +124,7 @@ type entry struct {
 	from     time.Time
 	lifetime time.Duration
 	calls    int64
+	counter  providers.CallCounter // the box's own count of billed calls, where it keeps one
 	ended    bool
 	to       time.Time
 	final    *Receipt // the receipt written when it ended (priced boxes)
@@ -234,6 +235,28 @@ func (l *Ledger) lookup(provider, id string) *entry {
 	return l.entries[key(provider, id)]
 }
 
+// countCalls makes the box's own count of billed calls (when b keeps one,
+// providers.CallCounter) the calls its receipt prices, in place of the
+// Execs the ledger sees: a box whose file operations make billed calls of
+// their own (Archil) is priced by every call it made. It is for whatever
+// meters the box (the wrapper, or the box manager's hook) to call once,
+// when it starts metering b.
+func (e *entry) countCalls(b providers.Box) {
+	if cc, ok := b.(providers.CallCounter); ok {
+		e.counter = cc
+	}
+}
+
+// billedCalls is the calls a box billed per call has made: its own count
+// where it keeps one, else the Execs the ledger counted. A box that ended
+// keeps the count its receipt priced.
+func (e *entry) billedCalls() int64 {
+	if e.counter != nil && e.final == nil {
+		e.calls = max(e.calls, e.counter.BilledCalls())
+	}
+	return e.calls
+}
+
 // counted adds one billed call.
 func (l *Ledger) counted(e *entry) {
 	l.mu.Lock()
@@ -296,7 +319,7 @@ func (e *entry) receiptLocked(to time.Time) Receipt {
 		Seconds:  round9(bigSeconds(d)),
 	}
 	if e.price != nil {
-		r.price(*e.price, d, e.calls)
+		r.price(*e.price, d, e.billedCalls())
 	}
 	return r
 }

@@ -227,6 +227,9 @@ func (b *box) Destroy(ctx context.Context) error {
 // interfaces among Files, Walker, Archiver and PathStater.
 func (l *Ledger) wrapBox(inner providers.Box, e *entry) providers.Box {
 	b := &box{l: l, inner: inner, e: e}
+	if e != nil {
+		e.countCalls(inner)
+	}
 	f, isF := inner.(providers.Files)
 	w, isW := inner.(providers.Walker)
 	a, isA := inner.(providers.Archiver)

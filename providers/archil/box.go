@@ -42,9 +42,9 @@ func limitReader(r io.Reader, n int64) io.Reader { return io.LimitReader(r, n) }
 // boxState is what every Box value of one box shares in this process: the
 // queue of its commands and uploads, and its count of billed calls.
 type boxState struct {
-	mu    sync.Mutex
-	tail  chan struct{} // closed when the last turn handed out ends
-	calls atomic.Int64
+	mu      sync.Mutex
+	tail    chan struct{} // closed when the last turn handed out ends
+	calls   atomic.Int64
 	ended   atomic.Bool // destroyed or found ended by this process
 	removed atomic.Bool // Destroy ran in this process
 }

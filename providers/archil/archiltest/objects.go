@@ -331,4 +331,3 @@ func walkKeys(dir, prefix, delim string) []listEntry {
 	slices.SortFunc(out, func(a, b listEntry) int { return strings.Compare(a.key, b.key) })
 	return out
 }
-
