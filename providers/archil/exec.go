@@ -43,7 +43,8 @@ const (
 // and, where the archil client is there, the client's checkout of the
 // box's directory, which shared mode needs for edits. The command runs as
 // its own process group; a watcher kills the group when the host asks (a
-// .kill object), when the record goes (destroy), or at the deadline. The
+// .kill object), when the record goes (destroy), or at the deadline,
+// noting why in the container's own /tmp, which a destroy cannot remove. The
 // status also lands in <cid>.rc, so a call whose answer was lost can be
 // settled from the object.
 const wrapper = `
@@ -75,6 +76,7 @@ if command -v archil >/dev/null; then
 	co=1
 fi
 end=$((now + secs))
+wf=/tmp/boxfs-$cid.why
 set -m
 if [ "$merge" = 1 ]; then
 	( cd -- "$dir" && exec env -i PATH=` + basePath + ` HOME="$top/$B" TMPDIR=/tmp "${envs[@]}" "$@" ) 3>&- >"$D/$cid.out" 2>&1 &
@@ -82,25 +84,28 @@ else
 	( cd -- "$dir" && exec env -i PATH=` + basePath + ` HOME="$top/$B" TMPDIR=/tmp "${envs[@]}" "$@" ) 3>&- >"$D/$cid.out" 2>"$D/$cid.err" &
 fi
 pid=$!
-set +m
 (
 	while sleep 0.1; do
 		w=
-		if [ -e "$D/$cid.kill" ]; then w=10
-		elif [ ! -f "$R" ]; then w=11
-		elif [ "$(date +%s)" -ge "$end" ]; then w=12
+		if [ -e "$D/$cid.kill" ]; then w=killed
+		elif [ ! -f "$R" ]; then w=gone
+		elif [ "$(date +%s)" -ge "$end" ]; then w=$why
 		fi
 		[ -n "$w" ] || continue
+		echo "$w" >"$wf"
 		kill -KILL -- "-$pid"
-		exit "$w"
+		exit 0
 	done
 ) 3>&- &
 wp=$!
+set +m
 wait "$pid"
 rc=$?
-kill "$wp"
+kill -KILL -- "-$wp"
 wait "$wp"
-case $? in 10) w=killed ;; 11) w=gone ;; 12) w=$why ;; *) w= ;; esac
+w=$(cat -- "$wf")
+rm -f -- "$wf"
+[ -n "$w" ] || [ -f "$R" ] || w=gone
 kill -KILL -- "-$pid"
 n=0
 while kill -0 -- "-$pid" && [ $n -lt 200 ]; do sleep 0.05; n=$((n + 1)); done

@@ -1,6 +1,10 @@
 package archil_test
 
-import "os"
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+)
 
 // readDir lists a directory's names; a missing one has none.
 func readDir(dir string) ([]string, error) {
@@ -14,3 +18,5 @@ func readDir(dir string) ([]string, error) {
 	}
 	return out, err
 }
+
+func jsonDecode(resp *http.Response, v any) error { return json.NewDecoder(resp.Body).Decode(v) }
