@@ -348,16 +348,19 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.B
 		rec.Labels = map[string]string{}
 	}
 	b := p.newBox(disk, rec)
-	if err := b.putRecord(ctx); err != nil {
-		return nil, wrap(op, rec.ID, err)
-	}
+	// A failed create removes what it made; its error names the box
+	// only when that failed too, so the box is left behind.
 	fail := func(err error) (providers.Box, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if derr := b.Destroy(rctx); derr != nil {
 			p.log.Warn("archil: removing a box whose create failed", "box", rec.ID, "err", derr)
+			return nil, wrap(op, rec.ID, err)
 		}
-		return nil, wrap(op, rec.ID, err)
+		return nil, wrap(op, "", err)
+	}
+	if err := b.putRecord(ctx); err != nil {
+		return fail(err)
 	}
 	out, err := p.maintain(ctx, disk, b.st, op, "mkdir -p -- \""+boxesDir+"/"+rec.ID+"\" \""+cmdsDir+"/"+rec.ID+"\" && pwd && uname -m && command -v bash")
 	if err != nil {

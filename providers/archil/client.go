@@ -210,7 +210,7 @@ func (c *client) do(ctx context.Context, req request) (*http.Response, error) {
 			return resp, nil
 		default:
 			e = c.failure(req.method, u.Path, resp, attempt)
-			retryable = resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented
+			retryable = retryableStatus(resp.StatusCode)
 		}
 		if !retryable || !req.idempotent || attempt >= maxTries {
 			return nil, e
@@ -220,6 +220,12 @@ func (c *client) do(ctx context.Context, req request) (*http.Response, error) {
 			return nil, err
 		}
 	}
+}
+
+// retryableStatus reports whether a call answered with status may be sent
+// again: it was refused for now (429) or the server failed (5xx but 501).
+func retryableStatus(status int) bool {
+	return status == http.StatusTooManyRequests || status >= 500 && status != http.StatusNotImplemented
 }
 
 // failure reads an error answer: the envelope's error, or S3's error

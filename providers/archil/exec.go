@@ -178,7 +178,9 @@ func (p *Provider) maintain(ctx context.Context, disk string, st *boxState, op, 
 		if err == nil {
 			return "", providers.Errorf(providers.Unknown, op, "boxfs's command exited %d: %s", res.ExitCode, clip(res.Stderr))
 		}
-		if s := statusOf(err); s != 0 && (s < 500 || s == http.StatusGatewayTimeout) || attempt >= maxTries || ctx.Err() != nil {
+		// No answer, a 429 or a 5xx: send it again. A 504 ran into the
+		// platform's limit, and would again.
+		if s := statusOf(err); s != 0 && (!retryableStatus(s) || s == http.StatusGatewayTimeout) || attempt >= maxTries || ctx.Err() != nil {
 			return "", wrap(op, "", err)
 		}
 		if err := sleep(ctx, backoff(attempt)); err != nil {
