@@ -12,8 +12,9 @@ import (
 	"sync"
 	"syscall"
 
-	"golang.org/x/sys/unix"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // shim is the "archil" program a command finds first on its PATH: the
