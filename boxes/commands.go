@@ -52,6 +52,7 @@ type Command struct {
 	proc   providers.Process
 	killed bool
 	ended  time.Time
+	atEnd  bool // the box gives a command's output only when it ends
 }
 
 func newCommands(b *Box, dir string) *Commands {
@@ -128,7 +129,7 @@ func (t *Commands) Start(ctx context.Context, line string) (*Command, error) {
 	n := t.next
 	t.next++
 	t.mu.Unlock()
-	cmd := &Command{n: n, line: line, started: time.Now(), dir: t.dir, status: StatusRunning, grow: make(chan struct{})}
+	cmd := &Command{n: n, line: line, started: time.Now(), dir: t.dir, status: StatusRunning, grow: make(chan struct{}), atEnd: outputAtEnd(h.Facts())}
 	if err := os.WriteFile(filepath.Join(t.dir, fmt.Sprintf("%d.cmd", n)), []byte(line+"\n"), 0o600); err != nil {
 		return nil, providers.E(providers.Unknown, "boxes.Start", err)
 	}
@@ -353,4 +354,41 @@ func (c *Command) ReadAt(ctx context.Context, p []byte, off int64) (int, error) 
 			return 0, ctx.Err()
 		}
 	}
+}
+
+// AtEndNote is the line an open of cmds/N/out starts with while the
+// command runs on a box that gives a command's output only when it ends.
+const AtEndNote = "[boxfs: this box gives a command's output when the command ends; it follows this line then]\n"
+
+// outputAtEnd reports whether a box's facts say a command's output
+// arrives only when it ends: no process lives past its own call.
+func outputAtEnd(f providers.Facts) bool {
+	return f.LiveProcesses != nil && !*f.LiveProcesses
+}
+
+// OutputReader reads a command's output for one open of cmds/N/out.
+type OutputReader struct {
+	c    *Command
+	note string
+}
+
+// Output returns a reader of the command's output for one open. Opened
+// while the command runs on a box whose output arrives when it ends, its
+// reads start with AtEndNote, so that a reader following the command
+// sees why nothing comes yet; the output follows the note.
+func (c *Command) Output() *OutputReader {
+	r := &OutputReader{c: c}
+	if c.atEnd && c.Running() {
+		r.note = AtEndNote
+	}
+	return r
+}
+
+// ReadAt reads at off as Command.ReadAt does, the note (if any) first.
+func (r *OutputReader) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	n := int64(len(r.note))
+	if off < n {
+		return copy(p, r.note[off:]), nil
+	}
+	return r.c.ReadAt(ctx, p, off-n)
 }

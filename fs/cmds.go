@@ -270,10 +270,10 @@ func (o *outFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint
 	if err != nil {
 		return nil, 0, toErrno(err)
 	}
-	return &outHandle{c: c}, fuse.FOPEN_DIRECT_IO, 0
+	return &outHandle{c: c.Output()}, fuse.FOPEN_DIRECT_IO, 0
 }
 
-type outHandle struct{ c *boxes.Command }
+type outHandle struct{ c *boxes.OutputReader }
 
 var _ gofs.FileReader = (*outHandle)(nil)
 
