@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,6 +14,31 @@ import (
 	"github.com/boxfs/boxfs/boxes"
 	"github.com/boxfs/boxfs/providers"
 )
+
+// rowsNamed returns the provider rows of the names given.
+func rowsNamed(names ...string) []providerRow {
+	var rows []providerRow
+	for _, row := range providerRows {
+		if slices.Contains(names, row.name) {
+			rows = append(rows, row)
+		}
+	}
+	return rows
+}
+
+// managerOn opens a manager whose one provider is p, metering nothing.
+func managerOn(t *testing.T, p providers.Provider) *boxes.Manager {
+	t.Helper()
+	m, err := boxes.New(boxes.Options{
+		StateDir:        t.TempDir(),
+		DefaultProvider: p.Name(),
+		OpenProvider:    func(string) (providers.Provider, error) { return p, nil },
+		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Shutdown(context.Background()) })
+	return m
+}
 
 // readOut reads r from off to the end of the command's output.
 func readOut(ctx context.Context, t *testing.T, r interface {
@@ -37,22 +63,12 @@ func readOut(ctx context.Context, t *testing.T, r interface {
 // box that streams output, or after the command ended, it is the output
 // alone, as the exec file's is.
 func TestOutputAtEndSaysSo(t *testing.T) {
-	for _, row := range providerRows {
-		if row.name != "local" && row.name != "archil" {
-			continue
-		}
+	for _, row := range rowsNamed("local", "archil") {
 		t.Run("provider="+row.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			p, spec := row.open(t)
-			m, err := boxes.New(boxes.Options{
-				StateDir:        t.TempDir(),
-				DefaultProvider: p.Name(),
-				OpenProvider:    func(string) (providers.Provider, error) { return p, nil },
-				Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
-			})
-			require.NoError(t, err)
-			t.Cleanup(func() { m.Shutdown(context.Background()) })
+			m := managerOn(t, p)
 			require.NoError(t, m.Create(ctx, "a", "", spec))
 			b := m.Lookup("a")
 			defer func() { assert.NoError(t, b.Destroy(ctx)) }()

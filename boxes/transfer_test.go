@@ -3,8 +3,6 @@ package boxes_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,8 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/boxfs/boxfs/boxes"
-	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/syncengine"
 )
 
@@ -22,22 +18,12 @@ import (
 // included, on a box that streams stdin (local) and on one that takes none
 // (archil), where the pull's list of paths cannot ride on stdin.
 func TestSeedThenPull(t *testing.T) {
-	for _, row := range providerRows {
-		if row.name != "local" && row.name != "archil" {
-			continue
-		}
+	for _, row := range rowsNamed("local", "archil") {
 		t.Run("provider="+row.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			p, spec := row.open(t)
-			m, err := boxes.New(boxes.Options{
-				StateDir:        t.TempDir(),
-				DefaultProvider: p.Name(),
-				OpenProvider:    func(string) (providers.Provider, error) { return p, nil },
-				Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
-			})
-			require.NoError(t, err)
-			t.Cleanup(func() { m.Shutdown(context.Background()) })
+			m := managerOn(t, p)
 			require.NoError(t, m.Create(ctx, "a", "", spec))
 			defer func() { assert.NoError(t, m.Destroy(ctx, "a")) }()
 
@@ -50,7 +36,7 @@ func TestSeedThenPull(t *testing.T) {
 				require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(src, name)), 0o755))
 				require.NoError(t, os.WriteFile(filepath.Join(src, name), []byte(body), 0o644))
 			}
-			_, err = m.Seed(ctx, "a", src, syncengine.SeedOptions{})
+			_, err := m.Seed(ctx, "a", src, syncengine.SeedOptions{})
 			require.NoError(t, err)
 
 			dst := t.TempDir()
