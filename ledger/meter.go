@@ -30,7 +30,8 @@ func (l *Ledger) Created(provider, id string, spec providers.Spec, facts provide
 }
 
 // Exec counts an Exec call on a box billed per call, unless the call was
-// refused before it was made (see made). An Exec that says the box is gone
+// refused before it was made (see made); a box that keeps its own count of
+// calls is priced by that count instead. An Exec that says the box is gone
 // ends the box's metering.
 func (l *Ledger) Exec(provider, id string, err error) {
 	e := l.lookup(provider, id)
