@@ -38,7 +38,11 @@ const (
 // stdout with lines "boxfs:..." (the command's output goes to objects):
 // gone (no record: the box ended), dup (this command already started: a
 // retried call), busy (another command holds the box's checkout), or
-// "rc N WHY" with, when small, the output as base64. It takes the box's
+// "rc N WHY" with, when small, the output as base64. A destroy that
+// removes the box's directories as the command starts is gone, not dup;
+// a command that finds the record gone when it ends removes the box's
+// directories itself, which it may have written after the destroy removed
+// them. It takes the box's
 // checkout: a lock directory (broken once past the time written in it)
 // and, where the archil client is there, the client's checkout of the
 // box's directory, which shared mode needs for edits. The command runs as
@@ -59,7 +63,10 @@ sz() { if [ -f "$1" ]; then wc -c <"$1"; else echo 0; fi; }
 [ -f "$R" ] || { say gone; exit 0; }
 mkdir -p -- "$D" || { say fail mkdir; exit 0; }
 find "$D" -maxdepth 1 -type f -mmin +15 -delete
-( set -C; : >"$D/$cid.run" ) || { say dup; exit 0; }
+if ! ( set -C; : >"$D/$cid.run" ); then
+	if [ ! -f "$R" ]; then rm -rf -- "$D"; say gone; elif [ -e "$D/$cid.run" ]; then say dup; else say fail; fi
+	exit 0
+fi
 now=$(date +%s)
 if ! mkdir -- "$L"; then
 	u=$(cat -- "$L/until")
@@ -117,6 +124,7 @@ if command -v base64 >/dev/null && [ $(($(sz "$D/$cid.out") + $(sz "$D/$cid.err"
 	say "out $(base64 -w0 <"$D/$cid.out")"
 	[ "$merge" = 1 ] || say "err $(base64 -w0 <"$D/$cid.err")"
 fi
+[ -f "$R" ] || rm -rf -- "$B" "$D"
 `
 
 // quote renders s as one bash word: $'...' with every byte outside a
@@ -543,6 +551,16 @@ func (b *Box) status(ctx context.Context, cid string) (answer, bool, error) {
 	return a, true, nil
 }
 
+// recordGone reports whether the box's record is known to be gone (a
+// failure to read it says nothing).
+func (b *Box) recordGone(ctx context.Context) bool {
+	if b.st.ended.Load() {
+		return true
+	}
+	_, err := b.p.readRecord(context.WithoutCancel(ctx), b.disk, b.id)
+	return statusOf(err) == http.StatusNotFound
+}
+
 // started reports whether a command's wrapper got as far as marking it.
 func (b *Box) started(ctx context.Context, cid string) (bool, error) {
 	resp, err := b.p.c.getObject(context.WithoutCancel(ctx), b.disk, b.cmdKey(cid, "run"), nil)
@@ -558,7 +576,8 @@ func (b *Box) started(ctx context.Context, cid string) (bool, error) {
 
 // awaitStatus polls a command's status object until the command's own
 // deadline has surely passed, asking it to stop when ctx ends or a kill
-// comes.
+// comes. A box whose record is gone meanwhile was destroyed: its
+// directories, the status object's with them, are gone too.
 func (b *Box) awaitStatus(ctx context.Context, kill <-chan struct{}, cid string, secs time.Duration) (answer, error) {
 	const op = "archil.Exec"
 	until := time.Now().Add(secs + answerSlack)
@@ -567,6 +586,9 @@ func (b *Box) awaitStatus(ctx context.Context, kill <-chan struct{}, cid string,
 		a, found, err := b.status(ctx, cid)
 		if err == nil && found {
 			return a, nil
+		}
+		if err == nil && b.recordGone(ctx) {
+			return answer{state: "gone"}, nil
 		}
 		if err := b.pause(ctx, kill, d); err != nil && !asked {
 			asked = true
