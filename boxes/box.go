@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/boxfs/boxfs/hands"
+	"github.com/boxfs/boxfs/internal/guard"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/syncengine/cache"
 )
@@ -29,7 +31,9 @@ type Box struct {
 	m    *Manager
 	name string
 
-	connectMu sync.Mutex // one connect at a time
+	connectMu sync.Mutex    // one connect at a time
+	startMu   sync.RWMutex  // read-held while a command starts; Suspend write-holds it to settle the state
+	life      chan struct{} // the life lock: one suspend, resume or snapshot at a time (lockLife)
 
 	mu      sync.Mutex
 	rec     record
@@ -41,6 +45,7 @@ type Box struct {
 	errText string
 	health  health
 	cmds    *Commands
+	resumed *resumedFrom // how this process got the box back, if it did
 
 	stopWatch context.CancelFunc // ends the watch of the workspace; nil without one
 }
@@ -56,11 +61,18 @@ type health struct {
 }
 
 func (m *Manager) newBox(r record) *Box {
-	b := &Box{m: m, name: r.Name, rec: r, state: StateReady}
-	if r.Spec != nil && r.ID == "" {
+	b := &Box{m: m, name: r.Name, rec: r, state: StateReady, life: make(chan struct{}, 1)}
+	switch {
+	case r.Spec != nil && r.ID == "":
 		b.state = StateDeclared
+	case r.Suspended != nil:
+		b.state = StateSuspended
 	}
-	b.cmds = newCommands(b, filepath.Join(m.opts.StateDir, "cmds", safeKey(r.Name)))
+	dir := "" // a declared box's commands find their place once it is made
+	if r.ID != "" {
+		dir = m.cmdsDir(r)
+	}
+	b.cmds = newCommands(b, dir)
 	return b
 }
 
@@ -127,6 +139,14 @@ func (b *Box) setBox(box providers.Box) {
 	b.mu.Unlock()
 }
 
+// Isolation returns how the box is separated from the host, as its facts
+// say once it was reached ("" before, or when the provider does not say).
+func (b *Box) Isolation() providers.Isolation {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.facts.Isolation
+}
+
 // Err returns the text of the last error on the box ("" for none).
 func (b *Box) Err() string {
 	b.mu.Lock()
@@ -149,6 +169,15 @@ func (b *Box) SetErr(err error) {
 		attrs = append(attrs, "op", e.Op, "path", e.Path)
 	}
 	b.m.log.Warn("box operation failed", attrs...)
+}
+
+// panicked records a panic in work done for the box (err from guard): the
+// work ended, the process serving every box goes on.
+func (b *Box) panicked(err error) {
+	b.m.log.Error("panic in work for one box; that work ended", "box", b.name, "err", err)
+	b.mu.Lock()
+	b.errText = fmt.Sprintf("internal error (a panic, logged) in work for this box: %s", strings.SplitN(err.Error(), "\n", 2)[0])
+	b.mu.Unlock()
 }
 
 // Commands returns the box's commands.
@@ -193,7 +222,7 @@ func (b *Box) connect(ctx context.Context) error {
 		c.Watched()
 		wctx, stop := context.WithCancel(context.Background())
 		b.stopWatch = stop
-		go b.watch(wctx, h, c, c.Root())
+		guard.Go(func() { b.watch(wctx, h, c, c.Root()) }, b.panicked)
 	}
 	b.mu.Unlock()
 	if len(c.Dirty()) > 0 {
@@ -234,6 +263,9 @@ func (b *Box) Hands(ctx context.Context) (*hands.Hands, error) {
 	b.mu.Unlock()
 	if h != nil {
 		return h, nil
+	}
+	if err := b.awake(ctx); err != nil {
+		return nil, err
 	}
 	b.connectMu.Lock()
 	defer b.connectMu.Unlock()
@@ -299,13 +331,20 @@ func (b *Box) attachOrCreate(ctx context.Context) (providers.Box, error) {
 			}
 			return nil, err
 		}
+		b.mu.Lock()
+		b.resumed = &resumedFrom{How: "reconnect", Box: rec.ID, At: time.Now().UTC()}
+		b.mu.Unlock()
 	}
 	b.setBox(box)
 	return box, nil
 }
 
-// Parts returns the open hands and cache, connecting first.
+// Parts returns the open hands and cache, connecting first (and resuming
+// a suspended box whose record says resume=auto).
 func (b *Box) Parts(ctx context.Context) (*hands.Hands, *cache.Cache, error) {
+	if err := b.awake(ctx); err != nil {
+		return nil, nil, err
+	}
 	if err := b.connect(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -377,7 +416,7 @@ func (b *Box) refuse() error {
 	case b.health.bad:
 		return providers.E(0, "boxes", b.health.lastErr).WithBox(b.name)
 	}
-	return nil
+	return b.asleep(b.state)
 }
 
 // checkGone asks the provider whether a box that stopped answering still
@@ -411,14 +450,14 @@ func (b *Box) checkGone() error {
 
 func (b *Box) unhealthy(err error) {
 	b.mu.Lock()
-	if b.health.bad {
+	if b.health.bad || b.state != StateReady {
 		b.mu.Unlock()
 		return
 	}
 	b.health = health{bad: true, since: time.Now(), lastErr: err, probing: true}
 	b.mu.Unlock()
 	b.SetErr(fmt.Errorf("box not answering, failing fast until it does: %w", err))
-	go b.probe()
+	guard.Go(b.probe, b.panicked)
 }
 
 // probe asks the box for its workspace's attributes every few seconds until
@@ -482,6 +521,9 @@ func (b *Box) Sync(ctx context.Context) error {
 // Refresh reads the box's whole listing again (one walk) and tells the
 // view which names and contents changed, so the next open sees them.
 func (b *Box) Refresh(ctx context.Context) error {
+	if b.stateNow() != StateReady {
+		return nil // a box being suspended, or at rest: its listing is read again when it is back
+	}
 	_, c, err := b.Parts(ctx)
 	if err != nil {
 		return err
@@ -521,6 +563,13 @@ func (b *Box) close() {
 // Destroy ends the box, its running commands first. A declared box never
 // made is not made to be destroyed: it is only marked gone.
 func (b *Box) Destroy(ctx context.Context) error {
+	if err := b.lockLife(ctx); err != nil {
+		return err
+	}
+	defer b.unlockLife()
+	if b.stateNow() == StateSuspended {
+		return b.destroySuspended(ctx)
+	}
 	b.mu.Lock()
 	box := b.box
 	declared := b.rec.ID == "" && b.rec.Spec != nil
@@ -530,7 +579,9 @@ func (b *Box) Destroy(ctx context.Context) error {
 		return nil
 	}
 	if box == nil {
-		if err := b.connect(ctx); err != nil && providers.CodeOf(err) != providers.Gone {
+		// A box found gone (an earlier process destroyed it, or its
+		// provider ended it) is what destroy asks for.
+		if err := b.connect(ctx); err != nil && !gone(err) {
 			return err
 		}
 		b.mu.Lock()
@@ -540,13 +591,33 @@ func (b *Box) Destroy(ctx context.Context) error {
 	b.cmds.KillAll(ctx)
 	b.close()
 	if box != nil {
-		if err := box.Destroy(ctx); err != nil && providers.CodeOf(err) != providers.Gone {
+		if err := box.Destroy(ctx); err != nil && !gone(err) {
 			return err
 		}
 	}
 	b.markGone(providers.Errorf(providers.Gone, "boxes", "box %q was destroyed", b.name), time.Time{})
+	b.dropState(true)
 	b.m.log.Info("box destroyed", "box", b.name)
 	return nil
+}
+
+// dropState removes what the state directory keeps of the box besides its
+// record: its commands, and its cache unless it holds writes not pushed
+// yet and the box may still take them (it was forgotten, not destroyed).
+// Its connection must be closed first.
+func (b *Box) dropState(destroyed bool) {
+	rec := b.record()
+	if rec.ID == "" {
+		return
+	}
+	b.cmds.drop()
+	if !destroyed && b.m.journaled(rec) {
+		b.m.log.Warn("the forgotten box's cache holds writes not pushed yet; kept for a later attach", "box", b.name, "id", rec.ID)
+		return
+	}
+	if err := os.RemoveAll(b.m.cacheDir(rec)); err != nil {
+		b.m.log.Warn("cache of a box not removed", "box", b.name, "err", err)
+	}
 }
 
 // FactsJSON renders the box's facts.json: the provider's facts plus what
@@ -556,25 +627,31 @@ func (b *Box) FactsJSON(ctx context.Context) ([]byte, error) {
 	b.mu.Lock()
 	connected, state := b.hands != nil, b.state
 	b.mu.Unlock()
-	if !connected && state != StateGone && state != StateDeclared {
+	if !connected && state == StateReady {
 		b.connect(ctx) // what is not known says so
 	}
 	b.mu.Lock()
 	facts, h, c := b.facts, b.hands, b.cache
 	health := b.health
-	state, rec := b.state, b.rec
+	state, rec, resumed := b.state, b.rec, b.resumed
 	b.mu.Unlock()
 	out := struct {
 		providers.Facts
-		Name     string   `json:"name"`
-		State    string   `json:"state"`
-		Via      string   `json:"via,omitempty"`
-		Health   string   `json:"health"`
-		Since    string   `json:"unhealthySince,omitempty"`
-		LastErr  string   `json:"lastError,omitempty"`
-		Dirty    []string `json:"dirtyFiles"`
-		Commands int      `json:"commands"`
-	}{Facts: facts, Name: b.name, State: state, Health: "ok", Dirty: []string{}}
+		Name        string       `json:"name"`
+		State       string       `json:"state"`
+		Via         string       `json:"via,omitempty"`
+		Health      string       `json:"health"`
+		Since       string       `json:"unhealthySince,omitempty"`
+		LastErr     string       `json:"lastError,omitempty"`
+		Dirty       []string     `json:"dirtyFiles"`
+		Commands    int          `json:"commands"`
+		ResumeAuto  bool         `json:"resumeAuto,omitempty"`
+		SuspendedAt string       `json:"suspendedAt,omitempty"`
+		ResumedFrom *resumedFrom `json:"resumedFrom,omitempty"`
+	}{Facts: facts, Name: b.name, State: state, Health: "ok", Dirty: []string{}, ResumeAuto: rec.ResumeAuto, ResumedFrom: resumed}
+	if rec.Suspended != nil {
+		out.SuspendedAt = rec.Suspended.At.Format(time.RFC3339)
+	}
 	if out.Facts.Provider == "" {
 		out.Facts.Provider, out.Facts.ID = rec.Provider, rec.ID
 	}
@@ -619,7 +696,7 @@ func (b *Box) ReceiptJSON(ctx context.Context) ([]byte, error) {
 // failing; meanwhile the attribute timeout keeps the host's view as fresh
 // as without a watch.
 func (b *Box) watch(ctx context.Context, h *hands.Hands, c *cache.Cache, root string) {
-	go b.dueEchoes(ctx, c)
+	guard.Go(func() { b.dueEchoes(ctx, c) }, b.panicked)
 	pause := time.Second
 	for ctx.Err() == nil {
 		started := time.Now()

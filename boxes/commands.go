@@ -9,9 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/boxfs/boxfs/hands"
+	"github.com/boxfs/boxfs/internal/guard"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -28,8 +30,9 @@ const (
 // Commands are a box's commands: the running ones and the last keepCmds
 // ended ones, their output kept in host files so a reader can follow it.
 type Commands struct {
-	b   *Box
-	dir string
+	b    *Box
+	dir  string
+	kept atomic.Int64 // bytes of output kept on disk, all commands
 
 	mu    sync.Mutex
 	next  int
@@ -39,6 +42,7 @@ type Commands struct {
 
 // Command is one command run in a box through Commands.Start.
 type Command struct {
+	t       *Commands
 	n       int
 	line    string
 	started time.Time
@@ -46,7 +50,9 @@ type Command struct {
 
 	mu     sync.Mutex
 	out    *os.File
-	size   int64
+	size   int64         // the output's length, what was cut included
+	start  int64         // the offset of the first byte kept: what is before was cut
+	full   bool          // the head is kept and later output dropped (no holes here)
 	grow   chan struct{} // closed and replaced whenever output grows or the command ends
 	status string
 	proc   providers.Process
@@ -55,10 +61,39 @@ type Command struct {
 	atEnd  bool // the box gives a command's output only when it ends
 }
 
+// newCommands finds the commands kept in dir; "" is a box not made yet,
+// whose commands are kept where Start finds they belong.
 func newCommands(b *Box, dir string) *Commands {
 	t := &Commands{b: b, dir: dir, next: 1, cmds: map[int]*Command{}}
-	t.load()
+	if dir != "" {
+		t.load()
+	}
 	return t
+}
+
+// place returns the directory the box's commands are kept in.
+func (t *Commands) place() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.dir == "" {
+		t.dir = t.b.m.cmdsDir(t.b.record())
+	}
+	return t.dir
+}
+
+// drop forgets every command and removes their records: the box is gone
+// or forgotten.
+func (t *Commands) drop() {
+	t.mu.Lock()
+	dir := t.dir
+	t.cmds, t.order = map[int]*Command{}, nil
+	t.kept.Store(0)
+	t.mu.Unlock()
+	if dir != "" {
+		if err := os.RemoveAll(dir); err != nil {
+			t.b.m.log.Warn("command records of a box not removed", "box", t.b.name, "err", err)
+		}
+	}
 }
 
 // load finds the commands an earlier run of boxfs kept: a command without
@@ -88,10 +123,8 @@ func (t *Commands) load() {
 		if err != nil || st == "" || st == StatusRunning {
 			st = StatusLost
 		}
-		c := &Command{n: n, line: strings.TrimSuffix(string(line), "\n"), dir: t.dir, status: st, grow: make(chan struct{})}
-		if fi, err := os.Stat(c.outPath()); err == nil {
-			c.size = fi.Size()
-		}
+		c := &Command{t: t, n: n, line: strings.TrimSuffix(string(line), "\n"), dir: t.dir, status: st, grow: make(chan struct{})}
+		c.loadOutput()
 		close(c.grow)
 		t.cmds[n] = c
 		t.order = append(t.order, n)
@@ -115,6 +148,8 @@ func (c *Command) outPath() string { return filepath.Join(c.dir, fmt.Sprintf("%d
 // outlives ctx: it ends when it exits or is killed.
 func (t *Commands) Start(ctx context.Context, line string) (*Command, error) {
 	b := t.b
+	b.startMu.RLock()
+	defer b.startMu.RUnlock()
 	h, c, err := b.Parts(ctx)
 	if err != nil {
 		return nil, err
@@ -122,15 +157,16 @@ func (t *Commands) Start(ctx context.Context, line string) (*Command, error) {
 	if err := b.Do(ctx, true, 0, c.FlushAll); err != nil {
 		b.SetErr(fmt.Errorf("dirty files not pushed before the command: %w", err))
 	}
-	if err := os.MkdirAll(t.dir, 0o700); err != nil {
+	dir := t.place()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, providers.E(providers.Unknown, "boxes.Start", err)
 	}
 	t.mu.Lock()
 	n := t.next
 	t.next++
 	t.mu.Unlock()
-	cmd := &Command{n: n, line: line, started: time.Now(), dir: t.dir, status: StatusRunning, grow: make(chan struct{}), atEnd: outputAtEnd(h.Facts())}
-	if err := os.WriteFile(filepath.Join(t.dir, fmt.Sprintf("%d.cmd", n)), []byte(line+"\n"), 0o600); err != nil {
+	cmd := &Command{t: t, n: n, line: line, started: time.Now(), dir: dir, status: StatusRunning, grow: make(chan struct{}), atEnd: outputAtEnd(h.Facts())}
+	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.cmd", n)), []byte(line+"\n"), 0o600); err != nil {
 		return nil, providers.E(providers.Unknown, "boxes.Start", err)
 	}
 	out, err := os.OpenFile(cmd.outPath(), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -144,7 +180,7 @@ func (t *Commands) Start(ctx context.Context, line string) (*Command, error) {
 	if err != nil {
 		out.Close()
 		os.Remove(cmd.outPath())
-		os.Remove(filepath.Join(t.dir, fmt.Sprintf("%d.cmd", n)))
+		os.Remove(filepath.Join(dir, fmt.Sprintf("%d.cmd", n)))
 		return nil, err
 	}
 	cmd.mu.Lock()
@@ -155,8 +191,10 @@ func (t *Commands) Start(ctx context.Context, line string) (*Command, error) {
 	t.order = append(t.order, n)
 	t.trimLocked()
 	t.mu.Unlock()
-	b.m.log.Info("command started", "box", b.name, "n", n, "cmd", line)
-	go t.wait(cmd)
+	// The line may hold secrets: only a debug log has it.
+	b.m.log.Info("command started", "box", b.name, "n", n)
+	b.m.log.Debug("command line", "box", b.name, "n", n, "cmd", line)
+	guard.Go(func() { t.wait(cmd) }, t.b.panicked)
 	return cmd, nil
 }
 
@@ -181,19 +219,39 @@ func (t *Commands) wait(cmd *Command) {
 		t.b.SetErr(fmt.Errorf("command %d lost: %w", cmd.n, err))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.b.m.opts.OpTimeout)
-	if rerr := t.b.Refresh(ctx); rerr != nil {
+	var rerr error
+	if perr := guard.Run(func() { rerr = t.b.Refresh(ctx) }); perr != nil {
+		t.b.panicked(perr)
+		rerr = perr
+	}
+	if rerr != nil {
 		t.b.m.log.Warn("listing after a command not refreshed", "box", t.b.name, "err", rerr)
 	}
 	cancel()
-	os.WriteFile(filepath.Join(t.dir, fmt.Sprintf("%d.status", cmd.n)), []byte(status+"\n"), 0o600)
-	cmd.mu.Lock()
-	cmd.status = status
-	cmd.ended = time.Now()
-	cmd.out.Close()
-	cmd.out = nil
-	close(cmd.grow)
-	cmd.mu.Unlock()
-	t.b.m.log.Info("command ended", "box", t.b.name, "n", cmd.n, "status", status)
+	if cmd.end(status) {
+		t.b.m.log.Info("command ended", "box", t.b.name, "n", cmd.n, "status", status)
+	}
+}
+
+// end records how the command ended, once: its status (also in the state
+// directory) and the end of its output, so its readers reach EOF. It
+// reports whether it did; false when the command had ended already.
+func (c *Command) end(status string) bool {
+	c.mu.Lock()
+	if c.status != StatusRunning {
+		c.mu.Unlock()
+		return false
+	}
+	os.WriteFile(filepath.Join(c.dir, fmt.Sprintf("%d.status", c.n)), []byte(status+"\n"), 0o600)
+	c.status = status
+	c.ended = time.Now()
+	if c.out != nil {
+		c.out.Close()
+		c.out = nil
+	}
+	close(c.grow)
+	c.mu.Unlock()
+	return true
 }
 
 // trimLocked keeps the last keepCmds commands (running ones always).
@@ -206,7 +264,10 @@ func (t *Commands) trimLocked() {
 		}
 		t.order = t.order[1:]
 		delete(t.cmds, n)
-		for _, ext := range []string{"cmd", "out", "status"} {
+		if c != nil {
+			c.forgetOutput()
+		}
+		for _, ext := range []string{"cmd", "out", "status", "cut"} {
 			os.Remove(filepath.Join(t.dir, fmt.Sprintf("%d.%s", n, ext)))
 		}
 	}
@@ -254,7 +315,12 @@ func (t *Commands) Latest() *Command {
 	return t.cmds[t.order[len(t.order)-1]]
 }
 
-// KillAll kills every running command and waits for each to be confirmed.
+// killers is how many kills KillAll has under way at once.
+const killers = 16
+
+// KillAll kills every running command and waits for each to be confirmed:
+// several at once, each within the operation bound (and all within ctx),
+// so that many commands do not share one bound.
 func (t *Commands) KillAll(ctx context.Context) error {
 	t.mu.Lock()
 	var run []*Command
@@ -264,12 +330,34 @@ func (t *Commands) KillAll(ctx context.Context) error {
 		}
 	}
 	t.mu.Unlock()
-	var first error
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, killers)
+	)
 	for _, c := range run {
-		if err := c.Kill(ctx); err != nil && first == nil {
-			first = err
-		}
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			kctx, cancel := context.WithTimeout(ctx, t.b.m.opts.OpTimeout)
+			defer cancel()
+			var err error
+			if perr := guard.Run(func() { err = c.Kill(kctx) }); perr != nil {
+				t.b.panicked(perr)
+				err = perr
+			}
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
 	return first
 }
 
@@ -300,62 +388,6 @@ func (c *Command) Kill(ctx context.Context) error {
 	return p.Kill(ctx)
 }
 
-// output is a command's stdout and stderr, kept interleaved as they come.
-type output struct{ c *Command }
-
-// Write appends to the command's output.
-func (o output) Write(p []byte) (int, error) {
-	o.c.mu.Lock()
-	defer o.c.mu.Unlock()
-	if o.c.out == nil {
-		return 0, os.ErrClosed
-	}
-	n, err := o.c.out.WriteAt(p, o.c.size)
-	o.c.size += int64(n)
-	if n > 0 {
-		close(o.c.grow)
-		o.c.grow = make(chan struct{})
-	}
-	return n, err
-}
-
-// ReadAt reads the command's output at off, waiting for more while the
-// command runs. It returns 0 bytes at the end of a finished command's
-// output.
-func (c *Command) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
-	for {
-		c.mu.Lock()
-		size, grow, done := c.size, c.grow, c.status != StatusRunning
-		c.mu.Unlock()
-		if off < size {
-			f, err := os.Open(c.outPath())
-			if err != nil {
-				return 0, providers.E(providers.Unknown, "boxes.Command.ReadAt", err)
-			}
-			want := p
-			if int64(len(want)) > size-off {
-				want = want[:size-off]
-			}
-			n, err := f.ReadAt(want, off)
-			f.Close()
-			if n > 0 {
-				return n, nil
-			}
-			if err != nil {
-				return 0, providers.E(providers.Unknown, "boxes.Command.ReadAt", err)
-			}
-		}
-		if done {
-			return 0, nil
-		}
-		select {
-		case <-grow:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
-}
-
 // AtEndNote is the line an open of cmds/N/out starts with while the
 // command runs on a box that gives a command's output only when it ends.
 const AtEndNote = "[boxfs: this box gives a command's output when the command ends; it follows this line then]\n"
@@ -375,7 +407,8 @@ type OutputReader struct {
 // Output returns a reader of the command's output for one open. Opened
 // while the command runs on a box whose output arrives when it ends, its
 // reads start with AtEndNote, so that a reader following the command
-// sees why nothing comes yet; the output follows the note.
+// sees why nothing comes yet; the output follows the note, its offsets
+// moved by the note's length.
 func (c *Command) Output() *OutputReader {
 	r := &OutputReader{c: c}
 	if c.atEnd && c.Running() {
@@ -384,11 +417,13 @@ func (c *Command) Output() *OutputReader {
 	return r
 }
 
-// ReadAt reads at off as Command.ReadAt does, the note (if any) first.
-func (r *OutputReader) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
-	n := int64(len(r.note))
-	if off < n {
-		return copy(p, r.note[off:]), nil
+// ReadAt reads at off as Command.ReadAt does, the note (if any) first;
+// at is in the same offsets as off.
+func (r *OutputReader) ReadAt(ctx context.Context, p []byte, off int64) (n int, at int64, err error) {
+	size := int64(len(r.note))
+	if off < size {
+		return copy(p, r.note[off:]), off, nil
 	}
-	return r.c.ReadAt(ctx, p, off-n)
+	n, at, err = r.c.ReadAt(ctx, p, off-size)
+	return n, at + size, err
 }

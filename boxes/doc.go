@@ -19,6 +19,19 @@
 // until a background probe gets an answer. A box its provider reports
 // ended or removed is gone, and answers Gone from then on.
 //
+// # Suspend and resume
+//
+// A box whose provider can suspend it is suspended all or nothing: with a
+// command running or a file of its workspace open the suspend is refused
+// (EBUSY) unless forced, which kills the commands first (they end killed,
+// their readers at EOF); dirty files are pushed, the channel to the box
+// closed, and the provider suspends it. The record says so, so a restart
+// leaves it at rest. While suspended, a use of its workspace fails at once
+// (EHOSTDOWN), or resumes it when its record says resume=auto. A resume
+// reopens the workspace as for a box never seen; one that cannot is
+// suspended again and says why. A snapshot saves the box's filesystem as
+// an image new boxes start from, recorded in the box's snapshots.
+//
 // # Commands
 //
 // A box's Commands run command lines in the box, the running ones and the

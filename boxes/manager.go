@@ -36,6 +36,11 @@ type Options struct {
 	// OpTimeout bounds one metadata operation on a box (default 15 s);
 	// moving file content gets this plus time for its size.
 	OpTimeout time.Duration
+	// OutputCap is how much of one command's output is kept on the host:
+	// its last bytes (default DefaultOutputCap). BoxOutputCap is how much
+	// of a box's commands' output is kept in all, the oldest going first
+	// (default DefaultBoxOutputCap).
+	OutputCap, BoxOutputCap int64
 	// AgentBinary is the static boxfs binary hands uploads into boxes for
 	// the agent channel; "" runs without it.
 	AgentBinary string
@@ -56,6 +61,8 @@ type Declared struct {
 	Name     string
 	Provider string
 	Spec     providers.Spec
+	// ResumeAuto: a use of work/ while the box is suspended resumes it.
+	ResumeAuto bool
 }
 
 // Manager keeps the named boxes of one state directory. It is safe for
@@ -77,6 +84,10 @@ type record struct {
 	ID       string          `json:"id"`
 	Created  time.Time       `json:"created"`
 	Spec     *providers.Spec `json:"spec,omitempty"` // declared boxes not made yet
+
+	ResumeAuto bool        `json:"resumeAuto,omitempty"` // a use of work/ resumes the box when suspended
+	Suspended  *suspension `json:"suspended,omitempty"`  // set while the box is suspended
+	Snapshots  []Snapshot  `json:"snapshots,omitempty"`
 }
 
 // New opens the boxes kept in opts.StateDir: the boxes recorded there are
@@ -125,7 +136,7 @@ func New(opts Options) (*Manager, error) {
 			continue // already made in an earlier run
 		}
 		spec := d.Spec
-		m.boxes[d.Name] = m.newBox(record{Name: d.Name, Provider: m.providerName(d.Provider), Spec: &spec})
+		m.boxes[d.Name] = m.newBox(record{Name: d.Name, Provider: m.providerName(d.Provider), Spec: &spec, ResumeAuto: d.ResumeAuto})
 	}
 	return m, nil
 }
@@ -172,6 +183,13 @@ func (m *Manager) loadRecords() error {
 		if err != nil || checkName(r.Name) != nil {
 			m.log.Error("unreadable box record skipped", "file", e.Name(), "err", err)
 			continue
+		}
+		if r.ID != "" {
+			// Commands were kept by box name before they were kept by id.
+			old := filepath.Join(m.opts.StateDir, "cmds", safeKey(r.Name))
+			if _, err := os.Stat(m.cmdsDir(r)); os.IsNotExist(err) {
+				os.Rename(old, m.cmdsDir(r))
+			}
 		}
 		m.boxes[r.Name] = m.newBox(r)
 	}
@@ -396,6 +414,7 @@ func (m *Manager) Forget(ctx context.Context, name string) error {
 	}
 	b.close()
 	m.removeRecord(name)
+	b.dropState(false)
 	return nil
 }
 
@@ -435,8 +454,7 @@ func (m *Manager) RecoverJournals(ctx context.Context) (int, error) {
 		if rec.ID == "" {
 			continue // declared, never made: nothing was written to it
 		}
-		ents, err := os.ReadDir(filepath.Join(m.cacheDir(rec), "journal"))
-		if err != nil || len(ents) == 0 {
+		if !m.journaled(rec) {
 			continue
 		}
 		found++
@@ -458,6 +476,19 @@ func (m *Manager) RecoverJournals(ctx context.Context) (int, error) {
 		m.log.Info("journaled writes from an earlier run pushed", "box", name)
 	}
 	return found, errors.Join(errs...)
+}
+
+// journaled reports whether the cache of the box rec names holds writes
+// journaled and not pushed yet.
+func (m *Manager) journaled(rec record) bool {
+	ents, err := os.ReadDir(filepath.Join(m.cacheDir(rec), "journal"))
+	return err == nil && len(ents) > 0
+}
+
+// cmdsDir is where the commands of the box rec names are kept: by its
+// provider and id, so a new box of an old name starts with none.
+func (m *Manager) cmdsDir(rec record) string {
+	return filepath.Join(m.opts.StateDir, "cmds", safeKey(rec.Provider+"-"+rec.ID))
 }
 
 // cacheDir is where the cache of the box rec names lives.

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/boxfs/boxfs/providers"
@@ -37,8 +38,10 @@ func ParseSpec(words []string) (provider string, spec providers.Spec, err error)
 type pair struct{ k, v string }
 
 // CheckName reports whether name can name a box (Invalid if not): 1..63
-// bytes of UTF-8, no '/', NUL or newline, no leading '.', not one of the
-// namespace root's own file names.
+// bytes of UTF-8, no '/' and no control character (C0, DEL or C1: a name
+// is printed raw in listings and terminals), not starting with '.' or '-'
+// (an option to the tools that take it), not one of the namespace root's
+// own file names.
 func CheckName(name string) error {
 	if err := checkName(name); err != nil {
 		return providers.E(providers.Invalid, "boxes.CheckName", err)
@@ -52,12 +55,14 @@ func checkName(name string) error {
 		return fmt.Errorf("a box name is needed")
 	case len(name) > 63:
 		return fmt.Errorf("box name %q is longer than 63 bytes", name)
-	case strings.ContainsAny(name, "/\x00\n"):
-		return fmt.Errorf("box name %q holds '/', NUL or a newline", name)
-	case strings.HasPrefix(name, "."):
-		return fmt.Errorf("box name %q starts with '.'", name)
+	case strings.ContainsRune(name, '/'):
+		return fmt.Errorf("box name %q holds '/'", name)
+	case strings.HasPrefix(name, "."), strings.HasPrefix(name, "-"):
+		return fmt.Errorf("box name %q starts with '%s'", name, name[:1])
 	case !utf8.ValidString(name):
 		return fmt.Errorf("box name %q is not UTF-8", name)
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return fmt.Errorf("box name %q holds a control character", name)
 	case name == "ctl" || name == "err":
 		return fmt.Errorf("box name %q is taken by the root's own file", name)
 	}

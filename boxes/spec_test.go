@@ -55,10 +55,11 @@ func TestParseSpec(t *testing.T) {
 }
 
 func TestCheckName(t *testing.T) {
-	for _, ok := range []string{"a", "dev-1", "with space", "ünï", strings.Repeat("x", 63)} {
+	for _, ok := range []string{"a", "dev-1", "with space", "ünï", strings.Repeat("x", 63), "a-", "a\u00a0b"} {
 		assert.NoError(t, boxes.CheckName(ok), ok)
 	}
-	for _, bad := range []string{"", "a/b", ".a", "ctl", "err", "a\nb", "a\x00b", "\xff", strings.Repeat("x", 64)} {
+	for _, bad := range []string{"", "a/b", ".a", "ctl", "err", "a\nb", "a\x00b", "\xff", strings.Repeat("x", 64),
+		"a\x1b[31mred", "a\tb", "a\rb", "a\x7fb", "a\u0085b", "a\u009bb", "-rf", "--help"} {
 		err := boxes.CheckName(bad)
 		assert.True(t, providers.IsCode(err, providers.Invalid), "CheckName(%q) = %v", bad, err)
 	}

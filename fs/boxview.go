@@ -25,6 +25,7 @@ type boxView struct {
 	mu       sync.Mutex
 	workRoot *workNode // its work/ node
 	inoTable *inoTable
+	idmap    idmap // learned from the workspace's owner
 }
 
 // inos returns the inode numbers of the box's work tree, seeded by the

@@ -33,8 +33,9 @@ func (e *execFile) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.Att
 	if h, ok := f.(*execHandle); ok {
 		return h.Getattr(ctx, out)
 	}
-	out.Mode = syscall.S_IFREG | 0o644
+	e.v.fs.own.fill(&out.Attr, syscall.S_IFREG, 0o600)
 	out.Nlink = 1
+	out.Blksize = maxMessage
 	out.SetTimes(nil, &started, &started)
 	out.SetTimeout(uncached)
 	return 0
@@ -45,28 +46,43 @@ func (e *execFile) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetA
 }
 
 func (e *execFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	return &execHandle{v: e.v}, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE, 0
+	h := &execHandle{v: e.v, in: lineBuffer{op: "exec", what: "a command line", max: maxCommand + 1}}
+	return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE, 0
 }
 
+// maxCommand is the longest command line: the box runs it as the one
+// argument of `sh -c LINE`, and Linux's execve takes at most 128 KiB - 1
+// bytes in one argument.
+const maxCommand = 128<<10 - 1
+
 type execHandle struct {
-	v   *boxView
-	mu  sync.Mutex
-	cmd *boxes.Command
-	off int64
+	v  *boxView
+	mu sync.Mutex
+	in lineBuffer // the command line, until its newline comes
+	// started is made when this open's command line is taken, and closed
+	// once it was acted on: then cmd is the command it started, or err
+	// says why none (later reads and writes answer err).
+	started chan struct{}
+	cmd     *boxes.Command
+	err     error
+	off     int64
 }
 
 var (
 	_ gofs.FileReader    = (*execHandle)(nil)
 	_ gofs.FileWriter    = (*execHandle)(nil)
 	_ gofs.FileGetattrer = (*execHandle)(nil)
+	_ gofs.FileFlusher   = (*execHandle)(nil)
+	_ gofs.FileReleaser  = (*execHandle)(nil)
 )
 
 // Getattr on an open of exec (fstat(2)) reports, once a command line was
 // written to it, that command's number as the file's size: how a program
 // learns which cmds/N is its own without racing other writers.
 func (h *execHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFREG | 0o644
+	h.v.fs.own.fill(&out.Attr, syscall.S_IFREG, 0o600)
 	out.Nlink = 1
+	out.Blksize = maxMessage
 	out.SetTimes(nil, &started, &started)
 	out.SetTimeout(uncached)
 	h.mu.Lock()
@@ -77,31 +93,124 @@ func (h *execHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Err
 	return 0
 }
 
+// Write gathers the command line, however the kernel split its write, and
+// starts the command once its newline came (a line without one starts at
+// the first read or at close). No lock is held while the command starts:
+// a process the start forks closes its copies of open files, and a flush
+// of this open must not wait behind it.
 func (h *execHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.cmd != nil {
-		err := providers.Errorf(providers.Refused, "exec", "this open already ran command %d; open exec again for another", h.cmd.N())
-		h.v.b.SetErr(err)
+	if h.started != nil {
+		cmd, err := h.cmd, h.err
+		h.mu.Unlock()
+		if err != nil {
+			return 0, toErrno(err)
+		}
+		what := "a command"
+		if cmd != nil {
+			what = fmt.Sprintf("command %d", cmd.N())
+		}
+		h.v.b.SetErr(providers.Errorf(providers.Refused, "exec", "this open already ran %s; open exec again for another", what))
 		return 0, syscall.EBUSY
 	}
-	line := strings.TrimSuffix(string(data), "\n")
-	if strings.TrimSpace(line) == "" || strings.ContainsAny(line, "\n\x00") {
-		err := providers.Errorf(providers.Invalid, "exec", "write exactly one command line")
-		h.v.b.SetErr(err)
-		return 0, syscall.EINVAL
+	line, err := h.in.add(data)
+	if err == nil && len(line) > 0 && len(h.in.buf) > 0 {
+		err = providers.Errorf(providers.Invalid, "exec", "write exactly one command line")
 	}
-	cmd, err := h.v.b.Commands().Start(ctx, line)
+	if err == nil && len(line) == 0 {
+		h.mu.Unlock()
+		return uint32(len(data)), 0
+	}
+	h.started = make(chan struct{})
+	h.mu.Unlock()
 	if err != nil {
-		h.v.b.SetErr(providers.E(0, "exec", err))
-		return 0, toErrno(err)
+		return 0, h.done(nil, err)
 	}
-	h.cmd = cmd
+	if errno := h.start(ctx, line); errno != 0 {
+		return 0, errno
+	}
 	return uint32(len(data)), 0
 }
 
-func (h *execHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+// start starts the command line (its newline optional) and records how.
+func (h *execHandle) start(ctx context.Context, data []byte) syscall.Errno {
+	line := strings.TrimSuffix(string(data), "\n")
+	if strings.TrimSpace(line) == "" || strings.ContainsAny(line, "\n\x00") {
+		return h.done(nil, providers.Errorf(providers.Invalid, "exec", "write exactly one command line"))
+	}
+	cmd, err := h.v.b.Commands().Start(ctx, line)
+	if err != nil {
+		return h.done(nil, providers.E(0, "exec", err))
+	}
+	return h.done(cmd, nil)
+}
+
+// done records what this open's command line came to, and err's text in
+// the box's err file.
+func (h *execHandle) done(cmd *boxes.Command, err error) syscall.Errno {
 	h.mu.Lock()
+	h.cmd, h.err = cmd, err
+	close(h.started)
+	h.mu.Unlock()
+	if err != nil {
+		h.v.b.SetErr(err)
+	}
+	return toErrno(err)
+}
+
+// startPending starts a command line written without its newline, if
+// nothing was started yet, and returns whether it started.
+func (h *execHandle) startPending(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	if h.started != nil {
+		h.mu.Unlock()
+		return 0
+	}
+	line := h.in.rest()
+	if len(line) == 0 {
+		h.mu.Unlock()
+		return 0
+	}
+	h.started = make(chan struct{})
+	h.mu.Unlock()
+	return h.start(ctx, line)
+}
+
+// Flush is close(2): a command line written without its newline starts
+// here, and close answers whether it did.
+func (h *execHandle) Flush(ctx context.Context) syscall.Errno {
+	return h.startPending(ctx)
+}
+
+// Release starts what no flush did.
+func (h *execHandle) Release(ctx context.Context) syscall.Errno {
+	h.startPending(ctx)
+	return 0
+}
+
+// Read follows the output of this open's command; on an open that wrote
+// nothing, the box's newest command's; on one whose write failed, it
+// answers that failure.
+func (h *execHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if errno := h.startPending(ctx); errno != 0 {
+		return nil, errno
+	}
+	h.mu.Lock()
+	st := h.started
+	h.mu.Unlock()
+	if st != nil {
+		select {
+		case <-st:
+		case <-ctx.Done():
+			return nil, syscall.EINTR
+		}
+	}
+	h.mu.Lock()
+	if h.err != nil {
+		err := h.err
+		h.mu.Unlock()
+		return nil, toErrno(err)
+	}
 	if h.cmd == nil {
 		h.cmd = h.v.b.Commands().Latest()
 	}
@@ -110,12 +219,12 @@ func (h *execHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 	if cmd == nil {
 		return fuse.ReadResultData(nil), 0
 	}
-	n, err := cmd.ReadAt(ctx, dest, pos)
+	n, at, err := cmd.ReadAt(ctx, dest, pos)
 	if err != nil {
 		return nil, toErrno(err)
 	}
 	h.mu.Lock()
-	h.off += int64(n)
+	h.off = at + int64(n) // past what the output cap cut, too
 	h.mu.Unlock()
 	return fuse.ReadResultData(dest[:n]), 0
 }
@@ -123,7 +232,7 @@ func (h *execHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 // cmdsDir is NAME/cmds/: one directory per kept command, and `last`, a
 // symlink to the newest.
 type cmdsDir struct {
-	gofs.Inode
+	fixedDir
 	v *boxView
 }
 
@@ -138,9 +247,7 @@ var (
 // (without it, ls -l shows d--------- dated 1970, and a non-root user
 // cannot list it).
 func (d *cmdsDir) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFDIR | 0o755
-	out.Nlink = 2
-	out.SetTimes(nil, &started, &started)
+	d.v.fs.dirAttr(&out.Attr)
 	return 0
 }
 
@@ -154,7 +261,7 @@ func (d *cmdsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		if n == 0 {
 			return nil, syscall.ENOENT
 		}
-		out.Mode = syscall.S_IFLNK | 0o777
+		d.v.fs.own.fill(&out.Attr, syscall.S_IFLNK, 0o777)
 		out.SetEntryTimeout(uncached)
 		out.SetAttrTimeout(uncached)
 		return d.NewInode(ctx, &gofs.MemSymlink{Data: []byte(strconv.Itoa(n))}, gofs.StableAttr{Mode: syscall.S_IFLNK}), 0
@@ -163,7 +270,7 @@ func (d *cmdsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if err != nil || d.v.b.Commands().Get(n) == nil {
 		return nil, syscall.ENOENT
 	}
-	out.Mode = syscall.S_IFDIR | 0o755
+	d.v.fs.dirAttr(&out.Attr)
 	return d.NewInode(ctx, &cmdDir{v: d.v, n: n}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: cmdIno(d.v.b, n)}), 0
 }
 
@@ -179,9 +286,10 @@ func (d *cmdsDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 	return gofs.NewListDirStream(ents), 0
 }
 
-// cmdDir is cmds/N/: cmd, out, status, ctl.
+// cmdDir is cmds/N/: cmd, out, status, ctl, and cut (what the output
+// cap dropped of out).
 type cmdDir struct {
-	gofs.Inode
+	fixedDir
 	v *boxView
 	n int
 }
@@ -190,9 +298,7 @@ var _ gofs.NodeOnAdder = (*cmdDir)(nil)
 
 // Getattr gives cmds/N/ a directory's mode; its times are the mount's.
 func (d *cmdDir) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFDIR | 0o755
-	out.Nlink = 2
-	out.SetTimes(nil, &started, &started)
+	d.v.fs.dirAttr(&out.Attr)
 	return 0
 }
 
@@ -208,14 +314,15 @@ func (d *cmdDir) OnAdd(ctx context.Context) {
 	add := func(name string, node gofs.InodeEmbedder) {
 		d.AddChild(name, d.NewPersistentInode(ctx, node, gofs.StableAttr{Mode: syscall.S_IFREG}), false)
 	}
-	add("cmd", textFile(0o444, func(ctx context.Context) ([]byte, error) {
+	own := &d.v.fs.own
+	add("cmd", textFile(own, func(ctx context.Context) ([]byte, error) {
 		c, err := get()
 		if err != nil {
 			return nil, err
 		}
 		return []byte(c.Line() + "\n"), nil
 	}))
-	add("status", textFile(0o444, func(ctx context.Context) ([]byte, error) {
+	add("status", textFile(own, func(ctx context.Context) ([]byte, error) {
 		c, err := get()
 		if err != nil {
 			return nil, err
@@ -223,7 +330,15 @@ func (d *cmdDir) OnAdd(ctx context.Context) {
 		return []byte(c.Status() + "\n"), nil
 	}))
 	add("ctl", &ctlFile{
-		mode: 0o200,
+		own:  own,
+		mode: 0o600,
+		read: func(ctx context.Context) ([]byte, error) {
+			c, err := get()
+			if err != nil {
+				return nil, err
+			}
+			return []byte(c.Status() + "\n"), nil
+		},
 		write: func(ctx context.Context, data []byte) error {
 			c, err := get()
 			if err != nil {
@@ -231,7 +346,7 @@ func (d *cmdDir) OnAdd(ctx context.Context) {
 			}
 			for _, line := range splitMessages(string(data)) {
 				if line != "kill" {
-					return providers.Errorf(providers.Invalid, "cmds ctl", "unknown verb %q (takes kill)", line)
+					return badMessage("cmds ctl", line, fmt.Errorf("unknown verb (takes kill)"))
 				}
 			}
 			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.v.fs.m.Options().OpTimeout)
@@ -240,12 +355,20 @@ func (d *cmdDir) OnAdd(ctx context.Context) {
 		},
 		onErr: b.SetErr,
 	})
-	add("out", &outFile{get: get})
+	add("out", &outFile{own: own, get: get})
+	add("cut", textFile(own, func(ctx context.Context) ([]byte, error) {
+		c, err := get()
+		if err != nil {
+			return nil, err
+		}
+		return []byte(c.Cut()), nil
+	}))
 }
 
 // outFile is cmds/N/out: the command's output, followed until it ends.
 type outFile struct {
 	gofs.Inode
+	own *ownership
 	get func() (*boxes.Command, error)
 }
 
@@ -255,7 +378,7 @@ var (
 )
 
 func (o *outFile) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFREG | 0o444
+	o.own.fill(&out.Attr, syscall.S_IFREG, 0o400)
 	out.Nlink = 1
 	out.SetTimes(nil, &started, &started)
 	out.SetTimeout(uncached)
@@ -273,14 +396,30 @@ func (o *outFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint
 	return &outHandle{c: c.Output()}, fuse.FOPEN_DIRECT_IO, 0
 }
 
-type outHandle struct{ c *boxes.OutputReader }
+// outHandle is one open of cmds/N/out. Where the output cap cut the
+// output's head, a read skips to what is kept, and this open's later
+// offsets are moved by as much: a reader going on from where the kernel
+// says it is reads on, not the same bytes again.
+type outHandle struct {
+	c     *boxes.OutputReader
+	mu    sync.Mutex
+	shift int64 // added to the kernel's offsets
+}
 
 var _ gofs.FileReader = (*outHandle)(nil)
 
 func (h *outHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	n, err := h.c.ReadAt(ctx, dest, off)
+	h.mu.Lock()
+	shift := h.shift
+	h.mu.Unlock()
+	n, at, err := h.c.ReadAt(ctx, dest, off+shift)
 	if err != nil {
 		return nil, toErrno(err)
+	}
+	if at > off+shift {
+		h.mu.Lock()
+		h.shift = max(h.shift, at-off)
+		h.mu.Unlock()
 	}
 	return fuse.ReadResultData(dest[:n]), 0
 }

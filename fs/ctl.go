@@ -3,7 +3,9 @@ package fs
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/boxfs/boxfs/boxes"
 	"github.com/boxfs/boxfs/providers"
@@ -104,30 +106,35 @@ func parseMessage(line string) (ctlMsg, error) {
 
 // rootCmd is a parsed root ctl message.
 type rootCmd struct {
-	verb     string // new, attach, forget
-	name     string
-	provider string
-	id       string
-	spec     providers.Spec
+	verb       string // new, attach, forget
+	name       string
+	provider   string
+	id         string
+	spec       providers.Spec
+	resumeAuto bool // resume=auto: a use of work/ resumes the box when suspended
 }
 
 // parseRootCtl parses every message of a write to the root ctl before any
 // runs: one bad message fails the whole write (Invalid).
-func parseRootCtl(text string) ([]rootCmd, error) {
+func parseRootCtl(text string) ([]rootCmd, error) { return parseAll(text, rootCmdOf) }
+
+// parseAll parses every message of a write with of: one bad message fails
+// the whole write (Invalid, naming the message).
+func parseAll[T any](text string, of func(ctlMsg) (T, error)) ([]T, error) {
 	const op = "ctl"
-	var out []rootCmd
 	lines := splitMessages(text)
 	if len(lines) == 0 {
 		return nil, providers.Errorf(providers.Invalid, op, "no message")
 	}
+	out := make([]T, 0, len(lines))
 	for _, line := range lines {
 		m, err := parseMessage(line)
 		if err != nil {
-			return nil, providers.Errorf(providers.Invalid, op, "%q: %v", line, err)
+			return nil, badMessage(op, line, err)
 		}
-		c, err := rootCmdOf(m)
+		c, err := of(m)
 		if err != nil {
-			return nil, providers.Errorf(providers.Invalid, op, "%q: %v", line, err)
+			return nil, badMessage(op, line, err)
 		}
 		out = append(out, c)
 	}
@@ -139,7 +146,7 @@ func rootCmdOf(m ctlMsg) (rootCmd, error) {
 	switch m.verb {
 	case "new", "attach", "forget":
 	default:
-		return c, fmt.Errorf("unknown verb %q (root ctl takes new, attach, forget)", m.verb)
+		return c, fmt.Errorf("unknown verb (root ctl takes new, attach, forget)")
 	}
 	if len(m.args) != 1 {
 		return c, fmt.Errorf("%s takes one box name, got %d words", m.verb, len(m.args))
@@ -154,6 +161,7 @@ func rootCmdOf(m ctlMsg) (rootCmd, error) {
 			return c, fmt.Errorf("forget takes no keys")
 		}
 	case "attach":
+		var rest []kv
 		for _, p := range m.kv {
 			switch p.k {
 			case "provider":
@@ -161,19 +169,27 @@ func rootCmdOf(m ctlMsg) (rootCmd, error) {
 			case "id":
 				c.id = p.v
 			default:
-				return c, fmt.Errorf("attach: unknown key %q (takes provider=, id=)", p.k)
+				rest = append(rest, p)
 			}
 		}
+		auto, left, err := boxes.SplitResume(words(rest))
+		if err != nil {
+			return c, cause(err)
+		}
+		if len(left) > 0 {
+			return c, fmt.Errorf("attach: unknown key %q (takes provider=, id=, resume=)", left[0])
+		}
+		c.resumeAuto = auto
 		if c.provider == "" || c.id == "" {
 			return c, fmt.Errorf("attach needs provider= and id=")
 		}
 	case "new":
-		words := make([]string, len(m.kv))
-		for i, p := range m.kv {
-			words[i] = p.k + "=" + p.v
+		auto, rest, err := boxes.SplitResume(words(m.kv))
+		if err != nil {
+			return c, cause(err)
 		}
-		var err error
-		c.provider, c.spec, err = boxes.ParseSpec(words)
+		c.resumeAuto = auto
+		c.provider, c.spec, err = boxes.ParseSpec(rest)
 		if err != nil {
 			return c, cause(err)
 		}
@@ -181,37 +197,65 @@ func rootCmdOf(m ctlMsg) (rootCmd, error) {
 	return c, nil
 }
 
+// words renders key=value pairs as the words they came from.
+func words(kvs []kv) []string {
+	out := make([]string, len(kvs))
+	for i, p := range kvs {
+		out[i] = p.k + "=" + p.v
+	}
+	return out
+}
+
 // boxVerbs are what a box's ctl takes.
 var boxVerbs = map[string]string{
-	"destroy": "end the box and remove it",
-	"release": "push dirty files, then stop presenting the box (it keeps running)",
-	"flush":   "push dirty files to the box",
-	"sync":    "push dirty files, then re-read the box's listing",
-	"kill":    "kill the box's running commands",
+	"destroy":  "end the box and remove it",
+	"release":  "push dirty files, then stop presenting the box (it keeps running)",
+	"flush":    "push dirty files to the box",
+	"sync":     "push dirty files, then re-read the box's listing",
+	"kill":     "kill the box's running commands",
+	"suspend":  "suspend the box (suspend force: kill its commands first)",
+	"resume":   "resume a suspended box",
+	"snapshot": "save the box's filesystem as snapshot NAME",
+}
+
+// boxCmd is a parsed message of a box's ctl: a verb and its argument
+// ("force" for suspend, the name for snapshot).
+type boxCmd struct {
+	verb, arg string
 }
 
 // parseBoxCtl parses every message of a write to a box's ctl.
-func parseBoxCtl(text string) ([]string, error) {
-	const op = "ctl"
-	lines := splitMessages(text)
-	if len(lines) == 0 {
-		return nil, providers.Errorf(providers.Invalid, op, "no message")
+func parseBoxCtl(text string) ([]boxCmd, error) { return parseAll(text, boxCmdOf) }
+
+func boxCmdOf(m ctlMsg) (boxCmd, error) {
+	c := boxCmd{verb: m.verb}
+	if _, ok := boxVerbs[m.verb]; !ok {
+		return c, fmt.Errorf("unknown verb %q (a box's ctl takes destroy, release, flush, sync, kill, suspend, resume, snapshot)", m.verb)
 	}
-	var verbs []string
-	for _, line := range lines {
-		m, err := parseMessage(line)
-		if err != nil {
-			return nil, providers.Errorf(providers.Invalid, op, "%q: %v", line, err)
-		}
-		if _, ok := boxVerbs[m.verb]; !ok {
-			return nil, providers.Errorf(providers.Invalid, op, "unknown verb %q (a box's ctl takes destroy, release, flush, sync, kill)", m.verb)
-		}
-		if len(m.args) > 0 || len(m.kv) > 0 {
-			return nil, providers.Errorf(providers.Invalid, op, "%s takes no arguments", m.verb)
-		}
-		verbs = append(verbs, m.verb)
+	if len(m.kv) > 0 {
+		return c, fmt.Errorf("%s takes no key=value", m.verb)
 	}
-	return verbs, nil
+	switch m.verb {
+	case "suspend":
+		if len(m.args) > 1 || len(m.args) == 1 && m.args[0] != "force" {
+			return c, fmt.Errorf("suspend takes nothing, or force")
+		}
+	case "snapshot":
+		if len(m.args) != 1 {
+			return c, fmt.Errorf("snapshot takes one name")
+		}
+		if err := boxes.CheckSnapshotName(m.args[0]); err != nil {
+			return c, cause(err)
+		}
+	default:
+		if len(m.args) > 0 {
+			return c, fmt.Errorf("%s takes no arguments", m.verb)
+		}
+	}
+	if len(m.args) == 1 {
+		c.arg = m.args[0]
+	}
+	return c, nil
 }
 
 // cause is what a boxes error says without its op and code, for an error
@@ -222,4 +266,43 @@ func cause(err error) error {
 		return e.Err
 	}
 	return err
+}
+
+// maxQuote is the most of a bad message, or of what is said of it, an
+// error keeps: a 1 MiB line must not grow err and the log by as much.
+const maxQuote = 256
+
+// envValueRE finds the values of env.* keys in a message, quoted or not,
+// a quote left open too.
+var envValueRE = regexp.MustCompile(`(env\.[^\s=]*=)('[^']*'?|"(?:\\.|[^"\\])*"?|\S*)`)
+
+// quoteMessage renders a message for an error: env.* values (often
+// secrets) redacted, at most maxQuote bytes of it, quoted.
+func quoteMessage(line string) string {
+	line = envValueRE.ReplaceAllString(line, "${1}<redacted>")
+	if len(line) <= maxQuote {
+		return fmt.Sprintf("%q", line)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", clip(line, maxQuote), len(line))
+}
+
+// clip returns at most n bytes of s, cut at a character boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// badMessage is the Invalid error of a message that cannot be taken: the
+// message quoted, and at most maxQuote bytes of why.
+func badMessage(op, line string, err error) error {
+	why := err.Error()
+	if len(why) > maxQuote {
+		why = clip(why, maxQuote) + "..."
+	}
+	return providers.Errorf(providers.Invalid, op, "%s: %s", quoteMessage(line), why)
 }

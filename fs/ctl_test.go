@@ -56,6 +56,10 @@ func TestParseRootCtl(t *testing.T) {
 		{name: "allowlist", in: "new a network=pypi.org,github.com", want: []rootCmd{{verb: "new", name: "a",
 			spec: providers.Spec{Network: providers.Network{Mode: providers.NetworkAllowlist, Allow: []string{"pypi.org", "github.com"}}}}}},
 		{name: "attach", in: "attach b provider=docker id=abc", want: []rootCmd{{verb: "attach", name: "b", provider: "docker", id: "abc"}}},
+		{name: "attach resume", in: "attach b provider=docker id=abc resume=auto", want: []rootCmd{{verb: "attach", name: "b", provider: "docker", id: "abc", resumeAuto: true}}},
+		{name: "new resume", in: "new a resume=auto snapshot=sha256:1", want: []rootCmd{{verb: "new", name: "a", resumeAuto: true, spec: providers.Spec{Snapshot: "sha256:1"}}}},
+		{name: "bad resume", in: "new a resume=later", bad: "resume"},
+		{name: "attach unknown key", in: "attach b provider=docker id=abc colour=red", bad: "colour"},
 		{name: "bad verb", in: "frob a", bad: "frob"},
 		{name: "bad verb fails all", in: "new a\nfrob b\n", bad: "frob"},
 		{name: "unknown key", in: "new a colour=red", bad: "colour"},
@@ -98,13 +102,27 @@ func TestParseRootCtl(t *testing.T) {
 }
 
 func TestParseBoxCtl(t *testing.T) {
-	got, err := parseBoxCtl("flush\nsync\n")
-	if err != nil || !reflect.DeepEqual(got, []string{"flush", "sync"}) {
-		t.Errorf("got %v, %v", got, err)
-	}
-	for _, bad := range []string{"frob\n", "flush now\n", "flush\nfrob\n", ""} {
+	got, err := parseBoxCtl("flush\nsync\nsuspend\nsuspend force\nresume\nsnapshot before-upgrade\n")
+	require.NoError(t, err)
+	require.Equal(t, []boxCmd{{verb: "flush"}, {verb: "sync"}, {verb: "suspend"}, {verb: "suspend", arg: "force"},
+		{verb: "resume"}, {verb: "snapshot", arg: "before-upgrade"}}, got)
+	for _, bad := range []string{"frob\n", "flush now\n", "flush\nfrob\n", "", "suspend now\n", "suspend force force\n",
+		"resume now\n", "snapshot\n", "snapshot a b\n", "snapshot 'a b'\n", "snapshot .hidden\n", "suspend x=1\n"} {
 		if _, err := parseBoxCtl(bad); providers.CodeOf(err) != providers.Invalid {
 			t.Errorf("parseBoxCtl(%q) = %v, want invalid", bad, err)
 		}
+	}
+}
+
+func TestQuoteMessage(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"new x env.TOKEN=sekrit lifetime=-5", `"new x env.TOKEN=<redacted> lifetime=-5"`},
+		{`new x env.A='s e c' env.B="q\"r" label.k=v`, `"new x env.A=<redacted> env.B=<redacted> label.k=v"`},
+		{`new x env.A='unterminated sekrit`, `"new x env.A=<redacted>"`},
+		{`new x "env.A=sekrit"`, `"new x \"env.A=<redacted>"`},
+		{"new " + strings.Repeat("x", 1000), `"new ` + strings.Repeat("x", 252) + `"... (1004 bytes)`},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, quoteMessage(tt.in), tt.in)
 	}
 }

@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"syscall"
@@ -8,6 +9,8 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/boxfs/boxfs/providers"
 )
 
 // ctlFile is a control file: its content is rendered once per open (so reads
@@ -16,7 +19,8 @@ import (
 // files use direct I/O: no page cache, sizes shown as 0.
 type ctlFile struct {
 	gofs.Inode
-	mode  uint32
+	own   *ownership
+	mode  uint32                                       // the owner's bits
 	read  func(ctx context.Context) ([]byte, error)    // nil: not readable
 	write func(ctx context.Context, data []byte) error // nil: not writable
 	onErr func(error)                                  // keeps the error's text
@@ -36,8 +40,9 @@ var started = time.Now()
 const uncached = time.Nanosecond
 
 func (c *ctlFile) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFREG | c.mode
+	c.own.fill(&out.Attr, syscall.S_IFREG, c.mode)
 	out.Nlink = 1
+	out.Blksize = maxMessage // stdio hands a whole message to one write(2)
 	out.SetTimes(nil, &started, &started)
 	out.SetTimeout(uncached)
 	return 0
@@ -59,7 +64,7 @@ func (c *ctlFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint
 	if acc != syscall.O_WRONLY && c.read == nil {
 		return nil, 0, syscall.EACCES
 	}
-	h := &ctlHandle{c: c}
+	h := &ctlHandle{c: c, in: lineBuffer{op: "ctl", what: "a message", max: maxMessage}}
 	if acc != syscall.O_WRONLY {
 		data, err := c.read(ctx)
 		if err != nil {
@@ -77,11 +82,14 @@ type ctlHandle struct {
 	c    *ctlFile
 	mu   sync.Mutex
 	data []byte
+	in   lineBuffer // what writes sent and no message has taken yet
 }
 
 var (
-	_ gofs.FileReader = (*ctlHandle)(nil)
-	_ gofs.FileWriter = (*ctlHandle)(nil)
+	_ gofs.FileReader   = (*ctlHandle)(nil)
+	_ gofs.FileWriter   = (*ctlHandle)(nil)
+	_ gofs.FileFlusher  = (*ctlHandle)(nil)
+	_ gofs.FileReleaser = (*ctlHandle)(nil)
 )
 
 func (h *ctlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -97,20 +105,112 @@ func (h *ctlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 	return fuse.ReadResultData(h.data[off:end]), 0
 }
 
+// Write takes the messages the bytes written so far complete: one write(2)
+// can reach the daemon in several pieces (stdio writes in st_blksize
+// pieces, the kernel splits direct I/O at max_write and at page
+// boundaries), so a message is acted on once its newline came, and a
+// last one without its newline at close. Blank lines and comments alone
+// are nothing to do. No lock is held while messages
+// run: a process they fork closes its copies of open files, and a flush
+// of this open must not wait behind them.
 func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	if h.c.write == nil {
 		return 0, syscall.EACCES
 	}
-	if err := h.c.write(ctx, data); err != nil {
-		if h.c.onErr != nil {
-			h.c.onErr(err)
-		}
-		return 0, toErrno(err)
+	h.mu.Lock()
+	lines, err := h.in.add(data)
+	h.mu.Unlock()
+	if err == nil && len(splitMessages(string(lines))) > 0 {
+		err = h.c.write(ctx, lines)
+	}
+	if err != nil {
+		return 0, h.fail(err)
 	}
 	return uint32(len(data)), 0
 }
 
-// textFile is a read-only control file with fixed rendering.
-func textFile(mode uint32, read func(ctx context.Context) ([]byte, error)) *ctlFile {
-	return &ctlFile{mode: mode, read: read}
+// Flush is close(2): a last message written without its newline is acted
+// on here, and its error is close's.
+func (h *ctlHandle) Flush(ctx context.Context) syscall.Errno {
+	if h.c.write == nil {
+		return 0
+	}
+	h.mu.Lock()
+	rest := h.in.rest()
+	h.mu.Unlock()
+	if len(splitMessages(string(rest))) > 0 {
+		if err := h.c.write(ctx, rest); err != nil {
+			return h.fail(err)
+		}
+	}
+	return 0
+}
+
+// Release acts on what no flush took.
+func (h *ctlHandle) Release(ctx context.Context) syscall.Errno {
+	h.Flush(ctx)
+	return 0
+}
+
+// fail keeps err's text and answers its errno.
+func (h *ctlHandle) fail(err error) syscall.Errno {
+	if h.c.onErr != nil {
+		h.c.onErr(err)
+	}
+	return toErrno(err)
+}
+
+// maxMessage is the longest control message, newline included: a longer
+// one is refused whole (E2BIG), never acted on in part.
+const maxMessage = 1 << 20
+
+// lineBuffer gathers the bytes the writes of one open sent, in the order
+// they came, until they make whole lines.
+type lineBuffer struct {
+	op, what string // the error's op, and what a line is, for its text
+	max      int    // the longest line, newline included
+	buf      []byte
+	failed   error // a line was too long: this open takes no more
+}
+
+// add appends p and returns the whole lines the buffer now holds (up to
+// and including the last newline), or an error (TooLarge, answered as
+// E2BIG) once a line passes the limit; from then on every add fails, so
+// no tail of the line runs as a message of its own.
+func (l *lineBuffer) add(p []byte) ([]byte, error) {
+	if l.failed != nil {
+		return nil, l.failed
+	}
+	max := l.max
+	l.buf = append(l.buf, p...)
+	i := bytes.LastIndexByte(l.buf, '\n')
+	var lines []byte
+	if i >= 0 {
+		lines = l.buf[:i+1]
+		l.buf = append([]byte(nil), l.buf[i+1:]...)
+	}
+	long := len(l.buf) >= max // no room left for its newline
+	for rest := lines; !long && len(rest) > 0; {
+		j := bytes.IndexByte(rest, '\n')
+		long = j+1 > max
+		rest = rest[j+1:]
+	}
+	if long {
+		l.buf = nil
+		l.failed = providers.Errorf(providers.TooLarge, l.op, "%s longer than %d bytes (newline included) is refused whole; nothing of it was done (%w)", l.what, max, syscall.E2BIG)
+		return nil, l.failed
+	}
+	return lines, nil
+}
+
+// rest returns the bytes of an unfinished last line, and forgets them.
+func (l *lineBuffer) rest() []byte {
+	r := l.buf
+	l.buf = nil
+	return r
+}
+
+// textFile is a read-only control file with fixed rendering, 0400.
+func textFile(own *ownership, read func(ctx context.Context) ([]byte, error)) *ctlFile {
+	return &ctlFile{own: own, mode: 0o400, read: read}
 }

@@ -7,9 +7,9 @@
 // New makes the namespace over a Manager and Mount serves it through the
 // kernel. The root holds ctl (new, attach, forget; read: one line per box)
 // and err, and one directory per box, made by `new` or mkdir. A box's
-// directory holds ctl (destroy, release, flush, sync, kill; read: one
-// key=value status line), exec, cmds/, facts.json, receipt.json, err and
-// work/. Control files and the work tree never share a directory.
+// directory holds ctl (destroy, release, flush, sync, kill, suspend,
+// resume, snapshot; read: one key=value status line), exec, cmds/,
+// facts.json, receipt.json, snapshots, err and work/. Control files and the work tree never share a directory.
 //
 // # Control files
 //
@@ -19,6 +19,19 @@
 // per open, so reads at any offset see one snapshot; control files use
 // direct I/O. A failure's text is kept in the nearest err file, since an
 // errno alone loses it.
+//
+// A control message is acted on once its newline came, however the
+// kernel split its write (a last one without a newline at close); one
+// past its limit is refused whole with E2BIG. Nothing the namespace
+// holds itself can be removed or renamed.
+//
+// # Permissions
+//
+// The kernel checks every request against the attributes reported
+// (default_permissions): the namespace's own files belong to the user who
+// mounted (control files 0600 or 0400, shared with a group given at
+// mount), work/ shows the box's owners and modes, and what another user
+// makes in work/ is made theirs in the box (owner.go).
 //
 // # Commands
 //

@@ -30,6 +30,12 @@ import (
 // Manager. The boxes are pushed and the mount ended with the test.
 func serve(t *testing.T, opts boxes.Options) (string, *boxes.Manager) {
 	t.Helper()
+	return serveWith(t, opts, boxfs.MountOptions{})
+}
+
+// serveWith is serve with the kernel-facing options mo.
+func serveWith(t *testing.T, opts boxes.Options, mo boxfs.MountOptions) (string, *boxes.Manager) {
+	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skip("no /dev/fuse")
 	}
@@ -45,7 +51,8 @@ func serve(t *testing.T, opts boxes.Options) (string, *boxes.Manager) {
 	m, err := boxes.New(opts)
 	require.NoError(t, err)
 	mnt := t.TempDir()
-	server, err := boxfs.New(m).Mount(mnt, boxfs.MountOptions{Debug: testing.Verbose() && os.Getenv("BOXFS_FUSE_DEBUG") != ""})
+	mo.Debug = testing.Verbose() && os.Getenv("BOXFS_FUSE_DEBUG") != ""
+	server, err := boxfs.New(m).Mount(mnt, mo)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -60,8 +67,14 @@ func serve(t *testing.T, opts boxes.Options) (string, *boxes.Manager) {
 // mount point.
 func mount(t *testing.T) string {
 	t.Helper()
+	return mountWith(t, boxfs.MountOptions{})
+}
+
+// mountWith is mount with the kernel-facing options mo.
+func mountWith(t *testing.T, mo boxfs.MountOptions) string {
+	t.Helper()
 	lp := local.New(t.TempDir())
-	mnt, _ := serve(t, boxes.Options{
+	mnt, _ := serveWith(t, boxes.Options{
 		DefaultProvider: "local",
 		OpenProvider: func(name string) (providers.Provider, error) {
 			if name != "local" {
@@ -71,7 +84,7 @@ func mount(t *testing.T) string {
 		},
 		AttrTimeout: time.Second,
 		OpTimeout:   10 * time.Second,
-	})
+	}, mo)
 	t.Cleanup(func() {
 		// Destroy what the test made (local boxes run watchdogs).
 		bs, _ := lp.List(context.Background(), nil)

@@ -15,8 +15,10 @@ import (
 // FS is the boxfs namespace over the boxes a Manager keeps: the root's
 // ctl and err, and per box its control files, commands and work tree.
 type FS struct {
-	m   *boxes.Manager
-	log *slog.Logger
+	m        *boxes.Manager
+	log      *slog.Logger
+	own      ownership // set before the mount serves, read-only after
+	symlinks Symlinks  // likewise
 
 	mu      sync.Mutex
 	errText string // the root's last error
@@ -29,7 +31,7 @@ type FS struct {
 // New makes the namespace over m's boxes and has m tell it of changes in
 // their workspaces. One namespace per Manager.
 func New(m *boxes.Manager) *FS {
-	f := &FS{m: m, log: m.Options().Logger, views: map[*boxes.Box]*boxView{}}
+	f := &FS{m: m, log: m.Options().Logger, own: processOwnership(), views: map[*boxes.Box]*boxView{}}
 	f.root = &rootNode{fs: f}
 	m.SetView(viewer{f})
 	return f
@@ -40,13 +42,33 @@ func (f *FS) Root() gofs.InodeEmbedder { return f.root }
 
 // MountOptions are the kernel-facing settings of Mount.
 type MountOptions struct {
+	// AllowOther lets users other than the one who mounted into the mount;
+	// what each may do is what the reported modes and owners allow.
 	AllowOther bool
-	Debug      bool
-	FsName     string
+	// Group, when not 0, is the group of the control files, given the
+	// owner's access: its members can read and write ctl and exec (run
+	// commands as the box's user) and read the status files.
+	Group uint32
+	// Symlinks says how absolute symlink targets in work/ read (default:
+	// transformed on boxes whose provider isolates them).
+	Symlinks Symlinks
+	Debug    bool
+	FsName   string
 }
 
-// Mount serves the namespace at mountpoint through the kernel.
+// Mount serves the namespace at mountpoint through the kernel. The kernel
+// checks every request against the attributes the namespace reports
+// (default_permissions): see the permission model in owner.go.
 func (f *FS) Mount(mountpoint string, mo MountOptions) (*fuse.Server, error) {
+	if mo.Group != 0 {
+		f.own.gid, f.own.group = mo.Group, true
+	}
+	switch mo.Symlinks {
+	case SymlinksAuto, SymlinksTransform, SymlinksKeep:
+		f.symlinks = mo.Symlinks
+	default:
+		return nil, providers.Errorf(providers.Invalid, "fs.Mount", "symlinks %q: want transform or keep", mo.Symlinks)
+	}
 	timeout := f.m.Options().AttrTimeout
 	name := mo.FsName
 	if name == "" {
@@ -65,6 +87,7 @@ func (f *FS) Mount(mountpoint string, mo MountOptions) (*fuse.Server, error) {
 			DisableXAttrs: true, // the kernel stops asking (ls -l asks twice per file)
 			MaxWrite:      1 << 20,
 			MaxBackground: 32,
+			Options:       []string{"default_permissions"},
 		},
 		NullPermissions: true,
 	}

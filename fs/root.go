@@ -25,8 +25,9 @@ const boxEntryTimeout = uncached
 
 // rootNode is MOUNT/: ctl, err, and one directory per box.
 type rootNode struct {
-	gofs.Inode
-	fs *FS
+	fixedDir
+	fs       *FS
+	ctl, err *gofs.Inode // its own files, made in OnAdd
 }
 
 var (
@@ -41,15 +42,17 @@ var (
 func (r *rootNode) OnAdd(ctx context.Context) {
 	f := r.fs
 	ctl := &ctlFile{
-		mode: 0o644,
+		own:  &f.own,
+		mode: 0o600,
 		read: func(ctx context.Context) ([]byte, error) { return []byte(f.rootListing()), nil },
 		write: func(ctx context.Context, data []byte) error {
 			return f.rootCtl(ctx, string(data))
 		},
 		onErr: f.setErr,
 	}
-	r.AddChild("ctl", r.NewPersistentInode(ctx, ctl, gofs.StableAttr{Mode: syscall.S_IFREG}), false)
-	errf := textFile(0o444, func(ctx context.Context) ([]byte, error) {
+	r.ctl = r.NewPersistentInode(ctx, ctl, gofs.StableAttr{Mode: syscall.S_IFREG})
+	r.AddChild("ctl", r.ctl, false)
+	errf := textFile(&f.own, func(ctx context.Context) ([]byte, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if f.errText == "" {
@@ -57,13 +60,21 @@ func (r *rootNode) OnAdd(ctx context.Context) {
 		}
 		return []byte(f.errText + "\n"), nil
 	})
-	r.AddChild("err", r.NewPersistentInode(ctx, errf, gofs.StableAttr{Mode: syscall.S_IFREG}), false)
+	r.err = r.NewPersistentInode(ctx, errf, gofs.StableAttr{Mode: syscall.S_IFREG})
+	r.AddChild("err", r.err, false)
 }
 
 func (r *rootNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFDIR | 0o755
-	out.SetTimes(nil, &started, &started)
+	r.fs.dirAttr(&out.Attr)
 	return 0
+}
+
+// dirAttr fills a with the attributes of the namespace's own directories:
+// the root, box directories, cmds/ and cmds/N/.
+func (f *FS) dirAttr(a *fuse.Attr) {
+	f.own.fill(a, syscall.S_IFDIR, 0o755)
+	a.Nlink = 2
+	a.SetTimes(nil, &started, &started)
 }
 
 // rootListing renders the root ctl: one line per box.
@@ -93,10 +104,12 @@ func (f *FS) rootCtl(ctx context.Context, text string) error {
 		switch c.verb {
 		case "new":
 			if err = f.m.Create(ctx, c.name, c.provider, c.spec); err == nil {
+				err = f.resumeAuto(c)
 				f.notifyRoot(c.name)
 			}
 		case "attach":
 			if err = f.m.Attach(ctx, c.name, c.provider, c.id); err == nil {
+				err = f.resumeAuto(c)
 				f.notifyRoot(c.name)
 			}
 		case "forget":
@@ -110,6 +123,18 @@ func (f *FS) rootCtl(ctx context.Context, text string) error {
 		}
 	}
 	return nil
+}
+
+// resumeAuto records resume=auto for the box c made or attached.
+func (f *FS) resumeAuto(c rootCmd) error {
+	if !c.resumeAuto {
+		return nil
+	}
+	b, err := f.m.Box(c.name)
+	if err != nil {
+		return err
+	}
+	return b.SetResumeAuto(true)
 }
 
 func boxDirIno(name string) uint64 {
@@ -135,7 +160,13 @@ func (r *rootNode) boxNode(ctx context.Context, b *boxes.Box) *gofs.Inode {
 
 func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if name == "ctl" || name == "err" {
-		ch := r.GetChild(name)
+		ch := r.ctl
+		if name == "err" {
+			ch = r.err
+		}
+		if ch == nil {
+			return nil, syscall.ENOENT
+		}
 		var a fuse.AttrOut
 		ch.Operations().(gofs.NodeGetattrer).Getattr(ctx, nil, &a)
 		out.Attr = a.Attr
@@ -146,7 +177,7 @@ func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		return nil, syscall.ENOENT
 	}
 	ch := r.boxNode(ctx, b)
-	out.Mode = syscall.S_IFDIR | 0o755
+	r.fs.dirAttr(&out.Attr)
 	out.SetEntryTimeout(boxEntryTimeout)
 	return ch, 0
 }
@@ -173,7 +204,7 @@ func (r *rootNode) Mkdir(ctx context.Context, name string, mode uint32, out *fus
 		return nil, toErrno(err)
 	}
 	b := r.fs.m.Lookup(name)
-	out.Mode = syscall.S_IFDIR | 0o755
+	r.fs.dirAttr(&out.Attr)
 	out.SetEntryTimeout(boxEntryTimeout)
 	return r.boxNode(ctx, b), 0
 }
@@ -220,7 +251,7 @@ func (f *FS) notifyRootGone(name string, b *boxes.Box) {
 
 // boxDir is MOUNT/NAME/: the box's control files, cmds/ and work/.
 type boxDir struct {
-	gofs.Inode
+	fixedDir
 	v *boxView
 }
 
@@ -230,8 +261,7 @@ var (
 )
 
 func (d *boxDir) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFDIR | 0o755
-	out.SetTimes(nil, &started, &started)
+	d.v.fs.dirAttr(&out.Attr)
 	return 0
 }
 
@@ -241,17 +271,20 @@ func (d *boxDir) OnAdd(ctx context.Context) {
 	add := func(name string, node gofs.InodeEmbedder, mode uint32) {
 		d.AddChild(name, d.NewPersistentInode(ctx, node, gofs.StableAttr{Mode: mode}), false)
 	}
+	own := &v.fs.own
 	add("ctl", &ctlFile{
-		mode:  0o644,
+		own:   own,
+		mode:  0o600,
 		read:  func(ctx context.Context) ([]byte, error) { return []byte(statusLine(b.Status())), nil },
 		write: v.ctl,
 		onErr: b.SetErr,
 	}, syscall.S_IFREG)
 	add("exec", &execFile{v: v}, syscall.S_IFREG)
 	add("cmds", &cmdsDir{v: v}, syscall.S_IFDIR)
-	add("facts.json", textFile(0o444, b.FactsJSON), syscall.S_IFREG)
-	add("receipt.json", textFile(0o444, b.ReceiptJSON), syscall.S_IFREG)
-	add("err", textFile(0o444, func(ctx context.Context) ([]byte, error) {
+	add("facts.json", textFile(own, b.FactsJSON), syscall.S_IFREG)
+	add("receipt.json", textFile(own, b.ReceiptJSON), syscall.S_IFREG)
+	add("snapshots", textFile(own, func(ctx context.Context) ([]byte, error) { return b.SnapshotsText(), nil }), syscall.S_IFREG)
+	add("err", textFile(own, func(ctx context.Context) ([]byte, error) {
 		if text := b.Err(); text != "" {
 			return []byte(text + "\n"), nil
 		}
@@ -285,29 +318,32 @@ func statusLine(st boxes.Status) string {
 // ctl runs a write to the box's ctl: every message is parsed first, then
 // they run in order; the first failure stops the rest.
 func (v *boxView) ctl(ctx context.Context, data []byte) error {
-	verbs, err := parseBoxCtl(string(data))
+	cmds, err := parseBoxCtl(string(data))
 	if err != nil {
 		return err
 	}
 	ctx = context.WithoutCancel(ctx)
-	for _, verb := range verbs {
-		if err := v.runVerb(ctx, verb); err != nil {
-			return providers.E(0, "ctl "+verb, err)
+	for _, c := range cmds {
+		if err := v.runVerb(ctx, c); err != nil {
+			return providers.E(0, strings.TrimSpace("ctl "+c.verb+" "+c.arg), err)
 		}
 	}
 	return nil
 }
 
-// runVerb runs one verb of a box's ctl, within its bound.
-func (v *boxView) runVerb(ctx context.Context, verb string) error {
+// runVerb runs one message of a box's ctl, within its bound.
+func (v *boxView) runVerb(ctx context.Context, c boxCmd) error {
 	b := v.b
-	bound := createTimeout
-	if verb == "kill" {
-		bound = v.fs.m.Options().OpTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, bound)
+	ctx, cancel := context.WithTimeout(ctx, createTimeout) // kill bounds each command's kill itself
 	defer cancel()
-	switch verb {
+	switch c.verb {
+	case "suspend":
+		return b.Suspend(ctx, c.arg == "force")
+	case "resume":
+		return b.Resume(ctx)
+	case "snapshot":
+		_, err := b.Snapshot(ctx, c.arg)
+		return err
 	case "destroy":
 		return b.Destroy(ctx)
 	case "release":
@@ -323,5 +359,5 @@ func (v *boxView) runVerb(ctx context.Context, verb string) error {
 	case "kill":
 		return b.Commands().KillAll(ctx)
 	}
-	return providers.Errorf(providers.Invalid, "ctl", "unknown verb %q", verb)
+	return providers.Errorf(providers.Invalid, "ctl", "unknown verb %q", c.verb)
 }

@@ -122,7 +122,7 @@ func fillAttr(a *fuse.Attr, fi providers.FileInfo, ino uint64) {
 // child returns the node for rel, of the kind fi says.
 func (n *workNode) child(ctx context.Context, rel string, fi providers.FileInfo, out *fuse.EntryOut) *gofs.Inode {
 	ino := n.v.inos().get(rel)
-	fillAttr(&out.Attr, fi, ino)
+	n.v.fillAttr(&out.Attr, fi, ino)
 	mode := providers.UnixMode(fi.Mode) & syscall.S_IFMT
 	return n.NewInode(ctx, &workNode{v: n.v}, gofs.StableAttr{Mode: mode, Ino: ino})
 }
@@ -148,7 +148,7 @@ func (n *workNode) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.Att
 	if wh != nil {
 		if fi, ok := wh.h.Attr(); ok {
 			wh.remember(fi)
-			fillAttr(&out.Attr, fi, n.StableAttr().Ino)
+			n.v.fillAttr(&out.Attr, fi, n.StableAttr().Ino)
 			return 0
 		}
 	}
@@ -172,7 +172,10 @@ func (n *workNode) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.Att
 	if wh != nil {
 		wh.remember(fi)
 	}
-	fillAttr(&out.Attr, fi, n.StableAttr().Ino)
+	if rel == "" {
+		n.v.learnOwner(fi)
+	}
+	n.v.fillAttr(&out.Attr, fi, n.StableAttr().Ino)
 	return 0
 }
 
@@ -201,7 +204,7 @@ func (n *workNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetA
 	if n.StableAttr().Mode&syscall.S_IFMT == syscall.S_IFLNK {
 		return n.setattrLink(ctx, rel, in, out)
 	}
-	for _, step := range setattrSteps(rel, in) {
+	for _, step := range n.v.setattrSteps(rel, in) {
 		if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
 			fi, err = step(ctx, c)
 			have = err == nil
@@ -222,7 +225,7 @@ func (n *workNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetA
 		}
 		wh.remember(fi)
 	}
-	fillAttr(&out.Attr, fi, n.StableAttr().Ino)
+	n.v.fillAttr(&out.Attr, fi, n.StableAttr().Ino)
 	return 0
 }
 
@@ -248,7 +251,7 @@ func (wh *workHandle) setattrUnlinked(in *fuse.SetAttrIn, out *fuse.AttrOut, ino
 		wh.resized(int64(size))
 	}
 	if fi, ok := wh.h.Attr(); ok {
-		fillAttr(&out.Attr, fi, ino)
+		wh.n.v.fillAttr(&out.Attr, fi, ino)
 	} else {
 		wh.unlinkedAttr(&out.Attr, ino)
 	}
@@ -257,7 +260,7 @@ func (wh *workHandle) setattrUnlinked(in *fuse.SetAttrIn, out *fuse.AttrOut, ino
 
 // setattrSteps are the calls a setattr asks of the box besides truncate:
 // chmod, chown and utimes, the ones in asks for, in that order.
-func setattrSteps(rel string, in *fuse.SetAttrIn) []func(ctx context.Context, c *cache.Cache) (providers.FileInfo, error) {
+func (v *boxView) setattrSteps(rel string, in *fuse.SetAttrIn) []func(ctx context.Context, c *cache.Cache) (providers.FileInfo, error) {
 	var steps []func(ctx context.Context, c *cache.Cache) (providers.FileInfo, error)
 	if mode, ok := in.GetMode(); ok {
 		m := providers.FileModeFromUnix(mode) & (iofs.ModePerm | iofs.ModeSetuid | iofs.ModeSetgid | iofs.ModeSticky)
@@ -265,16 +268,7 @@ func setattrSteps(rel string, in *fuse.SetAttrIn) []func(ctx context.Context, c 
 			return c.Chmod(ctx, rel, m)
 		})
 	}
-	uid, uok := in.GetUID()
-	gid, gok := in.GetGID()
-	if uok || gok {
-		u, g := -1, -1
-		if uok {
-			u = int(uid)
-		}
-		if gok {
-			g = int(gid)
-		}
+	if u, g, ok := v.chownIDs(in); ok {
 		steps = append(steps, func(ctx context.Context, c *cache.Cache) (providers.FileInfo, error) {
 			return c.Chown(ctx, rel, u, g)
 		})
@@ -316,17 +310,9 @@ func (n *workNode) setattrLink(ctx context.Context, rel string, in *fuse.SetAttr
 	if _, ok := in.GetMode(); ok {
 		return syscall.EOPNOTSUPP // what fchmodat(AT_SYMLINK_NOFOLLOW) says on Linux
 	}
-	chown, u, g := false, -1, -1
-	uid, uok := in.GetUID()
-	gid, gok := in.GetGID()
-	if (uok && uid != fi.UID) || (gok && gid != fi.GID) {
-		chown = true
-		if uok {
-			u = int(uid)
-		}
-		if gok {
-			g = int(gid)
-		}
+	u, g, chown := n.v.chownIDs(in)
+	if chown && (u < 0 || uint32(u) == fi.UID) && (g < 0 || uint32(g) == fi.GID) {
+		chown = false // the link has them already
 	}
 	var at, mt time.Time // zero: left as it is
 	if t, ok := in.GetATime(); ok && !t.Equal(fi.Atime) {
@@ -351,7 +337,7 @@ func (n *workNode) setattrLink(ctx context.Context, rel string, in *fuse.SetAttr
 			return errno
 		}
 	}
-	fillAttr(&out.Attr, fi, n.StableAttr().Ino)
+	n.v.fillAttr(&out.Attr, fi, n.StableAttr().Ino)
 	return 0
 }
 
@@ -439,6 +425,11 @@ func (n *workNode) Create(ctx context.Context, name string, flags uint32, mode u
 	var fi providers.FileInfo
 	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
 		h, fi, err = c.Create(ctx, rel, int(flags), providers.FileModeFromUnix(mode).Perm())
+		if err == nil {
+			if fi, err = n.giveAway(ctx, c, rel, fi); err != nil {
+				h.Release(ctx)
+			}
+		}
 		return err
 	}); errno != 0 {
 		return nil, nil, 0, errno
@@ -470,7 +461,9 @@ func (n *workNode) Mkdir(ctx context.Context, name string, mode uint32, out *fus
 	rel := joinRel(dir, name)
 	var fi providers.FileInfo
 	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
-		fi, err = c.Mkdir(ctx, rel, providers.FileModeFromUnix(mode).Perm())
+		if fi, err = c.Mkdir(ctx, rel, providers.FileModeFromUnix(mode).Perm()); err == nil {
+			fi, err = n.giveAway(ctx, c, rel, fi)
+		}
 		return err
 	}); errno != 0 {
 		return nil, errno
@@ -549,7 +542,9 @@ func (n *workNode) Symlink(ctx context.Context, target, name string, out *fuse.E
 	rel := joinRel(dir, name)
 	var fi providers.FileInfo
 	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
-		fi, err = c.Symlink(ctx, target, rel)
+		if fi, err = c.Symlink(ctx, target, rel); err == nil {
+			fi, err = n.giveAway(ctx, c, rel, fi)
+		}
 		return err
 	}); errno != 0 {
 		return nil, errno
@@ -566,6 +561,9 @@ func (n *workNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	var target string
 	if errno := n.run(ctx, false, 0, func(ctx context.Context, c *cache.Cache) (err error) {
 		target, err = c.Readlink(ctx, rel)
+		if err == nil && n.v.transformLinks() {
+			target = presentTarget(rel, target, c.Root())
+		}
 		return err
 	}); errno != 0 {
 		return nil, errno
@@ -676,7 +674,7 @@ func (wh *workHandle) unlinkedAttr(a *fuse.Attr, ino uint64) bool {
 	if !ok {
 		return false
 	}
-	fillAttr(a, fi, ino)
+	wh.n.v.fillAttr(a, fi, ino)
 	a.Nlink = 0
 	return true
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/boxfs/boxfs/internal/guard"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -91,7 +92,11 @@ func startLive(ctx context.Context, exec execFunc, req providers.ExecRequest, bo
 	ch := make(chan started, 1)
 	var gaveUp atomic.Bool
 	go func() {
-		p, err := exec(ctx, req)
+		var p providers.Process
+		var err error
+		if perr := guard.Run(func() { p, err = exec(ctx, req) }); perr != nil {
+			p, err = nil, perr // the provider broke on the box's answer: this command only
+		}
 		if gaveUp.Load() && p != nil {
 			kctx, cancel := context.WithTimeout(context.Background(), bound)
 			p.Kill(kctx)
@@ -133,15 +138,18 @@ func waitLive(ctx context.Context, cancel context.CancelFunc, p providers.Proces
 	}
 	ch := make(chan ended, 1)
 	go func() {
-		code, err := p.Wait()
-		ch <- ended{code, err}
+		var e ended
+		if perr := guard.Run(func() { e.code, e.err = p.Wait() }); perr != nil {
+			e = ended{-1, perr} // the provider broke on the box's answer: this command only
+		}
+		ch <- e
 	}()
 	giveUp := func() {
 		cancel()
 		go func() {
 			kctx, kcancel := context.WithTimeout(context.Background(), bound)
 			defer kcancel()
-			p.Kill(kctx)
+			guard.Run(func() { p.Kill(kctx) })
 		}()
 	}
 	tick := bound / 8
@@ -192,7 +200,13 @@ func probeWithin(ctx context.Context, probe func(context.Context) error, bound t
 	pctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	ch := make(chan error, 1)
-	go func() { ch <- probe(pctx) }()
+	go func() {
+		var err error
+		if perr := guard.Run(func() { err = probe(pctx) }); perr != nil {
+			err = perr
+		}
+		ch <- err
+	}()
 	select {
 	case err := <-ch:
 		return err

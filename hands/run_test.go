@@ -11,12 +11,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/boxfs/boxfs/hands"
 	"github.com/boxfs/boxfs/internal/boxfsbin"
+	"github.com/boxfs/boxfs/internal/shell"
 	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/docker"
@@ -169,16 +169,30 @@ func testRunLineAndArgv(t *testing.T, box *hostBox, h *hands.Hands) {
 	}
 }
 
-// groupGone waits until no process of pid's former group runs.
+// pidGone waits until pid runs no more.
 func pidGone(pid int, within time.Duration) bool {
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
-		if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
+		if !hostRuns(pid) {
 			return true
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	return false
+}
+
+// hostRuns reports whether pid is a process of this machine that runs: a
+// zombie does not. A killed command's orphans are reaped by whatever init
+// the machine has, which may take its time; Kill promises that nothing
+// runs, not that the zombies are gone.
+func hostRuns(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
 }
 
 func readPid(t *testing.T, file string) int {
@@ -254,8 +268,8 @@ func testRunCancelAndTimeout(t *testing.T, box *hostBox, h *hands.Hands) {
 	if err := p.Kill(kctx); err != nil {
 		t.Fatalf("Kill: %v", err)
 	}
-	if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
-		t.Errorf("Kill returned but %d still runs (%v)", pid, err)
+	if hostRuns(pid) {
+		t.Errorf("Kill returned but %d still runs", pid)
 	}
 	if code, err := p.Wait(); err != nil || code != 128+9 {
 		t.Errorf("Wait after Kill = %d, %v; want 137", code, err)
@@ -353,10 +367,11 @@ func boxPid(t *testing.T, h *hands.Hands, name string) string {
 	return ""
 }
 
-// boxRuns reports whether process pid runs in the box.
+// boxRuns reports whether process pid (or its group) runs in the box; a
+// zombie waiting for the box's init to reap it does not.
 func boxRuns(t *testing.T, h *hands.Hands, pid string) bool {
 	t.Helper()
-	p, err := h.Run(context.Background(), hands.Command{Argv: []string{"sh", "-c", `kill -0 "$1" 2>/dev/null`, "sh", pid}})
+	p, err := h.Run(context.Background(), hands.Command{Argv: []string{"sh", "-c", shell.KillGroup + `groupalive "$1"`, "sh", pid}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ type mountT struct {
 	mnt, state string
 	cmd        *exec.Cmd
 	log        *syncBuffer
+	ended      chan struct{} // closed once the child has exited
 }
 
 type syncBuffer struct {
@@ -45,10 +46,20 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// providerChecks are the checks of providers whose own test file adds a
+// row (in init): each skips the row, or fails it under its BOXFS_REQUIRE_*
+// variable, when its service is not there, and may set the environment the
+// serving process opens the provider with.
+var providerChecks = map[string]func(t *testing.T){}
+
 // requireProvider skips a row whose provider is not there; Docker rows fail
 // instead under BOXFS_REQUIRE_DOCKER=1 (CI).
 func requireProvider(t *testing.T, name string) {
 	t.Helper()
+	if check, ok := providerChecks[name]; ok {
+		check(t)
+		return
+	}
 	if name != "docker" {
 		return
 	}
@@ -65,11 +76,18 @@ func startMount(t *testing.T, provider string, opTimeout time.Duration) *mountT 
 // workspace watch when watch is set.
 func startMountAttr(t *testing.T, provider string, opTimeout, attr time.Duration, watch bool) *mountT {
 	t.Helper()
+	return startMountOn(t, t.TempDir(), t.TempDir(), provider, opTimeout, attr, watch)
+}
+
+// startMountOn serves the namespace of the state directory state at mnt
+// (a remount, when an earlier mount served them).
+func startMountOn(t *testing.T, mnt, state, provider string, opTimeout, attr time.Duration, watch bool) *mountT {
+	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skip("no /dev/fuse")
 	}
 	requireProvider(t, provider)
-	m := &mountT{mnt: t.TempDir(), state: t.TempDir(), log: &syncBuffer{}}
+	m := &mountT{mnt: mnt, state: state, log: &syncBuffer{}, ended: make(chan struct{})}
 	m.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	m.cmd.Env = append(os.Environ(),
 		envServe+"="+m.mnt, envState+"="+m.state, envProvider+"="+provider,
@@ -82,7 +100,10 @@ func startMountAttr(t *testing.T, provider string, opTimeout, attr time.Duration
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
-	go func() { exited <- m.cmd.Wait() }()
+	go func() {
+		exited <- m.cmd.Wait()
+		close(m.ended)
+	}()
 	t.Cleanup(func() {
 		m.cmd.Process.Signal(syscall.SIGTERM)
 		select {

@@ -18,8 +18,12 @@
 // A box may also implement Files (the full set of file operations served
 // without a command, e.g. the local provider's host directory), Archiver
 // (put and get a tar of a directory) and PathStater (stat one path without a
-// command), and a provider may implement Endpointer. Callers find them by
-// type assertion; core code never branches on a provider's name.
+// command), and a provider may implement Suspender (suspend a box and resume
+// it later) and Snapshotter (save a box's filesystem as an image new boxes
+// start from). A box may implement Endpointer. Callers find them by type
+// assertion; core code never branches on a provider's name. Attach doubles
+// as reconnect: a box is found again by its id from another process, the
+// commands that ran in it when the earlier process ended left running.
 //
 // # Errors
 //

@@ -154,6 +154,17 @@ func Errorf(code Code, op string, format string, args ...any) *Error {
 	return &Error{Code: code, Op: op, Err: fmt.Errorf(format, args...)}
 }
 
+// Classify makes err an *Error of op on box: an err that already is one
+// keeps its code, any other gets code(err), the provider's one function
+// from its vendor's failures to codes.
+func Classify(op, box string, err error, code func(error) Code) *Error {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return E(0, op, err).WithBox(box)
+	}
+	return (&Error{Code: code(err), Op: op, Err: err}).WithBox(box)
+}
+
 // WithBox sets the error's box and returns it.
 func (e *Error) WithBox(box string) *Error { e.Box = box; return e }
 

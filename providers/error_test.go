@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -111,4 +113,15 @@ func TestErrorText(t *testing.T) {
 			t.Errorf("got  %s\nwant %s", got, tt.want)
 		}
 	}
+}
+
+func TestClassify(t *testing.T) {
+	code := func(error) providers.Code { return providers.Unavailable }
+	e := providers.Classify("p.Op", "b1", errors.New("vendor says no"), code)
+	assert.Equal(t, providers.Unavailable, e.Code)
+	assert.Equal(t, "b1", e.Box)
+	inner := providers.Errorf(providers.NotFound, "p.inner", "missing")
+	e = providers.Classify("p.Op", "b1", inner, code)
+	assert.Equal(t, providers.NotFound, e.Code, "an *Error keeps its code")
+	assert.ErrorIs(t, e, inner)
 }

@@ -32,6 +32,14 @@ type Facts struct {
 	StartedAt  time.Time `json:"startedAt,omitzero"`
 	MaxExecMs  int       `json:"maxExecMs,omitempty"`  // the provider's own cap on one command; 0 none known
 	SecretsVia string    `json:"secretsVia,omitempty"` // how secrets reach the box ("env", "file"); "" none
+	// LifetimeVia names what ends the box at its lifetime without a call
+	// from the host ("activeDeadlineSeconds"); "" where the provider does
+	// not say.
+	LifetimeVia string `json:"lifetimeVia,omitempty"`
+
+	// Suspend is what the box keeps while suspended (SuspendMemory,
+	// SuspendFilesystem, SuspendSnapshot); "" when it cannot be suspended.
+	Suspend string `json:"suspend,omitempty"`
 }
 
 // Bool returns a fact pointer for a literal: Facts{FUSE: Bool(true)}.

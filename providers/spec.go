@@ -3,6 +3,7 @@ package providers
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -246,6 +247,18 @@ func ValidEnvName(k string) bool {
 		}
 	}
 	return true
+}
+
+// ParseUser reads a Spec.User, "uid:gid"; ok is false for anything else
+// (the empty string included).
+func ParseUser(u string) (uid, gid int, ok bool) {
+	a, b, ok := strings.Cut(u, ":")
+	if !ok || !isDigits(a) || !isDigits(b) {
+		return 0, 0, false
+	}
+	uid, err1 := strconv.Atoi(a)
+	gid, err2 := strconv.Atoi(b)
+	return uid, gid, err1 == nil && err2 == nil
 }
 
 func validUser(u string) bool {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -122,6 +124,23 @@ func TestUnixModeRoundTrip(t *testing.T) {
 	for _, u := range []uint32{0o100644, 0o100755, 0o040755, 0o120777, 0o010600, 0o140700, 0o020666, 0o060660, 0o104755, 0o102755, 0o041777} {
 		if got := providers.UnixMode(providers.FileModeFromUnix(u)); got != u {
 			t.Errorf("round trip of %o gave %o", u, got)
+		}
+	}
+}
+
+func TestParseUser(t *testing.T) {
+	for _, tc := range []struct {
+		in       string
+		uid, gid int
+		ok       bool
+	}{
+		{"1000:1000", 1000, 1000, true}, {"0:0", 0, 0, true},
+		{"", 0, 0, false}, {"1000", 0, 0, false}, {"a:b", 0, 0, false}, {"-1:2", 0, 0, false}, {"1:2:3", 0, 0, false},
+	} {
+		uid, gid, ok := providers.ParseUser(tc.in)
+		assert.Equal(t, tc.ok, ok, tc.in)
+		if tc.ok {
+			assert.Equal(t, []int{tc.uid, tc.gid}, []int{uid, gid}, tc.in)
 		}
 	}
 }

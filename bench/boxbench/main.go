@@ -11,7 +11,7 @@ func main() {
 	log.SetFlags(log.Ltime)
 	log.SetPrefix("boxbench ")
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: boxbench run|report|sftp-wrapper|ssh-gate|delay-proxy ...")
+		fmt.Fprintln(os.Stderr, "usage: boxbench run|report|sftp-wrapper|ssh-gate|delay-proxy|k8s-exec ...")
 		os.Exit(2)
 	}
 	var err error
@@ -26,6 +26,8 @@ func main() {
 		err = sshGateMain(os.Args[2:])
 	case "delay-proxy":
 		err = delayProxyMain(os.Args[2:])
+	case "k8s-exec":
+		err = k8sExecMain(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}

@@ -34,6 +34,9 @@ type peer struct {
 	root    string // the workspace as the workloads see it (a host path)
 	boxRoot string // the same directory as the box sees it
 	probe   *probe // a shell in the box
+	// seedTar extracts a tar into a box directory, for a box that is
+	// neither the bench container nor on the host (a pod); nil otherwise.
+	seedTar func(ctx context.Context, data []byte, dir string) error
 
 	mount   func(ctx context.Context, r *run) error
 	unmount func(ctx context.Context, r *run) error
@@ -370,12 +373,16 @@ func rcloneDrain(ctx context.Context, addr string, bound time.Duration) error {
 }
 
 // boxfsPeer mounts boxfs with the real CLI. docker: the bench container,
-// attached by id; local: a local-provider box, made by the first mount.
+// attached by id; kubernetes: the bench pod (r.k8sBox), attached by name;
+// local: a local-provider box, made by the first mount.
 func boxfsPeer(r *run, provider string) *peer {
 	name := "boxfs"
 	box := "b"
-	if provider == "local" {
+	switch provider {
+	case "local":
 		name, box = "boxfs-local", "bl"
+	case "kubernetes":
+		name, box = k8sPeer, "bk"
 	}
 	mnt := filepath.Join(r.work, "mnt", name)
 	state := filepath.Join(r.work, "state", name)
@@ -384,11 +391,15 @@ func boxfsPeer(r *run, provider string) *peer {
 		inBox: provider == "docker",
 		root:  filepath.Join(mnt, box, "work"),
 	}
-	if provider == "docker" {
+	switch provider {
+	case "docker":
 		p.about = "boxfs mount (CLI, defaults), `attach b provider=docker id=CTR`; Docker API through the delay proxy when a delay is set"
 		p.boxRoot = boxWorkspace
 		p.probe = r.boxProbe
-	} else {
+	case "kubernetes":
+		p.about = "boxfs mount (CLI, defaults), `attach bk provider=kubernetes id=POD` on the scripts/k8s-up cluster; no delay runs"
+		p.boxRoot = boxWorkspace // the probe is set when the pod is made
+	default:
 		p.about = "boxfs mount (CLI, defaults), `new bl provider=local`: boxfs's own cost over a host directory"
 		p.probe = r.hostProbe
 	}
@@ -401,12 +412,18 @@ func boxfsPeer(r *run, provider string) *peer {
 		if provider == "docker" && r.proxySock != "" {
 			env = append(env, "DOCKER_HOST=unix://"+r.proxySock)
 		}
+		if provider == "kubernetes" {
+			env = append(env, "KUBECONFIG="+r.kubeconfig)
+		}
 		if err := p.startFUSE(ctx, r, mnt, env, r.boxfsBin, "--state", state, "--config", r.emptyConf,
 			"--log-level", "info", "mount", mnt); err != nil {
 			return err
 		}
 		if !recorded {
 			msg := fmt.Sprintf("attach %s provider=docker id=%s\n", box, r.ctr)
+			if provider == "kubernetes" {
+				msg = fmt.Sprintf("attach %s provider=kubernetes id=%s\n", box, r.pod)
+			}
 			if provider == "local" {
 				msg = fmt.Sprintf("new %s provider=local lifetime=3h\n", box)
 			}

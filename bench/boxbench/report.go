@@ -521,7 +521,7 @@ func updateDocs(file, md string) error {
 }
 
 // peerOrder is the order of the tables' columns.
-var peerOrder = []string{"native", "loopback", "boxfs-local", "boxfs", "sshfs", "rclone-off", "rclone-writes", "docker-exec"}
+var peerOrder = []string{"native", "loopback", "boxfs-local", "boxfs", "boxfs-k8s", "sshfs", "rclone-off", "rclone-writes", "docker-exec"}
 
 // reportMain is `boxbench report [-docs FILE] DIR`: the tables again from
 // DIR's raw.csv and meta.txt.

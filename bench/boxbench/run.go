@@ -62,9 +62,11 @@ type run struct {
 	emptyConf         string // boxfs --config
 	rcloneConf        string // rclone --config
 
-	ctr       string // the bench container's id
-	hostProbe *probe
-	boxProbe  *probe
+	ctr        string // the bench container's id
+	pod        string // the bench pod's name (boxfs-k8s), and its cluster
+	kubeconfig string
+	hostProbe  *probe
+	boxProbe   *probe
 
 	delay     time.Duration
 	proxySock string // "" at no delay
@@ -102,7 +104,7 @@ func parseRunFlags(args []string) (*runFlags, error) {
 	fl.IntVar(&f.slowReps, "slow-reps", 3, "repetitions for the slow peers (rclone-off)")
 	fl.IntVar(&f.delayReps, "delay-reps", 3, "repetitions in each latency-injection run")
 	delays := fl.String("delays", "10ms,50ms", "latency-injection runs: delays added per box round trip, comma-separated (\"\" for none)")
-	peerList := fl.String("peers", "native,loopback,boxfs-local,boxfs,sshfs,rclone-off,rclone-writes,docker-exec", "peers to run")
+	peerList := fl.String("peers", "native,loopback,boxfs-local,boxfs,boxfs-k8s,sshfs,rclone-off,rclone-writes,docker-exec", "peers to run")
 	fl.StringVar(&f.boxfsBin, "boxfs", "", "boxfs binary (CGO_ENABLED=0 go build ./cmd/boxfs)")
 	fl.StringVar(&f.loopbackBin, "loopback", "", "loopback binary (go build ./bench/loopback)")
 	fl.StringVar(&f.goroot, "goroot", "", "GOROOT whose src/ the tree is taken from (go env GOROOT)")
@@ -194,6 +196,16 @@ func runMain(args []string) error {
 	peers, err := r.peers(f, meta)
 	if err != nil {
 		return err
+	}
+	for _, p := range peers {
+		if p.name == k8sPeer {
+			destroy, err := r.k8sBox(ctx, p)
+			if err != nil {
+				return err
+			}
+			defer destroy()
+			meta.add("pod", r.pod)
+		}
 	}
 	defer r.stopHelpers()
 	defer func() {
@@ -312,7 +324,7 @@ func (r *run) startBox(ctx context.Context, meta *meta) (end func(), err error) 
 // peers are the peers the flags name, in their order.
 func (r *run) peers(f *runFlags, meta *meta) ([]*peer, error) {
 	all := map[string]*peer{}
-	for _, p := range []*peer{nativePeer(r), loopbackPeer(r), boxfsPeer(r, "local"), boxfsPeer(r, "docker"),
+	for _, p := range []*peer{nativePeer(r), loopbackPeer(r), boxfsPeer(r, "local"), boxfsPeer(r, "docker"), boxfsPeer(r, "kubernetes"),
 		sshfsPeer(r), rclonePeer(r, "off", 15572), rclonePeer(r, "writes", 15573), dockerExecPeer(r)} {
 		all[p.name] = p
 	}

@@ -267,7 +267,15 @@ func (x *rep) seed() error {
 	if _, err := x.boxOK("rm -rf " + q(bench) + " && mkdir -p " + q(bench)); err != nil {
 		return err
 	}
-	if x.p.inBox {
+	if x.p.seedTar != nil {
+		tarData, err := os.ReadFile(x.ds.tarPath)
+		if err != nil {
+			return err
+		}
+		if err := x.p.seedTar(x.ctx, tarData, bench); err != nil {
+			return err
+		}
+	} else if x.p.inBox {
 		tarData, err := os.ReadFile(x.ds.tarPath)
 		if err != nil {
 			return err

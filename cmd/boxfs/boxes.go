@@ -55,7 +55,8 @@ func newCommand() *cli.Command {
 		Usage:     "make a box and present it as NAME",
 		ArgsUsage: "NAME [key=value ...]",
 		Description: `Keys: provider, image, lifetime, cpus, memory, network, workspace, user,
-isolation, gpu, region, snapshot, ports, env.NAME, label.NAME (docs/namespace.md).
+isolation, gpu, region, snapshot, ports, env.NAME, label.NAME, and resume=auto
+(a use of work/ resumes the box when it is suspended) (docs/namespace.md).
 --env takes an environment of the configuration; keys given here replace its.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "env", Aliases: []string{"e"}, Usage: "start from the configuration's environment `ENV`"},
@@ -76,7 +77,11 @@ isolation, gpu, region, snapshot, ports, env.NAME, label.NAME (docs/namespace.md
 					pairs = en.pairs()
 				}
 				pairs = mergePairs(pairs, c.Args().Slice()[1:])
-				prov, spec, err := boxes.ParseSpec(pairs)
+				auto, specPairs, err := boxes.SplitResume(pairs)
+				if err != nil {
+					return usagef("new %s: %v", name, specError(err))
+				}
+				prov, spec, err := boxes.ParseSpec(specPairs)
 				if err != nil {
 					return usagef("new %s: %v", name, specError(err))
 				}
@@ -89,7 +94,14 @@ isolation, gpu, region, snapshot, ports, env.NAME, label.NAME (docs/namespace.md
 				}
 				ctx, cancel := context.WithTimeout(ctx, createTimeout)
 				defer cancel()
-				return t.m.Create(ctx, name, prov, spec)
+				if err := t.m.Create(ctx, name, prov, spec); err != nil || !auto {
+					return err
+				}
+				b, err := t.m.Box(name)
+				if err != nil {
+					return err
+				}
+				return b.SetResumeAuto(true)
 			})
 		},
 	}

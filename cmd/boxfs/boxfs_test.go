@@ -142,7 +142,7 @@ func (h *harness) cleanup(mnt string) {
 				waitGone(h.t, rec.PID)
 			}
 		}
-		if _, err := os.Stat(mnt); isStale(err) || isMountpoint(mnt) {
+		if _, err := statMountpoint(mnt); isStale(err) || isMountpoint(mnt) {
 			unix.Unmount(mnt, unix.MNT_DETACH)
 		}
 		r := h.run("ls", "--json")
@@ -302,7 +302,7 @@ environment = "dev"
 	must(t, syscall.Kill(pid, syscall.SIGKILL))
 	waitGone(t, pid)
 	f.Close() // fails: the daemon is gone
-	if _, err := os.Stat(mnt); !isStale(err) {
+	if _, err := statMountpoint(mnt); !isStale(err) {
 		t.Fatalf("stat of the mount after kill -9: %v, want 'transport endpoint is not connected'", err)
 	}
 	// Nothing serves the state directory: commands run directly, and the

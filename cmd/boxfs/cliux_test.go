@@ -16,6 +16,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // repoFile reads a file of the repository (the tests run in cmd/boxfs).
@@ -374,4 +377,26 @@ func TestHelpMatchesDocs(t *testing.T) {
 			t.Errorf("completion %s: %q", sh, out)
 		}
 	}
+}
+
+// umount never signals a process a stale mount.json names (a reused pid):
+// only the boxfs daemon that holds the state directory's lock and serves
+// that mount point.
+func TestUmountStaleRecord(t *testing.T) {
+	h := newHarness(t)
+	dir := t.TempDir()
+	sleeper := exec.Command("sleep", "60")
+	require.NoError(t, sleeper.Start())
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	require.NoError(t, os.MkdirAll(h.state, 0o700))
+	rec := fmt.Sprintf(`{"mountpoint": %q, "pid": %d, "started": "2026-01-01T00:00:00Z", "version": "x"}`, dir, sleeper.Process.Pid)
+	require.NoError(t, os.WriteFile(filepath.Join(h.state, "mount.json"), []byte(rec), 0o600))
+
+	r := h.run("umount", dir)
+	assert.Equal(t, exitError, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "nothing is mounted there")
+	assert.NoError(t, sleeper.Process.Signal(syscall.Signal(0)), "the process the stale record names is alive")
+	var st syscall.WaitStatus
+	wpid, _ := syscall.Wait4(sleeper.Process.Pid, &st, syscall.WNOHANG, nil)
+	assert.Zero(t, wpid, "the process the stale record names was not signalled (%v)", st)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -70,6 +71,9 @@ type Environment struct {
 // BoxConfig declares a box.
 type BoxConfig struct {
 	Environment string `toml:"environment" yaml:"environment"`
+	// Resume is "auto" (a use of work/ resumes the box when suspended) or
+	// "manual" (the default).
+	Resume string `toml:"resume" yaml:"resume"`
 }
 
 // PriceConfig is ledger.Price with the configuration's names.
@@ -163,6 +167,42 @@ func loadConfig(file string, explicit bool) (*Config, error) {
 		return nil, bad(err)
 	}
 	return cfg, nil
+}
+
+// secretNameRE matches the names of options and variables that hold
+// credentials.
+var secretNameRE = regexp.MustCompile(`(?i)key|token|secret|passw|credential`)
+
+// exposedSecret says which credential the file holds (a provider option or
+// an environment variable named like one) while its group or others can
+// read it; "" when it holds none or only its owner can read it.
+func (c *Config) exposedSecret() string {
+	if c.file == "" {
+		return ""
+	}
+	fi, err := os.Stat(c.file)
+	if err != nil || fi.Mode().Perm()&0o077 == 0 {
+		return ""
+	}
+	var found string
+	for _, p := range sortedKeys(c.Providers) {
+		for _, k := range sortedKeys(c.Providers[p]) {
+			if found == "" && c.Providers[p][k] != "" && secretNameRE.MatchString(k) {
+				found = "providers." + p + "." + k
+			}
+		}
+	}
+	for _, e := range sortedKeys(c.Environments) {
+		for _, k := range sortedKeys(c.Environments[e].Env) {
+			if found == "" && secretNameRE.MatchString(k) {
+				found = "environments." + e + ".env." + k
+			}
+		}
+	}
+	if found == "" {
+		return ""
+	}
+	return fmt.Sprintf("config %s holds %s and is readable by others than its owner (mode %04o): chmod 600 it", c.file, found, fi.Mode().Perm())
 }
 
 // yamlFieldRE is yaml's message for an unknown key, which names a Go type.
@@ -384,7 +424,11 @@ func (c *Config) declared() ([]boxes.Declared, error) {
 		if err != nil {
 			return nil, usagef("config %s: boxes.%s: %v", c.file, name, specError(err))
 		}
-		out = append(out, boxes.Declared{Name: name, Provider: prov, Spec: spec})
+		auto, _, err := boxes.SplitResume([]string{"resume=" + cmp.Or(c.Boxes[name].Resume, "manual")})
+		if err != nil {
+			return nil, usagef("config %s: boxes.%s: %v", c.file, name, specError(err))
+		}
+		out = append(out, boxes.Declared{Name: name, Provider: prov, Spec: spec, ResumeAuto: auto})
 	}
 	return out, nil
 }

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestConfigDocExamples loads every TOML and YAML example of
@@ -50,5 +53,35 @@ func TestEnvironmentPairs(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("got %q, want %q", got, want)
 		}
+	}
+}
+
+// A configuration file holding a credential is said to be exposed while
+// its group or others can read it.
+func TestConfigSecretsExposed(t *testing.T) {
+	for _, tt := range []struct {
+		name, text string
+		mode       os.FileMode
+		want       string // a word of the warning; "" none
+	}{
+		{"provider key, world-readable", "[providers.daytona]\napi_key = \"k\"\n", 0o644, "providers.daytona.api_key"},
+		{"provider key, group-readable", "[providers.daytona]\napi_key = \"k\"\n", 0o640, "providers.daytona.api_key"},
+		{"provider key, private", "[providers.daytona]\napi_key = \"k\"\n", 0o600, ""},
+		{"env token", "[environments.dev]\nenv = { GITHUB_TOKEN = \"t\" }\n", 0o644, "environments.dev.env.GITHUB_TOKEN"},
+		{"nothing secret", "[environments.dev]\nenv = { LANG = \"C\" }\n", 0o644, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			name := filepath.Join(t.TempDir(), "config.toml")
+			require.NoError(t, os.WriteFile(name, []byte(tt.text), 0o600))
+			require.NoError(t, os.Chmod(name, tt.mode))
+			cfg, err := loadConfig(name, true)
+			require.NoError(t, err)
+			got := cfg.exposedSecret()
+			if tt.want == "" {
+				assert.Empty(t, got)
+			} else {
+				assert.Contains(t, got, tt.want)
+			}
+		})
 	}
 }

@@ -10,6 +10,8 @@
 //	boxfs ls [--json]                                list the boxes
 //	boxfs exec NAME [--] CMD [ARG ...]               run a command in a box, exit with its status
 //	boxfs rm NAME | release NAME | facts NAME        destroy, stop presenting, describe a box
+//	boxfs suspend [--force] NAME | resume NAME       suspend a box, resume it
+//	boxfs snapshot NAME [SNAPSHOT]                   save a box's filesystem as a snapshot
 //	boxfs seed NAME DIR | pull NAME DIR              move a host tree in or out, one tar
 //	boxfs receipts | version | completion SHELL
 //

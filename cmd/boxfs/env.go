@@ -128,6 +128,9 @@ func newEnv(c *cli.Context, daemon bool) (*env, error) {
 	if e.cfg, err = loadConfig(file, explicit); err != nil {
 		return nil, err
 	}
+	if warn := e.cfg.exposedSecret(); warn != "" {
+		e.log.Warn(warn)
+	}
 	e.provider = c.String("provider")
 	if e.provider == "" {
 		e.provider = e.cfg.Provider

@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -38,6 +40,8 @@ const (
 type mountOpts struct {
 	background  bool
 	allowOther  bool
+	group       string // a group name or number sharing the control files; "" none
+	symlinks    string // "", "transform" or "keep"
 	debug       bool
 	attrTimeout time.Duration
 }
@@ -53,7 +57,8 @@ is cleaned up first; boxes recorded in the state directory are found again and
 writes a killed daemon journaled are pushed.
 
 -o takes mount(8)-style options, so that an fstab line works:
-  background, allow_other, debug, attr_timeout=DUR, provider=P, state=DIR,
+  background, allow_other, group=GROUP, symlinks=transform|keep, debug,
+  attr_timeout=DUR, provider=P, state=DIR,
   config=FILE, log_format=F, log_level=L; rw, defaults, nofail, _netdev,
   noauto, auto, user, users, nouser, dev, nodev, suid, nosuid, exec, noexec,
   atime, noatime, relatime, x-* and comment=* are accepted and ignored.
@@ -61,7 +66,9 @@ fstab (mount.fuse runs "boxfs mount /boxes -o ..."; boxfs in /usr/local/bin):
   mount  /boxes  fuse.boxfs  background,state=/var/lib/boxfs,nofail  0  0`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "background", Aliases: []string{"b"}, Usage: "detach once the mount answers; the daemon logs to STATE/mount.log"},
-			&cli.BoolFlag{Name: "allow-other", Usage: "let other users use the mount (needs user_allow_other in /etc/fuse.conf unless root)"},
+			&cli.BoolFlag{Name: "allow-other", Usage: "let other users into the mount, as the modes allow: the workspaces' files as their owners and modes say; the control files are yours alone (needs user_allow_other in /etc/fuse.conf unless root)"},
+			&cli.StringFlag{Name: "group", Usage: "give `GROUP` your access to the control files: its members can make, destroy and run commands in boxes (as the box's user)"},
+			&cli.StringFlag{Name: "symlinks", Usage: "absolute symlink targets in work/: `transform` (read relative, inside the mount) or keep; default: transform on boxes whose provider isolates them, keep on local boxes"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request and answer"},
 			&cli.DurationFlag{Name: "attr-timeout", Usage: "how long the kernel and the cache trust attributes and listings", DefaultText: "the config's attr_timeout, else 1s"},
 			&cli.StringSliceFlag{Name: "o", Usage: "mount(8)-style `OPTIONS`, comma-separated (see above)"},
@@ -117,6 +124,8 @@ func parseMountOptions(c *cli.Context) (mountOpts, error) {
 	mo := mountOpts{
 		background:  c.Bool("background"),
 		allowOther:  c.Bool("allow-other"),
+		group:       c.String("group"),
+		symlinks:    c.String("symlinks"),
 		debug:       c.Bool("debug"),
 		attrTimeout: c.Duration("attr-timeout"),
 	}
@@ -136,6 +145,13 @@ func parseMountOptions(c *cli.Context) (mountOpts, error) {
 			mo.background = false
 		case "allow_other":
 			mo.allowOther = true
+		case "symlinks":
+			mo.symlinks = v
+		case "group":
+			if v == "" {
+				return mo, usagef("mount -o group: needs a group (group=NAME or group=GID)")
+			}
+			mo.group = v
 		case "debug":
 			mo.debug = true
 		case "attr_timeout":
@@ -159,6 +175,16 @@ func parseMountOptions(c *cli.Context) (mountOpts, error) {
 			}
 			return mo, usagef("mount -o %s: unknown option (see boxfs mount --help)", o)
 		}
+	}
+	if mo.group != "" {
+		if _, err := groupID(mo.group); err != nil {
+			return mo, usagef("mount --group %s: %v", mo.group, err)
+		}
+	}
+	switch mo.symlinks {
+	case "", "transform", "keep":
+	default:
+		return mo, usagef("mount --symlinks %q: want transform or keep", mo.symlinks)
 	}
 	return mo, nil
 }
@@ -197,7 +223,13 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 	if err != nil {
 		return err
 	}
-	server, err := boxfs.New(m).Mount(mnt, boxfs.MountOptions{AllowOther: mo.allowOther, Debug: mo.debug, FsName: "boxfs"})
+	fo := boxfs.MountOptions{AllowOther: mo.allowOther, Symlinks: boxfs.Symlinks(mo.symlinks), Debug: mo.debug, FsName: "boxfs"}
+	if mo.group != "" {
+		if fo.Group, err = groupID(mo.group); err != nil {
+			return usagef("mount --group %s: %v", mo.group, err)
+		}
+	}
+	server, err := boxfs.New(m).Mount(mnt, fo)
 	if err != nil {
 		return providers.E(0, op, err).WithPath(mnt)
 	}
@@ -280,19 +312,19 @@ func heldError(state string) error {
 // there is refused.
 func prepareMountpoint(e *env, mnt string) error {
 	const op = "mount"
-	fi, err := os.Stat(mnt)
+	fi, err := statMountpoint(mnt)
 	switch {
 	case isStale(err):
 		e.log.Warn("stale mount found (its daemon is gone); unmounting it", "mountpoint", mnt)
 		if err := lazyUnmount(mnt); err != nil {
 			return providers.E(0, op, fmt.Errorf("cleaning up the stale mount: %w", err)).WithPath(mnt)
 		}
-		fi, err = os.Stat(mnt)
+		fi, err = statMountpoint(mnt)
 	case errors.Is(err, os.ErrNotExist):
 		if err := os.MkdirAll(mnt, 0o755); err != nil {
 			return providers.E(0, op, err).WithPath(mnt)
 		}
-		fi, err = os.Stat(mnt)
+		fi, err = statMountpoint(mnt)
 	}
 	if err != nil {
 		return providers.E(0, op, err).WithPath(mnt)
@@ -306,12 +338,30 @@ func prepareMountpoint(e *env, mnt string) error {
 	return nil
 }
 
+// statMountpoint stats the mount point mnt. The kernel may answer a stat
+// of a mount's root from its attribute cache after the daemon died (the
+// permission checks of a path walk keep it fresh), so a boxfs mount there
+// is also asked for its ctl, which is never cached: a dead one answers
+// "transport endpoint is not connected".
+func statMountpoint(mnt string) (os.FileInfo, error) {
+	fi, err := os.Stat(mnt)
+	if err != nil {
+		return fi, err
+	}
+	if typ, ok := mountedAt(mnt); ok && typ == "fuse.boxfs" {
+		if _, cerr := os.Stat(filepath.Join(mnt, "ctl")); isStale(cerr) {
+			return nil, cerr
+		}
+	}
+	return fi, nil
+}
+
 // checkMountpoint refuses, without changing anything, a mount point that
 // prepareMountpoint would refuse: a file that is not a directory, or a live
 // boxfs mount. A missing directory or a stale mount is not an error.
 func checkMountpoint(mnt string) error {
 	const op = "mount"
-	fi, err := os.Stat(mnt)
+	fi, err := statMountpoint(mnt)
 	switch {
 	case err == nil && !fi.IsDir():
 		return providers.Errorf(providers.Invalid, op, "not a directory").WithPath(mnt)
@@ -363,6 +413,12 @@ func startBackground(c *cli.Context, e *env, mnt string, mo mountOpts) error {
 		"mount", "--attr-timeout", mo.attrTimeoutOrDefault().String()}
 	if mo.allowOther {
 		args = append(args, "--allow-other")
+	}
+	if mo.group != "" {
+		args = append(args, "--group", mo.group)
+	}
+	if mo.symlinks != "" {
+		args = append(args, "--symlinks", mo.symlinks)
 	}
 	if mo.debug {
 		args = append(args, "--debug")
@@ -417,6 +473,22 @@ func startBackground(c *cli.Context, e *env, mnt string, mo mountOpts) error {
 	}
 }
 
+// groupID returns the id of the group named (or numbered) g; root's group
+// (0) cannot be given, since 0 means none.
+func groupID(g string) (uint32, error) {
+	id := g
+	if grp, err := user.LookupGroup(g); err == nil {
+		id = grp.Gid
+	} else if _, nerr := strconv.ParseUint(g, 10, 32); nerr != nil {
+		return 0, fmt.Errorf("no group %q", g)
+	}
+	n, err := strconv.ParseUint(id, 10, 32)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("group %q: not a group other than root's", g)
+	}
+	return uint32(n), nil
+}
+
 func (mo mountOpts) attrTimeoutOrDefault() time.Duration {
 	if mo.attrTimeout > 0 {
 		return mo.attrTimeout
@@ -463,6 +535,19 @@ func logTail(name string, off int64, n int) []string {
 	return lines
 }
 
+// servingDaemon returns the record of the daemon that serves the state
+// directory at mnt: the process mount.json names must be the one holding
+// the state directory's lock, or the record is stale (its daemon died and
+// the pid may be another process's now) and names no one to signal.
+func servingDaemon(state, mnt string) (mountRecord, bool) {
+	rec, err := readMountRecord(state)
+	if err != nil || rec.Mountpoint != mnt || !pidAlive(rec.PID) {
+		return rec, false
+	}
+	holder, ok := lockHolder(state)
+	return rec, ok && holder == rec.PID
+}
+
 func umountCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "umount",
@@ -489,7 +574,7 @@ stale mount lazily).`,
 			if err != nil {
 				return err
 			}
-			if rec, err := readMountRecord(e.state); err == nil && rec.Mountpoint == mnt && pidAlive(rec.PID) {
+			if rec, ok := servingDaemon(e.state, mnt); ok {
 				if err := syscall.Kill(rec.PID, syscall.SIGTERM); err != nil {
 					return providers.E(0, op, err).WithPath(mnt)
 				}
@@ -500,12 +585,12 @@ stale mount lazily).`,
 					}
 					time.Sleep(50 * time.Millisecond)
 				}
-				if _, err := os.Stat(mnt); isStale(err) {
+				if _, err := statMountpoint(mnt); isStale(err) {
 					return lazyUnmount(mnt)
 				}
 				return nil
 			}
-			_, err = os.Stat(mnt)
+			_, err = statMountpoint(mnt)
 			switch {
 			case isStale(err):
 				if err := lazyUnmount(mnt); err != nil {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -139,4 +141,33 @@ func unescapeMountinfo(s string) string {
 func isTerminalFd(fd uintptr) bool {
 	_, err := unix.IoctlGetTermios(int(fd), unix.TCGETS)
 	return err == nil
+}
+
+// lockHolder returns the pid of the process that holds the exclusive
+// flock of the state directory's lock file (its mount daemon), from
+// /proc/locks.
+func lockHolder(state string) (int, bool) {
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(state, lockFile), &st); err != nil {
+		return 0, false
+	}
+	id := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+	f, err := os.Open("/proc/locks")
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE START END; a waiter's
+		// line has "->" after N:.
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 6 || fs[1] != "FLOCK" || fs[3] != "WRITE" || fs[5] != id {
+			continue
+		}
+		if pid, err := strconv.Atoi(fs[4]); err == nil {
+			return pid, true
+		}
+	}
+	return 0, false
 }

@@ -40,7 +40,16 @@ type ClientOptions struct {
 	// arrives from the agent; then the client tears the stream down and
 	// every call in flight returns Liveness. Zero is DefaultLiveness.
 	Liveness time.Duration
+	// MaxListing bounds the bytes of one listing (a walk of a tree) the
+	// client takes from the agent; a larger one is TooLarge. Zero is
+	// DefaultMaxListing.
+	MaxListing int
 }
+
+// DefaultMaxListing is the largest listing taken from an agent: a walk of
+// about a million entries. The agent is the box's: what it announces is
+// never trusted to size an allocation.
+const DefaultMaxListing = 256 << 20
 
 // Client speaks to one agent over a stream pair. It implements
 // providers.Files and providers.Walker with the box-side paths as given
@@ -69,6 +78,8 @@ type Client struct {
 	deathErr  *providers.Error // set before dead is closed
 	reported  atomic.Bool      // a call has returned the death
 	closing   atomic.Bool
+
+	maxListing int
 }
 
 var (
@@ -85,14 +96,18 @@ var (
 func NewClient(ctx context.Context, r io.ReadCloser, w io.WriteCloser, opts ClientOptions) (*Client, error) {
 	const op = "agent.NewClient"
 	c := &Client{
-		box:      opts.Box,
-		liveness: opts.Liveness,
-		r:        r,
-		w:        w,
-		dead:     make(chan struct{}),
+		box:        opts.Box,
+		liveness:   opts.Liveness,
+		maxListing: opts.MaxListing,
+		r:          r,
+		w:          w,
+		dead:       make(chan struct{}),
 	}
 	if c.liveness <= 0 {
 		c.liveness = DefaultLiveness
+	}
+	if c.maxListing <= 0 {
+		c.maxListing = DefaultMaxListing
 	}
 	type result struct {
 		sc  *sftp.Client
@@ -573,22 +588,31 @@ func (c *Client) listing(op string, q url.Values) ([]providers.FileInfo, error) 
 	return fis, nil
 }
 
-// readAll reads the file p through OPEN and concurrent READs; sizeHint
-// sizes the first read.
+// readAll reads the file p through OPEN and concurrent READs, up to the
+// client's listing cap (more is TooLarge). sizeHint, the agent's word,
+// sizes the first read within that cap.
 func (c *Client) readAll(p string, sizeHint int) ([]byte, error) {
 	f, err := c.sc.Open(p)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	buf := make([]byte, 0, max(sizeHint+1, 1<<20))
+	limit := c.maxListing
+	buf := make([]byte, 0, min(max(sizeHint+1, 1<<20), limit+1))
 	for {
 		if len(buf) == cap(buf) {
-			buf = append(buf, make([]byte, cap(buf))...)[:len(buf)]
+			if len(buf) > limit {
+				return nil, providers.Errorf(providers.TooLarge, "agent.readAll", "the agent's answer is over %d bytes", limit)
+			}
+			grow := min(cap(buf), limit+1-len(buf))
+			buf = append(buf, make([]byte, grow)...)[:len(buf)]
 		}
 		n, err := f.ReadAt(buf[len(buf):cap(buf)], int64(len(buf)))
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
+			if len(buf) > limit {
+				return nil, providers.Errorf(providers.TooLarge, "agent.readAll", "the agent's answer is over %d bytes", limit)
+			}
 			return buf, nil
 		}
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/boxfs/boxfs/internal/guard"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -226,14 +227,32 @@ func (ch *Channel) startCmdConn(ctx context.Context, dest, sum string) (*cmdConn
 }
 
 // readLoop hands each frame to its command until the stream ends, then
-// fails every command still running.
+// fails every command still running. What the agent sends is the box's:
+// a panic while reading it ends this stream, not the process.
 func (c *cmdConn) readLoop(r io.Reader, exited <-chan struct{}, why func() string) {
 	var ferr error
+	if perr := guard.Run(func() { ferr = c.readFrames(r) }); perr != nil {
+		ferr = perr
+	}
+	// Say why: the exit status and stderr, when the exec has ended.
+	select {
+	case <-exited:
+		ferr = errors.New(why())
+	case <-time.After(200 * time.Millisecond):
+		if ferr == io.EOF {
+			ferr = errors.New("the command stream ended")
+		}
+	}
+	c.die(&providers.Error{Code: providers.TransportLost, Op: "agent.Exec", Box: c.box, Err: ferr})
+}
+
+// readFrames hands each frame to its command until the stream ends or
+// breaks the protocol, and returns why it stopped.
+func (c *cmdConn) readFrames(r io.Reader) error {
 	for {
 		typ, id, payload, err := readFrame(r)
 		if err != nil {
-			ferr = err
-			break
+			return err
 		}
 		c.lastRecv.Store(time.Now().UnixNano())
 		if typ == framePong {
@@ -266,23 +285,15 @@ func (c *cmdConn) readLoop(r io.Reader, exited <-chan struct{}, why func() strin
 		case frameStarted, frameFailed:
 			p.startedFrame(typ, payload)
 		case frameStdout, frameStderr, frameExit:
-			p.out.push(outItem{typ: typ, data: payload})
+			if !p.out.push(outItem{typ: typ, data: payload}) {
+				return fmt.Errorf("the agent sent command %d more output than its window (%d bytes) allows", id, cmdWindow)
+			}
 		case frameInAck:
 			if n, err := ackSize(payload); err == nil && p.inCredit != nil {
 				p.inCredit.give(n)
 			}
 		}
 	}
-	// Say why: the exit status and stderr, when the exec has ended.
-	select {
-	case <-exited:
-		ferr = errors.New(why())
-	case <-time.After(200 * time.Millisecond):
-		if ferr == io.EOF {
-			ferr = errors.New("the command stream ended")
-		}
-	}
-	c.die(&providers.Error{Code: providers.TransportLost, Op: "agent.Exec", Box: c.box, Err: ferr})
 }
 
 // die ends the stream for why: every command on it fails with why, and
@@ -649,12 +660,18 @@ type outItem struct {
 // its exit, the stream's death) between the stream's reader and the
 // command's writer. Unlike providers.OutQueue it never blocks the pusher:
 // the stream's one reader serves every command, so one slow writer must
-// not stall the others. The command's window bounds it.
+// not stall the others. The command's window bounds it: an agent that
+// sends past the window breaks the protocol, and push refuses.
 type frameQueue struct {
-	mu   sync.Mutex
-	cond *sync.Cond
-	q    []outItem
+	mu    sync.Mutex
+	cond  *sync.Cond
+	q     []outItem
+	bytes int // output bytes queued
 }
+
+// maxQueued is the most output a command's queue holds: its window, and
+// one frame the agent may have sent as the window opened.
+const maxQueued = cmdWindow + maxCmdFrame
 
 func newFrameQueue() *frameQueue {
 	q := &frameQueue{}
@@ -662,11 +679,19 @@ func newFrameQueue() *frameQueue {
 	return q
 }
 
-func (q *frameQueue) push(it outItem) {
+// push queues it; false (and nothing queued) when that would take the
+// queue past maxQueued.
+func (q *frameQueue) push(it outItem) bool {
 	q.mu.Lock()
+	if q.bytes+len(it.data) > maxQueued {
+		q.mu.Unlock()
+		return false
+	}
 	q.q = append(q.q, it)
+	q.bytes += len(it.data)
 	q.mu.Unlock()
 	q.cond.Signal()
+	return true
 }
 
 func (q *frameQueue) pop() outItem {
@@ -677,5 +702,6 @@ func (q *frameQueue) pop() outItem {
 	}
 	it := q.q[0]
 	q.q = q.q[1:]
+	q.bytes -= len(it.data)
 	return it
 }

@@ -47,17 +47,57 @@ func Octal(m providers.FileMode) string {
 }
 
 // KillGroup defines the sh function killgroup PG: it sends SIGKILL to
-// the process group PG and confirms the group gone, looking again at
-// growing intervals (about 10 s in all) and killing again each time. It
-// returns 0 once no process of the group is left, 1 when one outlived the
-// checks.
-const KillGroup = `killgroup() {
-	for s in 0.005 0.01 0.02 0.05 0.1 0.2 0.3 0.5 0.5 1 1 2 2 2; do
-		kill -9 -"$1" 2>/dev/null
-		kill -0 -"$1" 2>/dev/null || return 0
-		sleep $s
+// the process group PG and to the process PG itself (a leader that has not
+// made its group yet), and confirms both gone, looking again at growing
+// intervals (about 10 s in all) and killing again each time. It returns 0
+// once no process of the group is left, 1 when one outlived the checks.
+// A zombie counts as gone: it runs nothing, and only its parent can reap
+// it. It also defines groupalive PG, the check itself, which reads /proc.
+// Both keep to variables named _k*, so a caller's own are left alone.
+const KillGroup = `groupalive() {
+	for _kf in /proc/[0-9]*/stat; do
+		read -r _kl <"$_kf" 2>/dev/null || continue
+		_kq=${_kf#/proc/}
+		_kq=${_kq%/stat}
+		_kl=${_kl##*) }
+		_ks=${_kl%% *}
+		_kl=${_kl#* }
+		_kl=${_kl#* }
+		_kg=${_kl%% *}
+		[ "$_kg" = "$1" ] || [ "$_kq" = "$1" ] || continue
+		[ "$_ks" = Z ] || [ "$_ks" = X ] || return 0
 	done
-	kill -9 -"$1" 2>/dev/null
-	! kill -0 -"$1" 2>/dev/null
+	return 1
+}
+killgroup() {
+	for _kd in 0 0.005 0.01 0.02 0.05 0.1 0.2 0.3 0.5 0.5 1 1 2 2 2; do
+		kill -9 -"$1" 2>/dev/null
+		kill -9 "$1" 2>/dev/null
+		groupalive "$1" || return 0
+		sleep $_kd
+	done
+	! groupalive "$1"
 }
 `
+
+// KillExit classifies how a kill script built on KillGroup ended: exit 0
+// (the group is gone) and 3 (nothing recorded: the command had ended) are
+// success, and so is a box that is Gone (nothing of it runs); exit 4 (a
+// process outlived killgroup) is Liveness; err, when the script did not
+// run to an exit, keeps its code; anything else is Unknown, with the
+// script's output.
+func KillExit(op, box string, code int, out []byte, err error) error {
+	if err != nil {
+		if providers.IsCode(err, providers.Gone) {
+			return nil
+		}
+		return providers.E(0, op, err).WithBox(box)
+	}
+	switch code {
+	case 0, 3:
+		return nil
+	case 4:
+		return providers.Errorf(providers.Liveness, op, "process group still alive after SIGKILL and ~10 s").WithBox(box)
+	}
+	return providers.Errorf(providers.Unknown, op, "kill script exited %d: %s", code, strings.TrimSpace(string(out))).WithBox(box)
+}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -58,9 +59,29 @@ func TestKillGroup(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "gone\n", string(out))
 	<-done
-	assert.ErrorIs(t, syscall.Kill(-cmd.Process.Pid, 0), syscall.ESRCH, "a process of the group is left")
+	// "gone" allows zombies, which their new parent reaps soon after.
+	assert.Eventually(t, func() bool {
+		return syscall.Kill(-cmd.Process.Pid, 0) == syscall.ESRCH
+	}, 10*time.Second, 10*time.Millisecond, "a process of the group is left")
 
-	out, err = exec.Command("sh", "-c", shell.KillGroup+`killgroup "$1" && echo gone`, "sh", pg).Output()
+	// A caller's variables survive the functions.
+	out, err = exec.Command("sh", "-c", shell.KillGroup+`f=a s=b l=c q=d g=e; killgroup "$1" && echo gone $f$s$l$q$g`, "sh", pg).Output()
 	require.NoError(t, err)
-	assert.Equal(t, "gone\n", string(out))
+	assert.Equal(t, "gone abcde\n", string(out))
+}
+
+func TestKillExit(t *testing.T) {
+	gone := providers.Errorf(providers.Gone, "x.run", "box destroyed")
+	lost := providers.Errorf(providers.TransportLost, "x.run", "stream broke")
+	for _, tc := range []struct {
+		code int
+		err  error
+		want providers.Code
+	}{
+		{0, nil, 0}, {3, nil, 0}, {-1, gone, 0},
+		{4, nil, providers.Liveness}, {2, nil, providers.Unknown}, {-1, lost, providers.TransportLost},
+	} {
+		err := shell.KillExit("x.Kill", "b", tc.code, []byte("out\n"), tc.err)
+		assert.Equal(t, tc.want, providers.CodeOf(err), "exit %d, err %v: %v", tc.code, tc.err, err)
+	}
 }

@@ -1,6 +1,8 @@
-// Package testbox makes boxes on the real Docker engine for tests: each
-// test that needs the engine skips when none answers, and fails instead
-// under BOXFS_REQUIRE_DOCKER=1 (CI).
+// Package testbox gives tests what they need from the machine: boxes on the
+// real Docker engine, and Node with npm for the checks of a fake against
+// its vendor's published client. A test that needs one skips when it is
+// missing, and fails instead under BOXFS_REQUIRE_DOCKER=1 or
+// BOXFS_REQUIRE_NPM=1 (CI).
 package testbox
 
 import (
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
 	"github.com/boxfs/boxfs/providers"
@@ -99,4 +102,18 @@ func NewDockerOf(t testing.TB, spec providers.Spec) providers.Box {
 		box.Destroy(ctx)
 	})
 	return box
+}
+
+// RemoveImage removes an image of the engine (a snapshot a test made), its
+// untagged parents with it.
+func RemoveImage(id string) error {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = cli.ImageRemove(ctx, id, image.RemoveOptions{Force: true, PruneChildren: true})
+	return err
 }

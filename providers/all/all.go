@@ -3,10 +3,11 @@
 package all
 
 import (
-	_ "github.com/boxfs/boxfs/providers/archil"  // directories of an Archil work disk (API key)
-	_ "github.com/boxfs/boxfs/providers/daytona" // Daytona sandboxes (API key)
-	_ "github.com/boxfs/boxfs/providers/docker"  // Docker containers
-	_ "github.com/boxfs/boxfs/providers/e2b"     // E2B sandboxes (API key)
-	_ "github.com/boxfs/boxfs/providers/local"   // directories on this machine
-	_ "github.com/boxfs/boxfs/providers/modal"   // Modal sandboxes (token id and secret)
+	_ "github.com/boxfs/boxfs/providers/archil"     // directories of an Archil work disk (API key)
+	_ "github.com/boxfs/boxfs/providers/daytona"    // Daytona sandboxes (API key)
+	_ "github.com/boxfs/boxfs/providers/docker"     // Docker containers
+	_ "github.com/boxfs/boxfs/providers/e2b"        // E2B sandboxes (API key)
+	_ "github.com/boxfs/boxfs/providers/kubernetes" // Kubernetes pods
+	_ "github.com/boxfs/boxfs/providers/local"      // directories on this machine
+	_ "github.com/boxfs/boxfs/providers/modal"      // Modal sandboxes (token id and secret)
 )

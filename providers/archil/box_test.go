@@ -40,11 +40,13 @@ func run(t *testing.T, ctx context.Context, b providers.Box, line string) string
 	return out.String()
 }
 
-// waitRunning waits until a command runs on the fake's disk.
-func waitRunning(t *testing.T, srv *archiltest.Server) {
+// waitStarted waits until a command in box id made the file name in its
+// directory: it runs, and so holds the box. (The fake runs a call's
+// container before its command takes the box.)
+func waitStarted(t *testing.T, srv *archiltest.Server, id, name string) {
 	t.Helper()
-	disk := srv.DiskIDs()[0]
-	require.Eventually(t, func() bool { return srv.Running(disk) > 0 }, 30*time.Second, 10*time.Millisecond, "no command started")
+	f := filepath.Join(srv.DiskDir(srv.DiskIDs()[0]), "boxes", id, name)
+	require.Eventually(t, func() bool { _, err := os.Stat(f); return err == nil }, 30*time.Second, 10*time.Millisecond, "no command made %s", name)
 }
 
 // TestTwoHosts runs commands of one box from two provider instances, as
@@ -65,7 +67,7 @@ func TestTwoHosts(t *testing.T) {
 
 	first, err := bx.Exec(ctx, providers.ExecRequest{Argv: []string{"bash", "-c", "echo a-start >> log; sleep 1; echo a-end >> log"}})
 	require.NoError(t, err)
-	waitRunning(t, srv)
+	waitStarted(t, srv, bx.ID(), "log")
 	// While host A's command holds the box, host B uploads a file (no
 	// checkout needed) and runs a command (which waits for A's).
 	f, err := by.Facts(ctx)
@@ -85,9 +87,9 @@ func TestTwoHosts(t *testing.T) {
 	require.NoError(t, err)
 	bz, err := c.Attach(ctx, bx.ID())
 	require.NoError(t, err)
-	long, err := bx.Exec(ctx, providers.ExecRequest{Argv: []string{"sleep", "4"}})
+	long, err := bx.Exec(ctx, providers.ExecRequest{Argv: []string{"bash", "-c", "touch long; sleep 4"}})
 	require.NoError(t, err)
-	waitRunning(t, srv)
+	waitStarted(t, srv, bx.ID(), "long")
 	p, err := bz.Exec(ctx, providers.ExecRequest{Argv: []string{"true"}})
 	require.NoError(t, err)
 	_, err = p.Wait()
@@ -189,9 +191,9 @@ func TestDestroyDuringCommand(t *testing.T) {
 	a := open(t, srv, nil)
 	bx, err := a.Create(ctx, providers.Spec{})
 	require.NoError(t, err)
-	p, err := bx.Exec(ctx, providers.ExecRequest{Argv: []string{"bash", "-c", "sleep 300 & sleep 300"}})
+	p, err := bx.Exec(ctx, providers.ExecRequest{Argv: []string{"bash", "-c", "touch started; sleep 300 & sleep 300"}})
 	require.NoError(t, err)
-	waitRunning(t, srv)
+	waitStarted(t, srv, bx.ID(), "started")
 	// Destroyed from another host, which has no command of its own there.
 	by, err := open(t, srv, nil).Attach(ctx, bx.ID())
 	require.NoError(t, err)

@@ -267,6 +267,7 @@ func (b *Box) Facts(ctx context.Context) (providers.Facts, error) {
 		LiveProcesses: providers.Bool(true),
 		Stdin:         providers.Bool(false), // stdin is uploaded whole before a command starts
 		StartedAt:     time.Time(dto.CreatedAt),
+		Suspend:       providers.SuspendFilesystem,
 	}
 	if dto.SandboxClass == "linux-vm" {
 		f.Isolation = providers.IsolationMicroVM

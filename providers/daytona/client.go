@@ -49,7 +49,8 @@ type request struct {
 	contentType string
 	header      http.Header // extra headers (Range)
 	// idempotent calls are retried on no answer, 429 and 5xx. Others are
-	// sent once.
+	// retried only on 429, which Daytona's throttler answers before the
+	// request is handled.
 	idempotent bool
 }
 
@@ -172,8 +173,9 @@ func tries(err error) int {
 	return 1
 }
 
-// do sends req, retrying an idempotent one on no answer, 429 (after its
-// Retry-After) and 5xx, with backoff. The answer is a success (below 400)
+// do sends req, retrying any on 429 (after its Retry-After: the throttler
+// answers before the call is handled) and an idempotent one also on no
+// answer and 5xx, with backoff. The answer is a success (below 400)
 // whose body the caller closes, or an error: *apiError, or ctx's.
 func (c *client) do(ctx context.Context, req request) (*http.Response, error) {
 	u, err := url.Parse(req.url)
@@ -221,7 +223,7 @@ func (c *client) do(ctx context.Context, req request) (*http.Response, error) {
 		}
 		e := c.failure(req.method, path, resp, attempt)
 		retryable := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented
-		if !retryable || !req.idempotent || attempt >= maxTries {
+		if !retryable || !req.idempotent && resp.StatusCode != http.StatusTooManyRequests || attempt >= maxTries {
 			return nil, e
 		}
 		wait := backoff(attempt)

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"fmt"
 	"math"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/boxfs/boxfs/internal/shell"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -46,23 +46,8 @@ func commandLine(script string, args ...string) string {
 	b.WriteString(`sh -c '` + decoder + `' '` + base64.StdEncoding.EncodeToString([]byte(script)) + `'`)
 	for _, a := range args {
 		b.WriteString(" 'x")
-		b.WriteString(escapeArg(a))
+		b.WriteString(shell.Escape(a))
 		b.WriteByte('\'')
-	}
-	return b.String()
-}
-
-// escapeArg writes s for printf %b: printable ASCII other than the quotes
-// and the backslash as itself, every other byte as \0ooo.
-func escapeArg(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c < 0x7f && c != '\'' && c != '"' && c != '\\' {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, `\0%03o`, c)
-		}
 	}
 	return b.String()
 }

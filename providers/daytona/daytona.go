@@ -18,9 +18,6 @@
 package daytona
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -219,9 +216,3 @@ type errorWithHint struct {
 
 func (e errorWithHint) Error() string { return e.err.Error() + " (" + e.hint + ")" }
 func (e errorWithHint) Unwrap() error { return e.err }
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = io.ReadFull(rand.Reader, b)
-	return hex.EncodeToString(b)
-}

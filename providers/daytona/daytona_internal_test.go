@@ -231,7 +231,7 @@ func TestCreateCancelled(t *testing.T) {
 // only once a listing shows it.
 func TestListPagesAndDelay(t *testing.T) {
 	srv, p, _ := fake(t, daytonatest.Options{ListDelay: 700 * time.Millisecond})
-	run := randomHex(4)
+	run := providers.NewID(4)
 	byLabel := map[string]string{}
 	var want []string
 	for i := range 5 {
@@ -271,7 +271,7 @@ func TestListPagesAndDelay(t *testing.T) {
 // newBoxRaw makes a sandbox straight through the fake's API.
 func newBoxRaw(t *testing.T, srv *daytonatest.Server) string {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"name": "raw-" + randomHex(4), "labels": map[string]string{"boxfs": "1", "raw": "1"}, "autoDeleteInterval": -1})
+	body, _ := json.Marshal(map[string]any{"name": "raw-" + providers.NewID(4), "labels": map[string]string{"boxfs": "1", "raw": "1"}, "autoDeleteInterval": -1})
 	req, _ := http.NewRequest(http.MethodPost, srv.APIURL()+"/sandbox", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+srv.APIKey())
 	req.Header.Set("Content-Type", "application/json")

@@ -18,12 +18,16 @@ import (
 // box gets the run's own workspace: the fake's sandboxes share this
 // machine's file system.
 func harness(t *testing.T, srv *daytonatest.Server) providertest.Harness {
-	p, err := daytona.New(providers.Config{Options: map[string]string{"api_url": srv.APIURL(), "api_key": srv.APIKey()}})
-	if err != nil {
-		t.Fatal(err)
+	open := func(t *testing.T) providers.Provider {
+		p, err := daytona.New(providers.Config{Options: map[string]string{"api_url": srv.APIURL(), "api_key": srv.APIKey()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
 	}
 	return providertest.Harness{
-		Provider:    p,
+		Provider:    open(t),
+		Reopen:      open,
 		Spec:        providers.Spec{Workspace: t.TempDir()},
 		Unsupported: []string{"image", "cpus", "memoryMb", "gpu", "isolation", "ports", "mounts", "user", "capabilities"},
 		Refused: map[string]providers.Spec{

@@ -21,6 +21,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/boxfs/boxfs/internal/shell"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -94,7 +95,7 @@ exit $r
 // process, is left that is not a zombie. Exit 0: gone; 3: the command had
 // not started (a directory in its first FIFO's place keeps it from ever
 // starting); 4: still there after ~10 s.
-const killScript = `t=$1
+const killScript = shell.KillGroup + `t=$1
 rm -f "$t.in"
 mkdir -p "${t%/*}" 2>/dev/null
 mkdir "$t.o" 2>/dev/null && exit 3
@@ -107,29 +108,7 @@ while ! [ -s "$t.pid" ]; do
 done
 p=$(cat "$t.pid" 2>/dev/null)
 case $p in ''|*[!0-9]*|0|1) exit 0 ;; esac
-alive() {
-	for f in /proc/[0-9]*/stat; do
-		read -r l <"$f" 2>/dev/null || continue
-		q=${f#/proc/}
-		q=${q%/stat}
-		l=${l##*) }
-		s=${l%% *}
-		l=${l#* }
-		l=${l#* }
-		g=${l%% *}
-		[ "$g" = "$p" ] || [ "$q" = "$p" ] || continue
-		[ "$s" = Z ] || [ "$s" = X ] || return 0
-	done
-	return 1
-}
-for s in 0 0.005 0.01 0.02 0.05 0.1 0.2 0.3 0.5 0.5 1 1 2 2 2; do
-	kill -9 -"$p" 2>/dev/null
-	kill -9 "$p" 2>/dev/null
-	alive || exit 0
-	sleep $s
-done
-alive || exit 0
-exit 4
+killgroup "$p" || exit 4
 `
 
 // Exec runs req.Argv in the box as its own process group, through a toolbox
@@ -145,7 +124,7 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 	if err != nil {
 		return nil, err
 	}
-	t := boxfsDir + "/x-" + randomHex(8)
+	t := boxfsDir + "/x-" + providers.NewID(8)
 	in := ""
 	if req.Stdin != nil {
 		in = t + ".in"
@@ -159,7 +138,7 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 	}
 	args := append([]string{dir, in, t, oneArg, strconv.Itoa(len(env))}, env...)
 	args = append(args, req.Argv...)
-	sid := "boxfs-" + randomHex(8)
+	sid := "boxfs-" + providers.NewID(8)
 	if err := b.newSession(ctx, op, sid); err != nil {
 		b.unstage(in)
 		return nil, err
@@ -815,17 +794,5 @@ func (pr *process) Kill(ctx context.Context) error {
 func (pr *process) kill(ctx context.Context) error {
 	const op = "daytona.Kill"
 	code, out, err := pr.b.run(ctx, op, killScript, []string{pr.t}, runOpts{idempotent: true})
-	if err != nil {
-		if providers.IsCode(err, providers.Gone) {
-			return nil // the box, and every process of it, is gone
-		}
-		return err
-	}
-	switch code {
-	case 0, 3:
-		return nil
-	case 4:
-		return providers.Errorf(providers.Liveness, op, "process group still alive after SIGKILL and ~10 s").WithBox(pr.b.id)
-	}
-	return providers.Errorf(providers.Unknown, op, "kill script exited %d: %s", code, bytes.TrimSpace(out)).WithBox(pr.b.id)
+	return shell.KillExit(op, pr.b.id, code, out, err)
 }

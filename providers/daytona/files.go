@@ -283,7 +283,7 @@ func (b *Box) upload(ctx context.Context, name string, open func() (io.Reader, e
 	if err != nil {
 		return err
 	}
-	boundary := "boxfs-" + randomHex(12)
+	boundary := "boxfs-" + providers.NewID(12)
 	// Each attempt streams the content through a pipe from a goroutine of
 	// its own; the next attempt (and the end) first stops the last one, so
 	// that two never read the source at once.
@@ -433,9 +433,9 @@ func (b *Box) WriteFile(ctx context.Context, name string, r io.Reader, perm prov
 		return providers.E(providers.Invalid, op, fmt.Errorf("reading the content: %w", err)).WithBox(b.id).WithPath(name)
 	}
 	defer cleanup()
-	tmp := dir + "/.boxfs-w." + randomHex(6)
+	tmp := dir + "/.boxfs-w." + providers.NewID(6)
 	if dir == "/" {
-		tmp = "/.boxfs-w." + randomHex(6)
+		tmp = "/.boxfs-w." + providers.NewID(6)
 	}
 	fail := func(err error) error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.p.liveness)
@@ -814,7 +814,7 @@ func (b *Box) PutArchive(ctx context.Context, dir string, tr io.Reader) error {
 		return providers.E(providers.Invalid, op, fmt.Errorf("reading the tar: %w", err)).WithBox(b.id).WithPath(dir)
 	}
 	defer cleanup()
-	f := boxfsDir + "/put-" + randomHex(8) + ".tar"
+	f := boxfsDir + "/put-" + providers.NewID(8) + ".tar"
 	if err := b.upload(ctx, f, open); err != nil {
 		return b.fail(ctx, op, err)
 	}
@@ -859,7 +859,7 @@ func (b *Box) GetArchive(ctx context.Context, p string) (io.ReadCloser, error) {
 	if p == "/" {
 		return nil, providers.Errorf(providers.Invalid, op, "a tar of / is not taken").WithBox(b.id)
 	}
-	f := boxfsDir + "/get-" + randomHex(8) + ".tar"
+	f := boxfsDir + "/get-" + providers.NewID(8) + ".tar"
 	code, out, err := b.run(ctx, op, getScript, []string{p, f}, runOpts{idempotent: true, dir: "/"})
 	if err != nil {
 		return nil, err

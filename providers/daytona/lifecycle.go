@@ -71,11 +71,11 @@ func (p *Provider) createRequest(op string, spec providers.Spec) (createRequest,
 	}
 	labels[labelMarker] = "1"
 	labels[labelProvider] = Name
-	labels[labelCreate] = randomHex(8)
+	labels[labelCreate] = providers.NewID(8)
 	labels[labelWorkspace] = ws
 	labels[labelLifetime] = strconv.FormatInt(int64(lifetime/time.Second), 10)
 	req := createRequest{
-		Name:               "boxfs-" + randomHex(6),
+		Name:               "boxfs-" + providers.NewID(6),
 		Snapshot:           p.snapshot,
 		Target:             p.target,
 		Env:                spec.Env,

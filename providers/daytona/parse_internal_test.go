@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boxfs/boxfs/internal/shell"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -142,10 +143,10 @@ func TestErrorCode(t *testing.T) {
 
 func TestCommandLineDecodes(t *testing.T) {
 	for _, a := range []string{"", "'", `"`, `\`, "\n", "\xff", "plain"} {
-		esc := escapeArg(a)
+		esc := shell.Escape(a)
 		for i := 0; i < len(esc); i++ {
 			if c := esc[i]; c < 0x20 || c >= 0x7f || c == '\'' || c == '"' {
-				t.Errorf("escapeArg(%q) = %q holds %q", a, esc, c)
+				t.Errorf("shell.Escape(%q) = %q holds %q", a, esc, c)
 			}
 		}
 	}

@@ -30,7 +30,7 @@ func (b *Box) PutArchive(ctx context.Context, dir string, r io.Reader) error {
 	if !path.IsAbs(dir) {
 		return providers.Errorf(providers.Invalid, op, "dir %q is not absolute", dir).WithBox(b.id)
 	}
-	uid, gid, _ := parseUser(b.labels[labelUser])
+	uid, gid, _ := providers.ParseUser(b.labels[labelUser])
 	pr, pw := io.Pipe()
 	var (
 		wg      sync.WaitGroup

@@ -83,6 +83,8 @@ func statusOf(s *container.State) providers.Status {
 	switch {
 	case s.Paused:
 		st.State, st.Reason = providers.StateStopped, "paused"
+	case suspended(s):
+		st.State, st.Reason = providers.StateStopped, "suspended"
 	case s.Restarting:
 		st.State = providers.StateStarting
 	case s.Running:
@@ -131,9 +133,8 @@ func (b *Box) ending(ctx context.Context) bool {
 		if c.State == nil || !c.State.Running {
 			return true
 		}
-		secs, _ := strconv.ParseInt(b.labels[labelLifetime], 10, 64)
-		started := parseTime(c.State.StartedAt)
-		if secs <= 0 || started.IsZero() || time.Until(started.Add(time.Duration(secs)*time.Second)) > time.Second {
+		end, ok := b.deadline()
+		if !ok || time.Until(end) > time.Second {
 			return false
 		}
 		select {
@@ -207,6 +208,7 @@ func (b *Box) Facts(ctx context.Context) (providers.Facts, error) {
 		f.TmpDir = tmpDir
 		f.LiveProcesses = providers.Bool(true)
 		f.Stdin = providers.Bool(true)
+		f.Suspend = providers.SuspendFilesystem
 		b.mu.Lock()
 		b.facts = &f
 		b.mu.Unlock()

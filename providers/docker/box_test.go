@@ -262,7 +262,6 @@ func TestBindMountsRefusedForARemoteDaemon(t *testing.T) {
 func TestRefusedSpecFields(t *testing.T) {
 	p := newProvider(t)
 	for name, spec := range map[string]providers.Spec{
-		"snapshot":          {Snapshot: "snap"},
 		"region":            {Region: "eu"},
 		"gpu":               {GPU: "any"},
 		"ports":             {Ports: []int{8080}},
@@ -284,6 +283,11 @@ func TestRefusedSpecFields(t *testing.T) {
 	}
 	_, err := p.Create(testCtx(t), providers.Spec{Image: "boxfs-no-such-image:latest", Labels: map[string]string{testbox.Label: t.Name()}})
 	wantCode(t, err, providers.NotFound, "Create with an image the engine lacks")
+	noLeftovers(t, p)
+	_, err = p.Create(testCtx(t), providers.Spec{Snapshot: docker.DefaultImage, Labels: map[string]string{testbox.Label: t.Name()}})
+	wantCode(t, err, providers.NotFound, "Create from an image Snapshot did not make")
+	_, err = p.Create(testCtx(t), providers.Spec{Snapshot: "boxfs-snapshot:x", Image: docker.DefaultImage, Labels: map[string]string{testbox.Label: t.Name()}})
+	wantCode(t, err, providers.Invalid, "Create with a snapshot and an image")
 	noLeftovers(t, p)
 }
 

@@ -6,7 +6,10 @@
 // passes, whatever happens to the host. The sleeper is PID 1 (keeperScript),
 // the one process a program in the box cannot signal, so `kill -9 -1` or
 // `pkill sleep` in the box ends what it ran, never the box; it reaps the
-// orphans handed to it, as docker-init would. Every container
+// orphans handed to it, as docker-init would. A suspend stops the container
+// (the keeper exits on SIGUSR1): its
+// processes end, its filesystem stays, and a resume starts it again with
+// what is left of its lifetime. A snapshot commits it to an image. Every container
 // carries the label boxfs=1 and the provider's own labels under "boxfs.".
 // Commands run through the exec API, each as its own process group; bulk
 // files move through the archive API.
@@ -30,7 +33,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -159,11 +161,12 @@ func (p *Provider) Close() error { return p.cli.Close() }
 
 // supported are the spec fields Create honours; the others are refused.
 var supported = []string{
-	"image", "lifetime", "cpus", "memoryMb", "isolation", "network", "env",
+	"image", "snapshot", "lifetime", "cpus", "memoryMb", "isolation", "network", "env",
 	"labels", "mounts", "workspace", "user", "capabilities",
 }
 
-// Create makes and starts a container for spec. Snapshot, region, gpu and
+// Create makes and starts a container for spec; a snapshot (an image
+// Snapshot made, by id or boxfs-snapshot:NAME) is its image. Region, gpu and
 // ports are Unsupported, as are isolation other than "container", an open
 // network where the daemon has no bridge, and an allowlist; bind mounts are
 // Unsupported when the daemon is not on this machine, and a mount source this
@@ -191,12 +194,13 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.B
 	if spec.Workspace != "" {
 		ws = path.Clean(spec.Workspace)
 	}
-	image := spec.Image
-	if image == "" {
-		image = p.image
+	image, err := p.imageOf(ctx, op, spec)
+	if err != nil {
+		return nil, err
 	}
 	lifetime := spec.LifetimeOrDefault()
 	secs := int64(math.Ceil(lifetime.Seconds()))
+	madeAt := time.Now().UTC()
 
 	labels := maps.Clone(spec.Labels)
 	if labels == nil {
@@ -205,7 +209,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.B
 	labels[labelMarker] = "1"
 	labels[labelProvider] = Name
 	labels[labelLifetime] = strconv.FormatInt(secs, 10)
-	labels[labelCreated] = time.Now().UTC().Format(time.RFC3339Nano)
+	labels[labelCreated] = madeAt.Format(time.RFC3339Nano)
 	labels[labelWorkspace] = ws
 	if spec.User != "" {
 		labels[labelUser] = spec.User
@@ -214,7 +218,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.B
 	cfg := &container.Config{
 		Image:      image,
 		Entrypoint: []string{"sh", "-c", keeperScript, "boxfs-keeper"},
-		Cmd:        []string{strconv.FormatInt(secs, 10)},
+		Cmd:        []string{strconv.FormatInt(secs, 10), strconv.FormatInt(madeAt.Add(time.Duration(secs)*time.Second).Unix()+keeperSlack, 10)},
 		Env:        boxEnv(spec.Env, spec.User, ws),
 		Labels:     labels,
 		WorkingDir: ws, // Docker creates it, owned by root
@@ -260,13 +264,27 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.B
 	return b, nil
 }
 
+// imageOf is the image a box of spec runs: its snapshot, its image, or the
+// provider's default. A snapshot and an image together are Invalid.
+func (p *Provider) imageOf(ctx context.Context, op string, spec providers.Spec) (string, error) {
+	switch {
+	case spec.Snapshot != "" && spec.Image != "":
+		return "", providers.Errorf(providers.Invalid, op, "a snapshot is an image: give snapshot or image, not both")
+	case spec.Snapshot != "":
+		return spec.Snapshot, p.snapshotImage(ctx, op, spec.Snapshot)
+	case spec.Image != "":
+		return spec.Image, nil
+	}
+	return p.image, nil
+}
+
 // start gives a non-root user its workspace, then starts the container.
 func (p *Provider) start(ctx context.Context, b *Box, user, ws string) error {
 	if user != "" && ws != "/" {
 		// Docker made the workspace owned by root; hand it to the user through
 		// the archive API, which needs no capability in the box (CapDrop ALL
 		// would stop a chown there).
-		uid, gid, _ := parseUser(user)
+		uid, gid, _ := providers.ParseUser(user)
 		var buf bytes.Buffer
 		tw := tar.NewWriter(&buf)
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: path.Base(ws) + "/", Mode: 0o755, Uid: uid, Gid: gid, ModTime: time.Now()}); err != nil {
@@ -287,7 +305,7 @@ func (p *Provider) start(ctx context.Context, b *Box, user, ws string) error {
 func boxEnv(spec map[string]string, user, ws string) []string {
 	env := map[string]string{"PATH": basePath, "HOME": "/root", "TMPDIR": tmpDir}
 	if user != "" {
-		if uid, _, _ := parseUser(user); uid != 0 {
+		if uid, _, _ := providers.ParseUser(user); uid != 0 {
 			env["HOME"] = ws // /root is not the user's
 		}
 	}
@@ -297,16 +315,6 @@ func boxEnv(spec map[string]string, user, ws string) []string {
 		out = append(out, k+"="+env[k])
 	}
 	return out
-}
-
-func parseUser(u string) (uid, gid int, ok bool) {
-	a, b, ok := strings.Cut(u, ":")
-	if !ok {
-		return 0, 0, false
-	}
-	uid, err1 := strconv.Atoi(a)
-	gid, err2 := strconv.Atoi(b)
-	return uid, gid, err1 == nil && err2 == nil
 }
 
 // mounts turns spec mounts into bind mounts. Checked before any call to the
@@ -398,17 +406,30 @@ type errorWithHint struct {
 func (e errorWithHint) Error() string { return e.err.Error() + " (" + e.hint + ")" }
 func (e errorWithHint) Unwrap() error { return e.err }
 
+// keeperSlack is what the keeper's cap ($2) adds to the box's end. A box's
+// first start comes after the host made it, by more than a moment on a busy
+// engine: the cap must not cut its lifetime short. A box started again
+// after a suspend (Resume refuses one past its lifetime) ends at the latest
+// this long after its lifetime.
+const keeperSlack = 60
+
 // keeperScript is a box's PID 1: it sleeps until SECONDS ($1) have passed
-// since it started, then exits 0 (Status reads that as "lifetime passed").
-// PID 1 of a PID namespace gets no signal from inside it that it has no
-// handler for, SIGKILL included, so nothing a box runs can end the box
-// early; a sleep killed from inside (kill -9 -1, pkill sleep) is started
-// again for what is left. Its wait reaps every child, the orphans that
-// commands leave included. Without date(1) it sleeps once, as `sleep
-// SECONDS` would.
-const keeperScript = `trap '' HUP INT QUIT TERM USR1 USR2 PIPE
+// since it started, or until $2 (Unix seconds: when the host made the box
+// plus its lifetime, and keeperSlack) if that is sooner, then exits 0
+// (Status reads that as "lifetime passed"); so a box started again after a
+// suspend ends when it would have. PID 1 of a PID namespace gets no signal from inside it
+// that it has no handler for, SIGKILL included, so nothing a box runs can
+// end the box early; a sleep killed from inside (kill -9 -1, pkill sleep)
+// is started again for what is left. SIGUSR1 (Suspend's signal) makes
+// it exit exitSuspended: the box stops and can start again (a program in
+// the box that sends it suspends its own box). Its wait reaps every child,
+// the orphans that commands leave included. Without date(1) it sleeps
+// once, as `sleep SECONDS` would.
+const keeperScript = `trap '' HUP INT QUIT TERM USR2 PIPE
+trap 'exit 75' USR1
 command -v date >/dev/null 2>&1 || { sleep "$1" & wait $!; exit 0; }
 end=$(( $(date +%s) + $1 ))
+[ -n "$2" ] && [ "$2" -lt "$end" ] && end=$2
 while :; do
 	left=$(( end - $(date +%s) ))
 	[ "$left" -gt 0 ] || exit 0

@@ -16,9 +16,11 @@ import (
 func TestConformance(t *testing.T) {
 	p := newProvider(t)
 	providertest.Run(t, providertest.Harness{
-		Provider:    p,
-		Spec:        providers.Spec{Labels: map[string]string{testbox.Label: "conformance"}},
-		Unsupported: []string{"snapshot", "region", "gpu", "ports"},
+		Provider:       p,
+		Spec:           providers.Spec{Labels: map[string]string{testbox.Label: "conformance"}},
+		Unsupported:    []string{"region", "gpu", "ports"},
+		Reopen:         func(t *testing.T) providers.Provider { return newProvider(t) },
+		RemoveSnapshot: testbox.RemoveImage,
 		Refused: map[string]providers.Spec{
 			"isolation=microvm": {Isolation: providers.IsolationMicroVM},
 			"isolation=gvisor":  {Isolation: providers.IsolationGVisor},

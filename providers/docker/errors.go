@@ -58,9 +58,5 @@ func errorCode(err error) providers.Code {
 // wrap makes err a *providers.Error of op, classified by errorCode. An
 // error that already is one keeps its code.
 func wrap(op, box string, err error) *providers.Error {
-	var pe *providers.Error
-	if errors.As(err, &pe) {
-		return providers.E(0, op, err).WithBox(box)
-	}
-	return (&providers.Error{Code: errorCode(err), Op: op, Err: err}).WithBox(box)
+	return providers.Classify(op, box, err, errorCode)
 }

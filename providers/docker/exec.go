@@ -11,7 +11,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -22,11 +21,9 @@ import (
 	"github.com/boxfs/boxfs/providers"
 )
 
-// How long the host waits on the box's side of a kill, a start and a drain.
+// How long the host waits on the box's side of a kill.
 const (
 	killTimeout = 30 * time.Second // the kill command, including its confirmation
-	startGrace  = 10 * time.Second // for a just-started wrapper to record its group
-	drainGrace  = 5 * time.Second  // for the output stream to end once the group is dead
 	pidDir      = "/tmp/.boxfs"    // where wrappers record their process group
 )
 
@@ -82,14 +79,6 @@ killgroup "$p" || exit 4
 rm -f "$f"
 `
 
-// Marker bytes of wrapperScript.
-const (
-	markerStarted   = 0
-	markerNoDir     = 1
-	markerNotDir    = 2
-	markerDirDenied = 3
-)
-
 // Exec runs req.Argv in the box as its own process group, through the exec
 // API. It returns once the command has started (its working directory
 // entered); a missing Dir is NotFound. Argv, env and Dir must not hold NUL;
@@ -122,24 +111,19 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 		b.reap(context.WithoutCancel(ctx), created.ID, pidfile)
 		return nil, b.execError(op, err)
 	}
-	pr := &process{
-		b:          b,
-		execID:     created.ID,
-		pidfile:    pidfile,
-		dir:        dir,
-		conn:       hj,
-		stdout:     providers.NewOutQueue(req.Stdout, 64),
-		stderr:     providers.NewOutQueue(req.Stderr, 64),
-		markerSeen: make(chan struct{}),
-		streamDone: make(chan struct{}),
-		killedCh:   make(chan struct{}),
-		watchDone:  make(chan struct{}),
-		done:       make(chan struct{}),
-	}
+	pr := &process{b: b, execID: created.ID, conn: hj}
+	pr.GroupProcess = providers.NewGroupProcess(providers.GroupHooks{
+		Op: op, Box: b.id, Dir: dir,
+		KillGroup:   func(ctx context.Context) error { return b.killGroup(ctx, pidfile) },
+		CloseStream: func() { hj.Close() },
+		Outcome:     pr.outcome,
+		Ending:      b.ending,
+		NoStart: func(code int) error {
+			return providers.Errorf(providers.Unsupported, op, "the box could not start a command (exit %d): it needs /bin/sh, and setsid unless docker exec makes a session leader", code).WithBox(b.id)
+		},
+	}, req.Stdout, req.Stderr)
 	go pr.demux()
-	go pr.watch(ctx)
-	go pr.finish(context.WithoutCancel(ctx))
-	if err := pr.started(ctx, op); err != nil {
+	if err := pr.Start(ctx); err != nil {
 		return nil, err
 	}
 	if req.Stdin != nil {
@@ -198,44 +182,17 @@ func (b *Box) execArgs(op string, req providers.ExecRequest, pidfile string) (cm
 	return cmd, env, dir, nil
 }
 
-// started waits for the wrapper's marker: nil once the command has
-// started, else why it did not (its directory, the stream, ctx).
-func (pr *process) started(ctx context.Context, op string) error {
-	select {
-	case <-pr.markerSeen:
-	case <-pr.done:
-	case <-ctx.Done():
-		<-pr.done // watch kills what started and confirms it
-		return pr.err
-	}
-	select {
-	case <-pr.markerSeen:
-		if pr.marker == markerStarted {
-			return nil
-		}
-		<-pr.done
-		return pr.startError(op)
-	default:
-		// The stream ended before the wrapper started the command.
-		if pr.err != nil {
-			return pr.err
-		}
-		return pr.startError(op)
-	}
-}
-
 // reap kills the group of an exec the host lost hold of, if it runs. The
 // wrapper may not have recorded its group yet: then look again, a few times.
 func (b *Box) reap(ctx context.Context, execID, pidfile string) {
 	ctx, cancel := context.WithTimeout(ctx, killTimeout)
 	defer cancel()
-	pr := &process{b: b, pidfile: pidfile}
 	for range 5 {
 		ins, err := b.p.cli.ContainerExecInspect(ctx, execID)
 		if err != nil || !ins.Running {
 			return // the box is gone, or the exec never started or has ended
 		}
-		if err := pr.kill(ctx); err != nil {
+		if err := b.killGroup(ctx, pidfile); err != nil {
 			b.p.log.Warn("docker: killing an exec whose attach failed", "box", b.id, "err", err)
 			return
 		}
@@ -244,41 +201,31 @@ func (b *Box) reap(ctx context.Context, execID, pidfile string) {
 }
 
 // execError classifies a failure to create or attach an exec: a container
-// that is missing or not running means the box has ended or gone.
+// that is missing or not running means the box has ended or gone, unless it
+// is suspended (Refused: it runs again once resumed).
 func (b *Box) execError(op string, err error) error {
 	e := wrap(op, b.id, err)
+	if e.Code == providers.Refused {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if c, ierr := b.p.cli.ContainerInspect(ctx, b.id); ierr == nil && suspended(c.State) {
+			return providers.Errorf(providers.Refused, op, "box is suspended").WithBox(b.id)
+		}
+	}
 	if e.Code == providers.NotFound || e.Code == providers.Refused {
 		e.Code = providers.Gone
 	}
 	return e
 }
 
-// process is one running command.
+// process is one running command: the Engine API's exec around the
+// shared group lifecycle.
 type process struct {
-	b       *Box
-	execID  string
-	pidfile string
-	dir     string
-	conn    types.HijackedResponse
-
-	stdout, stderr *providers.OutQueue
-
-	marker     byte          // the wrapper's marker, once markerSeen is closed
-	markerSeen chan struct{} // closed by demux at the first stdout byte
-	streamDone chan struct{} // closed by demux when the output stream ended
-	streamErr  error         // why the stream ended, when not at EOF (demux's)
-
-	killOnce  sync.Once
-	killedCh  chan struct{} // closed when a kill (Kill or ctx) was done
-	watchDone chan struct{} // closed when watch returns
-
-	mu      sync.Mutex
-	cause   error // ctx's error when ctx ended the command
-	killErr error // the ctx kill's failure
-
-	done chan struct{} // closed when code and err are final
-	code int
-	err  error
+	*providers.GroupProcess
+	b         *Box
+	execID    string
+	conn      types.HijackedResponse
+	streamErr error // why the stream ended, when not at EOF (demux's)
 }
 
 var _ providers.Process = (*process)(nil)
@@ -287,9 +234,7 @@ var _ providers.Process = (*process)(nil)
 // 1 stdout, 2 stderr, 3 the engine's own error) into the two output queues,
 // taking the wrapper's marker byte off the front of stdout.
 func (pr *process) demux() {
-	defer close(pr.streamDone)
-	defer pr.stdout.Close()
-	defer pr.stderr.Close()
+	defer pr.StreamEnded()
 	r := pr.conn.Reader
 	var hdr [8]byte
 	seen := false
@@ -314,17 +259,16 @@ func (pr *process) demux() {
 		case 1:
 			if !seen && len(buf) > 0 {
 				seen = true
-				pr.marker = buf[0]
-				close(pr.markerSeen)
-				if pr.marker <= markerDirDenied {
+				pr.SetMarker(buf[0])
+				if buf[0] <= providers.MarkerDirDenied {
 					buf = buf[1:]
 				} // else not the wrapper's: the engine's message about an exec that never ran
 			}
 			if len(buf) > 0 {
-				pr.stdout.Put(buf)
+				pr.Stdout().Put(buf)
 			}
 		case 2:
-			pr.stderr.Put(buf)
+			pr.Stderr().Put(buf)
 		case 3:
 			pr.streamErr = fmt.Errorf("docker engine: %s", bytes.TrimSpace(buf))
 		}
@@ -339,90 +283,16 @@ func (pr *process) feed(stdin io.Reader) {
 	_ = pr.conn.CloseWrite()
 }
 
-// watch kills the command's group when ctx ends before the command does.
-func (pr *process) watch(ctx context.Context) {
-	defer close(pr.watchDone)
-	select {
-	case <-pr.streamDone:
-		return
-	case <-ctx.Done():
-	}
-	pr.mu.Lock()
-	pr.cause = ctx.Err()
-	pr.mu.Unlock()
-	// The group is recorded before the marker is written.
-	select {
-	case <-pr.markerSeen:
-	case <-pr.streamDone:
-		return
-	case <-time.After(startGrace):
-	}
-	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
-	err := pr.kill(kctx)
-	cancel()
-	pr.mu.Lock()
-	pr.killErr = err
-	pr.mu.Unlock()
-	pr.killOnce.Do(func() { close(pr.killedCh) })
-}
-
-// finish waits for the stream to end (bounded once the group is killed: a
-// process outside the group may still hold the output open), then for the
-// outputs to be written, then reads the exit code.
-func (pr *process) finish(ctx context.Context) {
-	defer close(pr.done)
-	select {
-	case <-pr.streamDone:
-	case <-pr.killedCh:
-		select {
-		case <-pr.streamDone:
-		case <-time.After(drainGrace):
-			pr.conn.Close()
-			<-pr.streamDone
-		}
-	}
-	<-pr.watchDone
-	pr.conn.Close()
-	pr.stdout.Wait()
-	pr.stderr.Wait()
-	pr.code, pr.err = pr.result(ctx)
-}
-
-func (pr *process) result(ctx context.Context) (int, error) {
+// outcome reads the exec's exit code once its stream ended; a stream that
+// broke (and was not cut by a kill) is lost.
+func (pr *process) outcome(ctx context.Context, killed bool) (int, error) {
 	const op = "docker.Exec"
-	pr.mu.Lock()
-	cause, killErr := pr.cause, pr.killErr
-	pr.mu.Unlock()
-	killed := false
-	select {
-	case <-pr.killedCh:
-		killed = true
-	default:
-	}
-	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	code, ierr := pr.exitCode(ictx)
+	code, err := pr.b.execExitCode(ctx, pr.execID)
 	switch {
-	case cause != nil:
-		e := providers.E(providers.CodeOf(cause), op, cause).WithBox(pr.b.id)
-		if killErr != nil {
-			e.Err = fmt.Errorf("%w; and the kill: %v", cause, killErr)
-		}
-		return -1, e
-	case ierr != nil:
-		return -1, pr.lost(ictx, op, ierr)
+	case err != nil:
+		return -1, pr.lost(ctx, op, err)
 	case pr.streamErr != nil && !killed:
-		return -1, pr.lost(ictx, op, pr.streamErr)
-	case code >= 128 && !killed:
-		// A signal: the box may be ending under the command.
-		if pr.b.ending(ictx) {
-			return -1, providers.Errorf(providers.Gone, op, "box ended while the command ran (exit %d)", code).WithBox(pr.b.id)
-		}
-	}
-	for _, q := range []*providers.OutQueue{pr.stdout, pr.stderr} {
-		if err := q.Wait(); err != nil {
-			return code, providers.E(0, op, err).WithBox(pr.b.id)
-		}
+		return -1, pr.lost(ctx, op, pr.streamErr)
 	}
 	return code, nil
 }
@@ -439,12 +309,13 @@ func (pr *process) lost(ctx context.Context, op string, err error) error {
 	return providers.E(providers.TransportLost, op, err).WithBox(pr.b.id)
 }
 
-// exitCode reads the exec's exit code, waiting while Docker still reports it
-// running (the stream can end just before the engine records the exit).
-func (pr *process) exitCode(ctx context.Context) (int, error) {
+// execExitCode reads an exec's exit code, waiting while Docker still
+// reports it running (the stream can end just before the engine records the
+// exit).
+func (b *Box) execExitCode(ctx context.Context, execID string) (int, error) {
 	d := 2 * time.Millisecond
 	for {
-		ins, err := pr.b.p.cli.ContainerExecInspect(ctx, pr.execID)
+		ins, err := b.p.cli.ContainerExecInspect(ctx, execID)
 		if err != nil {
 			return -1, err
 		}
@@ -460,64 +331,10 @@ func (pr *process) exitCode(ctx context.Context) (int, error) {
 	}
 }
 
-// startError is Exec's error when the wrapper did not start the command.
-func (pr *process) startError(op string) error {
-	select {
-	case <-pr.markerSeen:
-		switch pr.marker {
-		case markerNoDir:
-			return providers.PathError(op, pr.b.id, pr.dir, 2) // ENOENT
-		case markerNotDir:
-			return providers.PathError(op, pr.b.id, pr.dir, 20) // ENOTDIR
-		case markerDirDenied:
-			return providers.PathError(op, pr.b.id, pr.dir, 13) // EACCES
-		}
-		return providers.Errorf(providers.Unknown, op, "wrapper marker %d", pr.marker).WithBox(pr.b.id)
-	default:
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if pr.b.ending(ctx) {
-		return providers.Errorf(providers.Gone, op, "box has ended").WithBox(pr.b.id)
-	}
-	return providers.Errorf(providers.Unsupported, op, "the box could not start a command (exit %d): it needs /bin/sh, and setsid unless docker exec makes a session leader", pr.code).WithBox(pr.b.id)
-}
-
-// Wait waits for the command to end and its output to be written.
-func (pr *process) Wait() (int, error) {
-	<-pr.done
-	return pr.code, pr.err
-}
-
-// Kill kills the command's process group and confirms it gone.
-func (pr *process) Kill(ctx context.Context) error {
-	select {
-	case <-pr.streamDone:
-		return nil
-	default:
-	}
-	err := pr.kill(ctx)
-	pr.killOnce.Do(func() { close(pr.killedCh) })
-	return err
-}
-
-// kill runs killScript in the box.
-func (pr *process) kill(ctx context.Context) error {
-	const op = "docker.Kill"
-	code, out, err := pr.b.run(ctx, []string{"/bin/sh", "-c", killScript, "boxfs-kill", pr.pidfile})
-	if err != nil {
-		if providers.IsCode(err, providers.Gone) {
-			return nil // the box, and every process of it, is gone
-		}
-		return providers.E(0, op, err).WithBox(pr.b.id)
-	}
-	switch code {
-	case 0, 3:
-		return nil
-	case 4:
-		return providers.Errorf(providers.Liveness, op, "process group still alive after SIGKILL and ~10 s").WithBox(pr.b.id)
-	}
-	return providers.Errorf(providers.Unknown, op, "kill script exited %d: %s", code, bytes.TrimSpace(out)).WithBox(pr.b.id)
+// killGroup runs killScript in the box on the group recorded in pidfile.
+func (b *Box) killGroup(ctx context.Context, pidfile string) error {
+	code, out, err := b.run(ctx, []string{"/bin/sh", "-c", killScript, "boxfs-kill", pidfile})
+	return shell.KillExit("docker.Kill", b.id, code, out, err)
 }
 
 // run runs a fixed command of the provider's own (no wrapper, no stdin) and
@@ -542,8 +359,7 @@ func (b *Box) run(ctx context.Context, argv []string) (int, []byte, error) {
 		}
 		return -1, out.Bytes(), providers.E(providers.TransportLost, op, err).WithBox(b.id)
 	}
-	pr := &process{b: b, execID: created.ID}
-	code, err := pr.exitCode(ctx)
+	code, err := b.execExitCode(ctx, created.ID)
 	if err != nil {
 		return -1, out.Bytes(), b.execError(op, err)
 	}

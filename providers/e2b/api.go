@@ -128,11 +128,7 @@ func connectCode(c connect.Code) providers.Code {
 // wrap makes err a *providers.Error of op, classified by errorCode; an
 // error that already is one keeps its code.
 func wrap(op, box string, err error) *providers.Error {
-	var pe *providers.Error
-	if errors.As(err, &pe) {
-		return providers.E(0, op, err).WithBox(box)
-	}
-	return (&providers.Error{Code: errorCode(err), Op: op, Err: err}).WithBox(box)
+	return providers.Classify(op, box, err, errorCode)
 }
 
 // retryable reports whether a failed call may be sent again: E2B or its

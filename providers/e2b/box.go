@@ -202,6 +202,7 @@ func (b *Box) Facts(ctx context.Context) (providers.Facts, error) {
 		f.OS = "linux"
 		f.LiveProcesses = providers.Bool(true)
 		f.Stdin = providers.Bool(b.closesStdin())
+		f.Suspend = providers.SuspendMemory
 		f.Network = providers.NetworkMode(b.labels[labelNetwork])
 		if f.Network == "" {
 			f.Network = providers.NetworkOpen // E2B's default

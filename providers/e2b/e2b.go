@@ -185,13 +185,14 @@ func parseURL(op, name, raw string) (*url.URL, error) {
 func (p *Provider) Name() string { return Name }
 
 // supported are the spec fields Create honours; the others are refused.
-var supported = []string{"image", "lifetime", "cpus", "memoryMb", "isolation", "network", "env", "labels", "workspace"}
+var supported = []string{"image", "snapshot", "lifetime", "cpus", "memoryMb", "isolation", "network", "env", "labels", "workspace"}
 
 // Create makes a sandbox from the spec's template and returns once it
 // runs. The template fixes CPUs and memory: a spec asking for other values
 // is Unsupported (found once E2B has answered, and the sandbox killed).
-// Isolation other than microvm, snapshot, region, gpu, ports, mounts, user
-// and capabilities are Unsupported, as is a lifetime over max_lifetime.
+// A snapshot (Snapshot's id) is the template a box is made from.
+// Isolation other than microvm, region, gpu, ports, mounts, user and
+// capabilities are Unsupported, as is a lifetime over max_lifetime.
 func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.Box, error) {
 	const op = "e2b.Create"
 	if err := spec.Validate(); err != nil {
@@ -207,8 +208,11 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.B
 	if lifetime > p.maxLifetime {
 		return nil, providers.Errorf(providers.Unsupported, op, "lifetime %v is over the %v E2B grants (option max_lifetime)", lifetime, p.maxLifetime)
 	}
+	if spec.Image != "" && spec.Snapshot != "" {
+		return nil, providers.Errorf(providers.Invalid, op, "a snapshot is a template: give snapshot or image, not both")
+	}
 	body := newSandbox{
-		TemplateID: spec.Image,
+		TemplateID: spec.Image + spec.Snapshot,
 		Timeout:    int32(math.Ceil(lifetime.Seconds())),
 		EnvVars:    spec.Env,
 	}

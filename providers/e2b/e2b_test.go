@@ -33,7 +33,8 @@ func newProvider(t *testing.T, srv *e2btest.Server, opts map[string]string) *e2b
 func harness(t *testing.T, srv *e2btest.Server) providertest.Harness {
 	return providertest.Harness{
 		Provider:    newProvider(t, srv, nil),
-		Unsupported: []string{"snapshot", "region", "gpu", "ports", "mounts", "user", "capabilities"},
+		Reopen:      func(t *testing.T) providers.Provider { return newProvider(t, srv, nil) },
+		Unsupported: []string{"region", "gpu", "ports", "mounts", "user", "capabilities"},
 		Refused: map[string]providers.Spec{
 			"isolation=container": {Isolation: providers.IsolationContainer},
 			"cpus=3":              {CPUs: 3},

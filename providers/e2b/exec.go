@@ -17,6 +17,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/boxfs/boxfs/internal/shell"
 	"github.com/boxfs/boxfs/providers"
 	procpb "github.com/boxfs/boxfs/providers/e2b/internal/envd/process"
 )
@@ -74,29 +75,10 @@ if [ "$j" = 1 ]; then "$@" 2>&1; else "$@"; fi
 // the command tagged $2, and confirms no process of the group is left
 // that is not a zombie. Exit 0: gone; 3: no such command (it had ended);
 // 4: still there after ~10 s.
-const killScript = `p=$1 t=$2
+const killScript = shell.KillGroup + `p=$1 t=$2
 case $p in ''|*[!0-9]*|0|1) exit 3 ;; esac
 grep -qaF -- "$t" "/proc/$p/cmdline" 2>/dev/null || exit 3
-alive() {
-	for f in /proc/[0-9]*/stat; do
-		read -r l <"$f" 2>/dev/null || continue
-		l=${l##*) }
-		s=${l%% *}
-		l=${l#* }
-		l=${l#* }
-		g=${l%% *}
-		[ "$g" = "$p" ] || continue
-		[ "$s" = Z ] || [ "$s" = X ] || return 0
-	done
-	return 1
-}
-for s in 0 0.005 0.01 0.02 0.05 0.1 0.2 0.3 0.5 0.5 1 1 2 2 2; do
-	kill -9 -"$p" 2>/dev/null
-	alive || exit 0
-	sleep $s
-done
-alive || exit 0
-exit 4
+killgroup "$p" || exit 4
 `
 
 // Marker bytes of wrapperScript.
@@ -213,7 +195,7 @@ func (b *Box) startRequest(op string, req providers.ExecRequest) (*procpb.StartR
 
 func esc(s, escaped string) string {
 	if escaped == "1" {
-		return providers.OctalEscape(s)
+		return shell.Escape(s)
 	}
 	return s
 }
@@ -623,19 +605,7 @@ func (pr *process) Kill(ctx context.Context) error {
 func (pr *process) kill(ctx context.Context) error {
 	const op = "e2b.Kill"
 	code, out, err := pr.b.run(ctx, []string{"/bin/sh", "-c", killScript, "boxfs-kill", strconv.FormatUint(uint64(pr.pid), 10), pr.token})
-	if err != nil {
-		if providers.IsCode(err, providers.Gone) {
-			return nil // the box, and every process of it, is gone
-		}
-		return providers.E(0, op, err).WithBox(pr.b.id)
-	}
-	switch code {
-	case 0, 3:
-		return nil
-	case 4:
-		return providers.Errorf(providers.Liveness, op, "process group still alive after SIGKILL and ~10 s").WithBox(pr.b.id)
-	}
-	return providers.Errorf(providers.Unknown, op, "kill script exited %d: %s", code, bytes.TrimSpace(out)).WithBox(pr.b.id)
+	return shell.KillExit(op, pr.b.id, code, out, err)
 }
 
 // run runs a fixed command of the provider's own (no wrapper, no stdin)

@@ -7,7 +7,8 @@
 //
 // New returns a Provider registered nowhere (the package also registers a
 // plain one as "fake"). A box it makes holds an in-memory file tree with an
-// empty workspace (/work unless the Spec names one) and /tmp. The box
+// empty workspace (/work unless the Spec names one), /root (its HOME) and
+// /tmp. The box
 // implements providers.Files, Walker, Archiver and PathStater, answering
 // with the errnos Linux gives for the same calls on a local file system as
 // root (ENOENT, EEXIST, ENOTEMPTY, EISDIR, ENOTDIR, ELOOP after 40 links,
@@ -24,6 +25,14 @@
 // Exec's ctx ends (Wait returns Aborted or Timeout); or when the box ends
 // (Gone). The function's ctx is cancelled in every case, and a function
 // that ignores it is reported ended all the same.
+//
+// # Suspend and snapshots
+//
+// The provider is a providers.Suspender and Snapshotter. A suspended box
+// keeps its files (Facts.Suspend is "filesystem"): its commands end (Wait
+// returns TransportLost), Status says stopped, and every other call on it
+// is Refused until Resume. Snapshot copies a box's tree; a box made with
+// Spec.Snapshot set to its id starts with a copy of it.
 //
 // # Recording
 //

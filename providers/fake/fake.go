@@ -18,10 +18,10 @@ import (
 const DefaultWorkspace = "/work"
 
 // DefaultSupported are the Spec fields a fake honours unless WithSupported
-// says otherwise; the others (snapshot, region, mounts, capabilities) are
+// says otherwise; the others (region, mounts, capabilities) are
 // Unsupported.
 var DefaultSupported = []string{
-	"image", "lifetime", "cpus", "memoryMb", "gpu", "isolation", "network",
+	"image", "snapshot", "lifetime", "cpus", "memoryMb", "gpu", "isolation", "network",
 	"ports", "env", "labels", "workspace", "user",
 }
 
@@ -41,6 +41,7 @@ type Provider struct {
 	programs map[string]Program
 	calls    []*record
 	rules    []*Rule
+	snapshot map[string]*tree // snapshot id -> the tree Snapshot copied
 }
 
 var (
@@ -112,8 +113,9 @@ func (p *Provider) Name() string { return p.name }
 // Clock returns the clock the provider reads.
 func (p *Provider) Clock() *Clock { return p.clock }
 
-// Create makes a box holding an empty workspace and /tmp. Its lifetime
-// starts now on the provider's clock.
+// Create makes a box holding an empty workspace, HOME (/root) and /tmp, or
+// the tree of the snapshot its spec names (NotFound if there is none). Its
+// lifetime starts now on the provider's clock.
 func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.Box, error) {
 	const op = "fake.Create"
 	rec := p.record(Call{Op: "Create", Labels: maps.Clone(spec.Labels), Image: spec.Image}, spec.Env, nil)
@@ -162,7 +164,15 @@ func (p *Provider) create(ctx context.Context, op string, rec *record, spec prov
 	b.startedAt = p.clock.Now()
 	b.deadline = b.startedAt.Add(spec.LifetimeOrDefault())
 	b.tree = newTree(uint64(0xfa4e0000+p.n), p.umask, p.clock.Now)
+	if spec.Snapshot != "" {
+		t, err := p.snapshotTree(op, spec.Snapshot)
+		if err != nil {
+			return nil, err
+		}
+		b.tree = t
+	}
 	b.tree.mkdirAll(b.workspace)
+	b.tree.mkdirAll(baseEnv["HOME"])
 	b.tree.mkdirAll("/tmp")
 	b.tree.chmod("/tmp", 0o777|fs.ModeSticky)
 	b.procs = map[*process]struct{}{}
@@ -296,14 +306,15 @@ type Box struct {
 	deadline  time.Time
 	lifeTimer *Timer
 
-	mu      sync.Mutex
-	tree    *tree
-	ended   bool // its lifetime passed or it vanished: nothing runs in it
-	removed bool // destroyed, vanished or swept: the provider knows it no more
-	endedAt time.Time
-	reason  string
-	procs   map[*process]struct{}
-	pids    map[int]*process // live process ids: commands and what they spawned
+	mu        sync.Mutex
+	tree      *tree
+	suspended bool // Suspend stopped it: calls are Refused until Resume
+	ended     bool // its lifetime passed or it vanished: nothing runs in it
+	removed   bool // destroyed, vanished or swept: the provider knows it no more
+	endedAt   time.Time
+	reason    string
+	procs     map[*process]struct{}
+	pids      map[int]*process // live process ids: commands and what they spawned
 }
 
 // ID returns the box's id, "<provider name>-<n>".
@@ -372,7 +383,7 @@ func (b *Box) usableLocked(op string) error {
 	if b.ended || b.removed {
 		return providers.Errorf(providers.Gone, op, "the box has ended (%s)", b.reason).WithBox(b.id)
 	}
-	return nil
+	return b.suspendedLocked(op)
 }
 
 // Facts reports the spec's resources and what the fake knows of itself;
@@ -413,6 +424,7 @@ func (b *Box) facts(ctx context.Context, op string, rec *record) (providers.Fact
 		LiveProcesses: providers.Bool(true),
 		Stdin:         providers.Bool(true),
 		StartedAt:     b.startedAt,
+		Suspend:       providers.SuspendFilesystem,
 	}
 	if f.Isolation == "" {
 		f.Isolation = providers.IsolationNone
@@ -459,6 +471,8 @@ func (b *Box) status(ctx context.Context, op string, rec *record) (providers.Sta
 		return providers.Status{}, providers.Errorf(providers.Gone, op, "the box is gone (%s)", b.reason).WithBox(b.id)
 	case b.ended:
 		return providers.Status{State: providers.StateEnded, StartedAt: b.startedAt, EndedAt: b.endedAt, Reason: b.reason}, nil
+	case b.suspended:
+		return providers.Status{State: providers.StateStopped, StartedAt: b.startedAt, Reason: "suspended"}, nil
 	}
 	return providers.Status{State: providers.StateRunning, StartedAt: b.startedAt}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ func TestConformance(t *testing.T) {
 	conformancePrograms(p)
 	providertest.Run(t, providertest.Harness{
 		Provider:      p,
-		Unsupported:   []string{"snapshot", "region", "mounts", "capabilities"},
+		Unsupported:   []string{"region", "mounts", "capabilities"},
 		Lifetime:      time.Second,
 		LifetimeSlack: 10 * time.Second,
 	})
@@ -66,7 +67,12 @@ func conformancePrograms(p *fake.Provider) {
 		fmt.Fprintln(pc.Stdout, pc.Dir)
 		return 0
 	})
-	p.Program("sh", func(ctx context.Context, pc *fake.Proc) int {
+	p.Program("sh", shProgram(p))
+}
+
+// shProgram runs the scripts of the conformance suite.
+func shProgram(p *fake.Provider) fake.Program {
+	return func(ctx context.Context, pc *fake.Proc) int {
 		if len(pc.Argv) < 4 || pc.Argv[1] != "-c" {
 			fmt.Fprintln(pc.Stderr, "fake sh: only sh -c SCRIPT sh ARGS...")
 			return 2
@@ -105,6 +111,21 @@ func conformancePrograms(p *fake.Provider) {
 				n -= k
 			}
 			return 0
+		case providertest.ScriptHomeWrite:
+			if err := pc.Files.WriteFile(ctx, pc.Env["HOME"]+"/boxfs-conformance-file", strings.NewReader(args[0]), 0o644); err != nil {
+				fmt.Fprintln(pc.Stderr, err)
+				return 1
+			}
+			return 0
+		case providertest.ScriptHomeCat:
+			rc, err := pc.Files.ReadFile(ctx, pc.Env["HOME"]+"/boxfs-conformance-file")
+			if err != nil {
+				fmt.Fprintln(pc.Stderr, err)
+				return 1
+			}
+			defer rc.Close()
+			io.Copy(pc.Stdout, rc)
+			return 0
 		case providertest.ScriptSleepPrint:
 			secs, _ := strconv.Atoi(args[0])
 			if err := p.Clock().Sleep(ctx, "sleep", time.Duration(secs)*time.Second); err != nil {
@@ -115,7 +136,7 @@ func conformancePrograms(p *fake.Provider) {
 		}
 		fmt.Fprintf(pc.Stderr, "fake sh: no such script %q\n", pc.Argv[2])
 		return 2
-	})
+	}
 }
 
 var _ providers.Provider = (*fake.Provider)(nil)

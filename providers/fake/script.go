@@ -17,7 +17,7 @@ import (
 // Process.Kill is "Kill".
 var Ops = []string{
 	// Provider
-	"Create", "Attach", "List",
+	"Create", "Attach", "List", "Suspend", "Resume", "Snapshot",
 	// Box
 	"Facts", "Exec", "Status", "Destroy", "Kill",
 	// Files, Walker, Archiver, PathStater

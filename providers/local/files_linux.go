@@ -24,8 +24,9 @@ var (
 	_ providers.LinkAttrSetter = (*Box)(nil)
 )
 
-// fsRoot returns the box directory opened as an os.Root, through which
-// every file operation goes so that no path or symlink leads out of it.
+// fsRoot returns the box's workspace opened as an os.Root, through which
+// every file operation goes so that no path or symlink leads out of it: not
+// to the host, and not to the box's own record, home or tmp beside it.
 func (b *Box) fsRoot(op string) (*os.Root, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -33,7 +34,7 @@ func (b *Box) fsRoot(op string) (*os.Root, error) {
 		return nil, b.goneErr(op)
 	}
 	if b.root == nil {
-		r, err := os.OpenRoot(b.dir)
+		r, err := os.OpenRoot(b.Workspace())
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil, b.goneErr(op)
@@ -45,21 +46,83 @@ func (b *Box) fsRoot(op string) (*os.Root, error) {
 	return b.root, nil
 }
 
-// rel turns a host absolute path into a path relative to the box
-// directory: "." for the directory itself. A relative path is Invalid, a
-// path outside the box Unsafe.
+// rel turns a host absolute path into a path relative to the workspace:
+// "." for the workspace itself. A relative path is Invalid, a path outside
+// the workspace Unsafe.
 func (b *Box) rel(op, name string) (string, error) {
 	if !filepath.IsAbs(name) {
 		return "", providers.Errorf(providers.Invalid, op, "path is not absolute").WithBox(b.id).WithPath(name)
 	}
-	c := filepath.Clean(name)
-	if c == b.dir {
+	c, ws := filepath.Clean(name), b.Workspace()
+	if c == ws {
 		return ".", nil
 	}
-	if !strings.HasPrefix(c, b.dir+"/") {
-		return "", providers.Errorf(providers.Unsafe, op, "path is outside the box directory %s", b.dir).WithBox(b.id).WithPath(name)
+	if !strings.HasPrefix(c, ws+"/") {
+		return "", providers.Errorf(providers.Unsafe, op, "path is outside the workspace %s", ws).WithBox(b.id).WithPath(name)
 	}
-	return c[len(b.dir)+1:], nil
+	return c[len(ws)+1:], nil
+}
+
+// maxLinkScan bounds the walk that looks for a file's other names.
+const maxLinkScan = 200_000
+
+// linkedOutside returns Unsafe when the regular file fi (at name) has
+// names outside the workspace: a hard link the box made to a file of the
+// host, which a change in place would change too. Its names in the
+// workspace are counted by a walk, made only for a file with more than one
+// name; fewer than its link count (or a workspace too large to count in)
+// is outside.
+func (b *Box) linkedOutside(r *os.Root, op, name string, fi fs.FileInfo) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || !fi.Mode().IsRegular() || uint64(st.Nlink) <= 1 {
+		return nil
+	}
+	var found uint64
+	seen := 0
+	fs.WalkDir(r.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if seen++; seen > maxLinkScan {
+			return fs.SkipAll
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if s, ok := info.Sys().(*syscall.Stat_t); ok && s.Ino == st.Ino && s.Dev == st.Dev {
+			if found++; found >= uint64(st.Nlink) {
+				return fs.SkipAll
+			}
+		}
+		return nil
+	})
+	if found >= uint64(st.Nlink) {
+		return nil
+	}
+	return providers.Errorf(providers.Unsafe, op, "the file has names outside the workspace (a hard link to a file of the host): not changed in place").WithBox(b.id).WithPath(name)
+}
+
+// openLinkedOutside is linkedOutside for the open file f.
+func (b *Box) openLinkedOutside(r *os.Root, op, name string, f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return b.pathErr(op, name, err)
+	}
+	return b.linkedOutside(r, op, name, fi)
+}
+
+// notLinkedOutside is linkedOutside for the file rel names (following a
+// symlink within the workspace); a missing file is for the caller to find.
+func (b *Box) notLinkedOutside(r *os.Root, op, name, rel string) error {
+	fi, err := r.Stat(rel)
+	if err != nil {
+		return nil
+	}
+	return b.linkedOutside(r, op, name, fi)
 }
 
 // open resolves name for op: the root and the relative path.
@@ -379,6 +442,10 @@ func (b *Box) WriteAt(ctx context.Context, name string, p []byte, off int64) (in
 	if err != nil {
 		return 0, b.pathErr(op, name, err)
 	}
+	if err := b.openLinkedOutside(r, op, name, f); err != nil {
+		f.Close()
+		return 0, err
+	}
 	n, err := f.WriteAt(p, off)
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -409,6 +476,9 @@ func (b *Box) Create(ctx context.Context, name string, perm providers.FileMode, 
 	case err == nil:
 		err = f.Chmod(perm & specialBits)
 	case errors.Is(err, fs.ErrExist) && !exclusive:
+		if err = b.notLinkedOutside(r, op, name, rel); err != nil {
+			return err
+		}
 		f, err = r.OpenFile(rel, os.O_WRONLY|os.O_TRUNC, 0)
 	}
 	if err != nil {
@@ -544,6 +614,9 @@ func (b *Box) Chmod(ctx context.Context, name string, mode providers.FileMode) e
 	if err != nil {
 		return err
 	}
+	if err := b.notLinkedOutside(r, op, name, rel); err != nil {
+		return err
+	}
 	if err := r.Chmod(rel, mode&specialBits); err != nil {
 		return b.pathErr(op, name, err)
 	}
@@ -557,6 +630,9 @@ func (b *Box) Chown(ctx context.Context, name string, uid, gid int) error {
 	if err != nil {
 		return err
 	}
+	if err := b.notLinkedOutside(r, op, name, rel); err != nil {
+		return err
+	}
 	if err := r.Chown(rel, uid, gid); err != nil {
 		return b.pathErr(op, name, err)
 	}
@@ -568,6 +644,9 @@ func (b *Box) Utimes(ctx context.Context, name string, atime, mtime time.Time) e
 	const op = "local.Utimes"
 	r, rel, err := b.open(ctx, op, name)
 	if err != nil {
+		return err
+	}
+	if err := b.notLinkedOutside(r, op, name, rel); err != nil {
 		return err
 	}
 	if err := r.Chtimes(rel, atime, mtime); err != nil {
@@ -631,6 +710,10 @@ func (b *Box) Truncate(ctx context.Context, name string, size int64) error {
 	f, err := r.OpenFile(rel, os.O_WRONLY, 0)
 	if err != nil {
 		return b.pathErr(op, name, err)
+	}
+	if err := b.openLinkedOutside(r, op, name, f); err != nil {
+		f.Close()
+		return err
 	}
 	err = f.Truncate(size)
 	if cerr := f.Close(); err == nil {

@@ -80,11 +80,11 @@ func TestLinkAttrs(t *testing.T) {
 	if st := lstatHost(t, filepath.Join(ws, "link")); !tsTime(st.Atim).Equal(at) || !tsTime(st.Mtim).Equal(mt2) {
 		t.Errorf("link after Lutimes of mtime alone: atime %v mtime %v, want %v %v", tsTime(st.Atim), tsTime(st.Mtim), at, mt2)
 	}
-	// The box directory itself (no parent inside the root).
-	if err := b.Lutimes(ctx, b.Dir(), time.Time{}, mt); err != nil {
-		t.Errorf("Lutimes of the box directory: %v", err)
-	} else if st := lstatHost(t, b.Dir()); !tsTime(st.Mtim).Equal(mt) {
-		t.Errorf("box directory mtime %v, want %v", tsTime(st.Mtim), mt)
+	// The workspace itself (no parent inside the root).
+	if err := b.Lutimes(ctx, ws, time.Time{}, mt); err != nil {
+		t.Errorf("Lutimes of the workspace: %v", err)
+	} else if st := lstatHost(t, ws); !tsTime(st.Mtim).Equal(mt) {
+		t.Errorf("workspace mtime %v, want %v", tsTime(st.Mtim), mt)
 	}
 
 	if os.Geteuid() == 0 {

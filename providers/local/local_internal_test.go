@@ -658,18 +658,24 @@ func TestFilesConfined(t *testing.T) {
 	if err := b.WriteFile(ctx, filepath.Join(ws, "in"), strings.NewReader("inside"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Symlink(ctx, "../work/in", filepath.Join(ws, "inlink")); err != nil {
+	if err := b.Symlink(ctx, "in", filepath.Join(ws, "inlink")); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := b.Stat(ctx, filepath.Join(ws, "inlink")); err != nil || fi.Size != 6 {
 		t.Errorf("Stat through a symlink within the box: %+v, %v", fi, err)
 	}
-	// The box's own directory is reachable; Removing it is refused.
-	if fi, err := b.Stat(ctx, b.Dir()); err != nil || !fi.IsDir() {
-		t.Errorf("Stat of the box directory: %+v, %v", fi, err)
+	// A link that leaves the workspace, even to come back, is outside.
+	if err := b.Symlink(ctx, "../work/in", filepath.Join(ws, "roundabout")); err != nil {
+		t.Fatal(err)
 	}
-	if err := b.Rmdir(ctx, b.Dir()); err == nil {
-		t.Error("Rmdir of the box directory succeeded")
+	_, err = b.Stat(ctx, filepath.Join(ws, "roundabout"))
+	wantCode(err, providers.Unsafe, "Stat through a symlink out of the workspace and back")
+	// The box's own directory is outside the workspace; removing the
+	// workspace is refused.
+	_, err = b.Stat(ctx, b.Dir())
+	wantCode(err, providers.Unsafe, "Stat of the box directory")
+	if err := b.Rmdir(ctx, ws); err == nil {
+		t.Error("Rmdir of the workspace succeeded")
 	}
 }
 
@@ -796,5 +802,82 @@ func TestExecSameWriterKeepsOrder(t *testing.T) {
 		if out.String() != "1\n2\n3\n4\n" {
 			t.Fatalf("run %d: %q", i, out.String())
 		}
+	}
+}
+
+// The files API is rooted at the workspace: a symlink the box swaps in
+// cannot lead a host write to the box's own record, and a file the box
+// hard-linked from outside is never changed in place through the link.
+func TestFilesRootedAtWorkspace(t *testing.T) {
+	ctx := context.Background()
+	p := New(t.TempDir())
+	b := newBox(t, p, providers.Spec{})
+	ws := b.Workspace()
+	record, err := os.ReadFile(filepath.Join(b.Dir(), recordName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("..", filepath.Join(ws, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	err = b.WriteFile(ctx, filepath.Join(ws, "sub", recordName), strings.NewReader("host bytes"), 0o644)
+	if providers.CodeOf(err) != providers.Unsafe {
+		t.Errorf("a write through work/sub -> ..: %v, want unsafe", err)
+	}
+	_, err = b.WriteAt(ctx, filepath.Join(ws, "sub", recordName), []byte("host bytes"), 0)
+	if providers.CodeOf(err) != providers.Unsafe {
+		t.Errorf("a write in place through work/sub -> ..: %v, want unsafe", err)
+	}
+	if now, _ := os.ReadFile(filepath.Join(b.Dir(), recordName)); !bytes.Equal(now, record) {
+		t.Errorf("the box's record changed: %q", now)
+	}
+	if _, err := b.Stat(ctx, b.Dir()); providers.CodeOf(err) != providers.Unsafe {
+		t.Errorf("Stat of the box directory: %v, want unsafe (outside the workspace)", err)
+	}
+
+	host := filepath.Join(t.TempDir(), "host.txt")
+	if err := os.WriteFile(host, []byte("the host's\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(host, filepath.Join(ws, "linked")); err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join(ws, "linked")
+	checks := map[string]error{}
+	_, checks["WriteAt"] = b.WriteAt(ctx, name, []byte("X"), 0)
+	checks["Truncate"] = b.Truncate(ctx, name, 0)
+	checks["Create"] = b.Create(ctx, name, 0o644, false)
+	checks["Chmod"] = b.Chmod(ctx, name, 0o666)
+	checks["Chown"] = b.Chown(ctx, name, 1, 1)
+	checks["Utimes"] = b.Utimes(ctx, name, time.Unix(1, 0), time.Unix(1, 0))
+	for what, err := range checks {
+		if providers.CodeOf(err) != providers.Unsafe {
+			t.Errorf("%s of a file linked from outside the workspace: %v, want unsafe", what, err)
+		}
+	}
+	if fi, err := os.Stat(host); err != nil || fi.Mode().Perm() != 0o600 || fi.Size() != 11 || fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Geteuid()) || fi.ModTime().Unix() == 1 {
+		t.Errorf("the host's file changed: %v %v", fi, err)
+	}
+	// Replacing the name is fine: the box's name gets the bytes, the host's
+	// file keeps its own.
+	if err := b.WriteFile(ctx, name, strings.NewReader("box's"), 0o644); err != nil {
+		t.Errorf("WriteFile replacing a linked name: %v", err)
+	}
+	if got, _ := os.ReadFile(host); string(got) != "the host's\n" {
+		t.Errorf("the host's file reads %q", got)
+	}
+
+	// Links within the workspace are changed in place, as on a disk.
+	if err := os.WriteFile(filepath.Join(ws, "a"), []byte("aaa"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(ws, "a"), filepath.Join(ws, "b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.WriteAt(ctx, filepath.Join(ws, "b"), []byte("B"), 0); err != nil {
+		t.Errorf("WriteAt of a link within the workspace: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "a")); string(got) != "Baa" {
+		t.Errorf("the other name reads %q", got)
 	}
 }

@@ -14,8 +14,10 @@ func TestConformance(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the local provider runs on Linux only")
 	}
+	root := t.TempDir()
 	providertest.Run(t, providertest.Harness{
-		Provider: local.New(t.TempDir()),
+		Provider: local.New(root),
+		Reopen:   func(t *testing.T) providers.Provider { return local.New(root) },
 		Unsupported: []string{
 			"image", "snapshot", "region", "cpus", "memoryMb", "gpu",
 			"ports", "mounts", "workspace", "user", "capabilities",

@@ -217,6 +217,7 @@ func (b *Box) Destroy(ctx context.Context) error {
 		return wrap(op, b.id, err)
 	}
 	b.destroyed.Store(true)
+	b.p.forgetDef(b.id)
 	b.p.rtMu.Lock()
 	if rt := b.p.routers[b.id]; rt != nil {
 		rt.close()

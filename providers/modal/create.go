@@ -23,7 +23,8 @@ import (
 // default, or microvm: a VM of its own), network (open, none, or an
 // allowlist of domains and CIDRs), ports (tunnels), env (an ephemeral
 // Modal secret: the values never appear in an argv), labels (tags) and
-// workspace. Anything else is Unsupported. A box that asked for a GPU and
+// workspace; a snapshot is the image id Snapshot returned. Anything else is
+// Unsupported. A box that asked for a GPU and
 // sees none is ended and the create fails. A create whose answer was lost
 // is OutcomeUnknown, and the sandbox it may have made is ended.
 func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.Box, error) {
@@ -36,7 +37,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.B
 	if err != nil {
 		return nil, wrap(op, "", err)
 	}
-	imageID, err := p.imageID(ctx, appID, first(spec.Image, p.image))
+	imageID, err := p.imageID(ctx, appID, first(spec.Snapshot, spec.Image, p.image))
 	if err != nil {
 		return nil, providers.E(0, op, err)
 	}
@@ -78,6 +79,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.B
 	}
 	b := p.newBox(resp.GetSandboxId(), tags)
 	b.created = &pl
+	p.remember(b.id, def)
 	if err := p.start(ctx, b, spec); err != nil {
 		return nil, p.terminateAfter(ctx, op, b.id, err)
 	}

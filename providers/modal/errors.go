@@ -68,5 +68,5 @@ func retryable(err error) bool {
 
 // wrap makes err a *providers.Error of op, classified by errorCode.
 func wrap(op, box string, err error) *providers.Error {
-	return (&providers.Error{Code: errorCode(err), Op: op, Err: err}).WithBox(box)
+	return providers.Classify(op, box, err, errorCode)
 }

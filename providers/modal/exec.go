@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/boxfs/boxfs/internal/shell"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/modal/internal/pb"
 )
@@ -68,15 +69,10 @@ exit $r
 // leader alone, in case it has not made its group yet) and confirms it
 // gone, looking again at growing intervals (about 10 s in all). Exit 0:
 // gone; 3: no group recorded (the command had ended); 4: still there.
-const killScript = `p=$(cat "$1" 2>/dev/null)
+const killScript = shell.KillGroup + `p=$(cat "$1" 2>/dev/null)
 case $p in ''|*[!0-9]*|0|1) exit 3 ;; esac
-for s in 0 0.005 0.01 0.02 0.05 0.1 0.2 0.3 0.5 1 1 2 2 2; do
-	kill -9 -"$p" 2>/dev/null
-	kill -9 "$p" 2>/dev/null
-	[ "$s" = 0 ] || sleep "$s"
-	if ! kill -0 -"$p" 2>/dev/null && ! kill -0 "$p" 2>/dev/null; then rm -f "$1"; exit 0; fi
-done
-exit 4
+killgroup "$p" || exit 4
+rm -f "$1"
 `
 
 // Marker bytes of execScript.

@@ -90,6 +90,8 @@ type Provider struct {
 	builder   string            // the image builder version
 	images    map[string]string // image reference -> id, of this process's builds
 	destroyed sync.Map          // ids terminated through this provider
+	defs      sync.Map          // sandbox id -> the *pb.Sandbox it was made from (remember)
+	stateDir  string            // where definitions are kept for other processes; "" none
 
 	rtMu    sync.Mutex         // held while a router connects, so a sandbox gets one
 	routers map[string]*router // sandbox id -> its task's command router
@@ -127,7 +129,7 @@ func New(cfg providers.Config) (*Provider, error) {
 	}
 	p := &Provider{
 		c: c, app: first(cfg.Options["app"], DefaultApp), image: first(cfg.Options["image"], DefaultImage),
-		tunnels: first(cfg.Options["tunnels"], "tls"), log: log,
+		tunnels: first(cfg.Options["tunnels"], "tls"), log: log, stateDir: cfg.StateDir,
 		bound: defaultCreateBound, pollBase: 50 * time.Millisecond, deadBound: deadBound, images: map[string]string{},
 		routers: map[string]*router{},
 	}
@@ -154,9 +156,10 @@ func (p *Provider) Close() error {
 
 // supported are the spec fields Create honours; the others are refused.
 // A sandbox runs the image's user as root in Modal's file system: mounts of
-// the host, a user, dropped capabilities and snapshots are not offered.
+// the host, a user and dropped capabilities are not offered. A snapshot is
+// an image id.
 var supported = []string{
-	"image", "region", "lifetime", "cpus", "memoryMb", "gpu", "isolation",
+	"image", "snapshot", "region", "lifetime", "cpus", "memoryMb", "gpu", "isolation",
 	"network", "ports", "env", "labels", "workspace",
 }
 
@@ -178,6 +181,12 @@ func (p *Provider) check(op string, spec providers.Spec) (plan, error) {
 	}
 	if err := spec.CheckSupported(op, supported...); err != nil {
 		return plan{}, err
+	}
+	switch {
+	case spec.Image != "" && spec.Snapshot != "":
+		return plan{}, providers.Errorf(providers.Invalid, op, "a snapshot is an image: give snapshot or image, not both")
+	case spec.Snapshot != "" && !strings.HasPrefix(spec.Snapshot, "im-"):
+		return plan{}, providers.Errorf(providers.NotFound, op, "snapshot %q is not a Modal image id (im-...)", spec.Snapshot)
 	}
 	var pl plan
 	lifetime := spec.LifetimeOrDefault()

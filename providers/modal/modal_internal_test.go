@@ -69,7 +69,9 @@ func TestCheckSpec(t *testing.T) {
 		{"mounts", providers.Spec{Mounts: []providers.Mount{{Source: "/a", Target: "/b"}}}, providers.Unsupported, nil},
 		{"user", providers.Spec{User: "1:1"}, providers.Unsupported, nil},
 		{"capabilities", providers.Spec{Capabilities: providers.Capabilities{Drop: []string{"ALL"}}}, providers.Unsupported, nil},
-		{"snapshot", providers.Spec{Snapshot: "s"}, providers.Unsupported, nil},
+		{"snapshot", providers.Spec{Snapshot: "im-1"}, 0, nil},
+		{"snapshot not an image", providers.Spec{Snapshot: "s"}, providers.NotFound, nil},
+		{"snapshot and image", providers.Spec{Snapshot: "im-1", Image: "debian"}, providers.Invalid, nil},
 		{"reserved label", providers.Spec{Labels: map[string]string{"boxfs.x": "1"}}, providers.Invalid, nil},
 	}
 	for _, tt := range tests {

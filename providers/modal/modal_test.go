@@ -24,9 +24,17 @@ func harness(t *testing.T, srv *modaltest.Server) providertest.Harness {
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Close() })
 	return providertest.Harness{
-		Provider:    p,
+		Provider: p,
+		Reopen: func(t *testing.T) providers.Provider {
+			p, err := modal.New(providers.Config{Options: map[string]string{
+				"server_url": srv.URL(), "token_id": srv.TokenID(), "token_secret": srv.TokenSecret(),
+			}})
+			require.NoError(t, err)
+			t.Cleanup(func() { p.Close() })
+			return p
+		},
 		Spec:        providers.Spec{Workspace: t.TempDir()},
-		Unsupported: []string{"snapshot", "mounts", "user", "capabilities"},
+		Unsupported: []string{"mounts", "user", "capabilities"},
 		Refused: map[string]providers.Spec{
 			"isolation=container": {Isolation: providers.IsolationContainer},
 			"isolation=none":      {Isolation: providers.IsolationNone},

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/boxfs/boxfs/internal/shell"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/modal/internal/pb"
 )
@@ -320,21 +320,9 @@ func (pr *process) kill(ctx context.Context) error {
 	const op = "modal.Kill"
 	out := &cappedBuffer{max: 4 << 10}
 	p, err := pr.b.Exec(ctx, providers.ExecRequest{Argv: []string{"/bin/sh", "-c", killScript, "boxfs-kill", pr.pidfile}, Dir: "/", Stdout: out, Stderr: out})
-	var code int
+	code := -1
 	if err == nil {
 		code, err = p.Wait()
 	}
-	if err != nil {
-		if providers.IsCode(err, providers.Gone) {
-			return nil // the box, and every process of it, is gone
-		}
-		return providers.E(0, op, err).WithBox(pr.b.id)
-	}
-	switch code {
-	case 0, 3:
-		return nil
-	case 4:
-		return providers.Errorf(providers.Liveness, op, "process group still alive after SIGKILL and ~10 s").WithBox(pr.b.id)
-	}
-	return providers.Errorf(providers.Unknown, op, "kill script exited %d: %s", code, strings.TrimSpace(out.String())).WithBox(pr.b.id)
+	return shell.KillExit(op, pr.b.id, code, []byte(out.String()), err)
 }

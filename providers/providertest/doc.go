@@ -63,6 +63,35 @@
 //     nanosecond times, links, and the box-side errnos ENOENT, EEXIST,
 //     ENOTEMPTY, EISDIR and ENOTDIR kept as the errors' causes. A box
 //     without Files skips that subtest.
+//   - Reconnect: Attach of a box from a fresh provider (Harness.Reopen), as
+//     a new process would after the one that made the box died with a
+//     command running, finds the box running, takes commands, and leaves
+//     that command running.
+//
+// # Optional abilities
+//
+// Each optional interface has its subtests, which every provider runs: one
+// without the interface passes them by claiming nothing (its boxes' Facts.
+// Suspend is empty; a provider that is no Snapshotter lists spec field
+// snapshot in Harness.Unsupported) and logs "unsupported".
+//
+//   - Suspend (providers.Suspender): Facts.Suspend says what a suspend
+//     keeps. Suspending a box with a command running ends that command
+//     within a bound; the box is then stopped (or, kept as a snapshot, not
+//     running); Resume returns a running box (the same ID unless it was
+//     kept as a snapshot) with the file written before, without the
+//     processes of the command that ran (for a box that keeps only its
+//     filesystem), and suspends and resumes again.
+//   - SuspendErrors: Resume of an id never suspended is NotFound; Suspend of
+//     a destroyed box is Gone.
+//   - SuspendLifetime: a box suspended at once and resumed after its
+//     lifetime (Harness.Lifetime, at least 10 s) is Gone (or NotFound): the
+//     lifetime counts from when the box was made.
+//   - Snapshot (providers.Snapshotter): a box made with Spec.Snapshot set to
+//     the id Snapshot returned has the file as it was at the snapshot, the
+//     box the snapshot was taken of runs on with its own changes, and a
+//     snapshot that does not exist is refused by Create (NotFound, or
+//     Invalid where the vendor answers it as a bad request).
 //
 // # The programs the suite runs
 //
@@ -82,6 +111,8 @@
 //	sh -c ScriptAlive sh PID...           print those PIDs that are alive and not zombies
 //	sh -c ScriptLarge sh N                write the same N random bytes to stdout and stderr
 //	sh -c ScriptSleepPrint sh SECS TEXT   sleep SECS seconds, then print TEXT
+//	sh -c ScriptHomeWrite sh TEXT         write TEXT to $HOME/boxfs-conformance-file
+//	sh -c ScriptHomeCat sh                print $HOME/boxfs-conformance-file
 //	boxfs-conformance-no-such-program     does not exist: NotFound from Exec or Wait, or exit 127
 //
 // # Harness knobs
@@ -93,5 +124,5 @@
 // ends: the kill subtests check that the group's work stops, with
 // ScriptTicks and ScriptStill), Serial (one command at a time: the
 // concurrency subtest checks they never overlap, with ScriptAlone),
-// Lifetime and LifetimeSlack, LargeOutput.
+// Lifetime and LifetimeSlack, LargeOutput, Reopen, RemoveSnapshot.
 package providertest

@@ -80,7 +80,9 @@ type Harness struct {
 	// OutputAtEnd declares that a command's output arrives only when it
 	// ends (a box without live processes, one call per command): the
 	// subtests that end a running command then check that its process
-	// group's work stops, instead of reading its pids while it runs.
+	// group's work stops, instead of reading its pids while it runs, and
+	// Reconnect finds the box again while a command runs without looking
+	// at the command's processes.
 	OutputAtEnd bool
 	// Serial declares that a box runs one command at a time, in the order
 	// they were started: ExecConcurrent then checks that they never
@@ -95,6 +97,13 @@ type Harness struct {
 	// LargeOutput is the byte count ExecLargeOutput writes to each stream.
 	// Default 64 MiB.
 	LargeOutput int64
+	// Reopen opens a second provider of the same kind and configuration,
+	// with nothing in memory of the first, as a new process of boxfs would
+	// (the Reconnect subtest finds a box again with it). Nil: Provider.
+	Reopen func(t *testing.T) providers.Provider
+	// RemoveSnapshot removes a snapshot the Snapshot subtest made, when the
+	// provider keeps snapshots somewhere a test run must clean up.
+	RemoveSnapshot func(id string) error
 }
 
 // Bounds the suite waits for; generous, since machines are shared and noisy.
@@ -161,6 +170,11 @@ func Run(t *testing.T, h Harness) {
 		{"AttachDestroyed", testAttachDestroyed},
 		{"Lifetime", testLifetime},
 		{"Files", testFiles},
+		{"Suspend", testSuspend},
+		{"SuspendErrors", testSuspendErrors},
+		{"SuspendLifetime", testSuspendLifetime},
+		{"Snapshot", testSnapshot},
+		{"Reconnect", testReconnect},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, s) })
 	}

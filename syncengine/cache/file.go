@@ -594,7 +594,10 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 	if inBox && links > 1 {
 		// A name of a hard link: replacing it would split it from its
 		// other names. Written in place instead (not atomic, as on a disk).
-		fi, err = c.writeInPlace(ctx, c.abs(rel), src, o)
+		var replaced bool
+		if fi, replaced, err = c.writeLinked(ctx, rel, src, o); replaced {
+			links = 1
+		}
 	} else {
 		fi, err = c.sw.WriteFileStat(ctx, c.abs(rel), src, o)
 	}
@@ -629,6 +632,20 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 	c.linksChangedLocked(rel, fi, true)
 	c.mu.Unlock()
 	return nil
+}
+
+// writeLinked writes src over rel, a name of a file with several, in
+// place. Where the box will not (another of its names is outside the
+// workspace: Unsafe), the name is replaced instead and leaves the link;
+// replaced says so.
+func (c *Cache) writeLinked(ctx context.Context, rel string, src *os.File, o providers.WriteOptions) (fi providers.FileInfo, replaced bool, err error) {
+	fi, err = c.writeInPlace(ctx, c.abs(rel), src, o)
+	if !providers.IsCode(err, providers.Unsafe) {
+		return fi, false, err
+	}
+	c.log.Warn("a hard-linked file with a name outside the workspace is replaced, not written in place", "path", rel, "err", err)
+	fi, err = c.sw.WriteFileStat(ctx, c.abs(rel), io.NewSectionReader(src, 0, 1<<62), o)
+	return fi, true, err
 }
 
 // writeInPlace writes src over the box file abs, which exists, then cuts

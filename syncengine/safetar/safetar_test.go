@@ -675,3 +675,26 @@ func TestExtractStalledStream(t *testing.T) {
 	}
 	p.check(t, rc)
 }
+
+// A directory that already exists on the host keeps its mode: only what
+// the extraction makes gets the archive's (capped) mode.
+func TestExtractKeepsExistingDirModes(t *testing.T) {
+	p := newPlace(t)
+	for _, d := range []string{"priv", "priv/sub"} {
+		if err := os.Mkdir(filepath.Join(p.dst, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(filepath.Join(p.dst, d), 0o700)
+	}
+	arc := newArc().dir("priv", 0o755).dir("priv/sub", 0o777).file("priv/sub/f", 0o644, "x").
+		dir("new", 0o750).file("implied/f", 0o644, "y").end()
+	if _, err := safetar.Extract(context.Background(), bytes.NewReader(arc), p.dst, safetar.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for rel, want := range map[string]fs.FileMode{"priv": 0o700, "priv/sub": 0o700, "new": 0o750, "implied": 0o755} {
+		fi, err := os.Stat(filepath.Join(p.dst, rel))
+		if err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %v (%v), want %v", rel, fi.Mode().Perm(), err, want)
+		}
+	}
+}

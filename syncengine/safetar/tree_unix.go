@@ -69,9 +69,11 @@ func (t *tree) dir(segs []string, create bool) (int, Reason, error) {
 		parent := t.top()
 		fd, err := unix.Openat(parent, seg, dirFlags, 0)
 		if err == unix.ENOENT && create {
+			made := false
 			if err = unix.Mkdirat(parent, seg, 0o700); err == nil || err == unix.EEXIST {
+				made = err == nil
 				fd, err = unix.Openat(parent, seg, dirFlags, 0)
-				if err == nil {
+				if err == nil && made {
 					err = unix.Fchmod(fd, 0o755) // an implied parent; mkdirat's mode passed the umask
 				}
 			}
@@ -112,12 +114,14 @@ func classify(parent int, seg string, err error) Reason {
 }
 
 // mkdir makes (or finds) the directory base in the directory pfd, which is
-// the chain's top, gives it mode, and pushes it on the chain.
+// the chain's top, and pushes it on the chain. A directory it makes gets
+// mode; one that was there keeps its own (the host's choice).
 func (t *tree) mkdir(pfd int, base string, mode fs.FileMode) (Reason, error) {
 	err := unix.Mkdirat(pfd, base, 0o700)
 	if err != nil && err != unix.EEXIST {
 		return "", hostError(op, base, err)
 	}
+	made := err == nil
 	fd, err := unix.Openat(pfd, base, dirFlags, 0)
 	if err != nil {
 		if reason := classify(pfd, base, err); reason != "" {
@@ -125,9 +129,11 @@ func (t *tree) mkdir(pfd int, base string, mode fs.FileMode) (Reason, error) {
 		}
 		return "", hostError(op, base, err)
 	}
-	if err := unix.Fchmod(fd, uint32(mode.Perm())); err != nil {
-		unix.Close(fd)
-		return "", hostError(op, base, err)
+	if made {
+		if err := unix.Fchmod(fd, uint32(mode.Perm())); err != nil {
+			unix.Close(fd)
+			return "", hostError(op, base, err)
+		}
 	}
 	t.names = append(t.names, base)
 	t.fds = append(t.fds, fd)

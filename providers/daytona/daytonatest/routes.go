@@ -37,6 +37,7 @@ func (s *Server) served() []route {
 		{Route{"api", "DELETE", "/sandbox/{sandboxIdOrName}"}, s.deleteSandbox},
 		{Route{"api", "POST", "/sandbox/{sandboxIdOrName}/start"}, s.startSandbox},
 		{Route{"api", "POST", "/sandbox/{sandboxIdOrName}/stop"}, s.stopHandler},
+		{Route{"api", "POST", "/sandbox/{sandboxIdOrName}/snapshot"}, s.createSandboxSnapshot},
 		{Route{"api", "PUT", "/sandbox/{sandboxIdOrName}/labels"}, s.replaceLabels},
 		{Route{"api", "POST", "/sandbox/{sandboxId}/last-activity"}, s.lastActivity},
 		{Route{"api", "GET", "/sandbox/{sandboxId}/toolbox-proxy-url"}, s.toolboxProxyURL},

@@ -181,12 +181,19 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, nestError(http.StatusBadRequest, "invalid body: "+err.Error()))
 		return
 	}
-	if msg := checkCreate(req); msg != "" {
+	msg := checkCreate(req)
+	if msg == "" {
+		msg = s.checkSnapshot(req.Snapshot)
+	}
+	if msg != "" {
 		writeJSON(w, http.StatusBadRequest, nestError(http.StatusBadRequest, msg))
 		return
 	}
 	sb := s.newSandbox(req)
 	dir, err := os.MkdirTemp(s.root, "sandbox-")
+	if err == nil {
+		err = s.fromSnapshot(req.Snapshot, dir)
+	}
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, nestError(http.StatusInternalServerError, err.Error()))
 		return
@@ -247,7 +254,7 @@ func (s *Server) newSandbox(req createSandbox) *sandbox {
 		sb.env = map[string]string{}
 	}
 	sb.name = cmp.Or(sb.name, sb.id)
-	sb.snapshot = cmp.Or(sb.snapshot, "daytonaio/sandbox:daytonatest")
+	sb.snapshot = cmp.Or(sb.snapshot, baseSnapshot)
 	sb.target = cmp.Or(sb.target, "us")
 	sb.user = cmp.Or(sb.user, "daytona")
 	for _, f := range []struct {
@@ -298,10 +305,13 @@ func (s *Server) settle(sb *sandbox, now time.Time) {
 	sb.state = stateStarted
 }
 
-// advance carries out what time has settled: a stop that has taken its
-// time, and a DELETE past its lag (the sandbox is then destroyed, its
+// advance carries out what time has settled: a snapshot or a stop that has
+// taken its time, and a DELETE past its lag (the sandbox is then destroyed, its
 // processes killed in the background). Caller holds s.mu.
 func (s *Server) advance(sb *sandbox, now time.Time) {
+	if sb.state == stateSnapshotting && !now.Before(sb.settleAt) {
+		sb.state, sb.updatedAt = stateStarted, now
+	}
 	if sb.state == stateStopping && !now.Before(sb.settleAt) {
 		sb.state, sb.updatedAt = stateStopped, now
 		if sb.autoDelete == 0 {

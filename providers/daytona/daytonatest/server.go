@@ -16,7 +16,11 @@
 // accepted DELETE sets desiredState destroyed and leaves state as it was
 // for Options.DeleteLag (reads show the sandbox, its toolbox answers),
 // then the sandbox is destroyed and reads answer 404. A paused sandbox is
-// resumed by start. Its ttlMinutes destroys it in any state; its
+// resumed by start. A snapshot of a started sandbox copies its directory
+// and leaves it snapshotting for Options.SnapshottingFor; a create naming
+// that snapshot starts with the copy, and one naming a snapshot never
+// taken (nor the base one) answers 400 "Snapshot X not found", as
+// Daytona does. Its ttlMinutes destroys it in any state; its
 // autoStopInterval stops it when idle, and an autoDeleteInterval of 0 then
 // deletes it. Listings (a JSON labels filter, repeated states, cursor
 // pagination with a tiny page size) are eventually consistent: a sandbox
@@ -110,6 +114,9 @@ type Options struct {
 	FollowLinger time.Duration
 	// Latency is added before every answer.
 	Latency time.Duration
+	// SnapshottingFor is how long a snapshot leaves a sandbox snapshotting.
+	// Default 100 ms.
+	SnapshottingFor time.Duration
 	// Minute is how long the fake's minute lasts, for ttlMinutes and
 	// autoStopInterval. Default time.Minute.
 	Minute time.Duration
@@ -182,6 +189,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox // by id; destroyed ones stay until they are no longer listed
+	snapshots map[string]string   // snapshots taken: name -> the copy of the sandbox's directory
 	requests  []*Request
 	count     int
 	fault     FaultFunc
@@ -202,13 +210,14 @@ func New(opts Options) *Server {
 		opts.Minute = time.Minute
 	}
 	opts.StoppingFor = orDefault(opts.StoppingFor, 100*time.Millisecond)
+	opts.SnapshottingFor = orDefault(opts.SnapshottingFor, 100*time.Millisecond)
 	opts.DeleteLag = orDefault(opts.DeleteLag, 200*time.Millisecond)
 	opts.FollowLinger = orDefault(opts.FollowLinger, 50*time.Millisecond)
 	root, err := os.MkdirTemp("", "daytonatest-")
 	if err != nil {
 		panic(fmt.Sprintf("daytonatest: %v", err))
 	}
-	s := &Server{opts: opts, root: root, sandboxes: map[string]*sandbox{}, stop: make(chan struct{})}
+	s := &Server{opts: opts, root: root, sandboxes: map[string]*sandbox{}, snapshots: map[string]string{}, stop: make(chan struct{})}
 	s.mux = s.routes()
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.wg.Add(1)

@@ -50,6 +50,9 @@ func (s *Server) apiMux() http.Handler {
 	mux.HandleFunc("DELETE /sandboxes/{id}", s.kill)
 	mux.HandleFunc("POST /sandboxes/{id}/timeout", s.setTimeout)
 	mux.HandleFunc("POST /v2/sandboxes/{id}/connect", s.connect)
+	mux.HandleFunc("POST /sandboxes/{id}/pause", s.pause)
+	mux.HandleFunc("POST /sandboxes/{id}/snapshots", s.snapshot)
+	mux.HandleFunc("DELETE /templates/{templateID}", s.deleteTemplate)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-API-KEY") != s.opts.APIKey {
 			jsonError(w, http.StatusUnauthorized, "Invalid API key, it must start with 'e2b_' prefix")
@@ -67,7 +70,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, http.StatusBadRequest, "request body has an error: %v", err)
 		return
 	}
-	tpl, ok := s.opts.Templates[body.TemplateID]
+	tpl, snap, ok := s.template(body.TemplateID)
 	if !ok {
 		jsonError(w, http.StatusNotFound, "template '%s' not found", body.TemplateID)
 		return
@@ -85,6 +88,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sb, err := s.newSandbox(body, tpl, timeout)
+	if err == nil && snap != "" {
+		err = copyDir(snap, sb.home)
+	}
 	if err != nil {
 		jsonError(w, http.StatusInternalServerError, "creating the sandbox: %v", err)
 		return
@@ -94,7 +100,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
 	sb := s.get(r.PathValue("id"))
-	if sb == nil || !sb.running() {
+	if sb == nil || !sb.exists() {
 		jsonError(w, http.StatusNotFound, "sandbox \"%s\" doesn't exist or you don't have access to it", r.PathValue("id"))
 		return
 	}
@@ -103,7 +109,7 @@ func (s *Server) detail(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) kill(w http.ResponseWriter, r *http.Request) {
 	sb := s.get(r.PathValue("id"))
-	if sb == nil || !sb.running() {
+	if sb == nil || !sb.exists() {
 		jsonError(w, http.StatusNotFound, "sandbox \"%s\" not found", r.PathValue("id"))
 		return
 	}
@@ -133,27 +139,49 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// connect answers POST /v2/sandboxes/{id}/connect: a running sandbox's
+// timeout is extended (never shortened) to the one given (default 300 s),
+// 200; a paused one is resumed with it, 201.
 func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Timeout *int32 `json:"timeout"`
 		Memory  *bool  `json:"memory"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		jsonError(w, http.StatusBadRequest, "request body has an error: %v", err)
+	sb := s.known(w, r, &body)
+	if sb == nil {
 		return
 	}
-	sb := s.get(r.PathValue("id"))
-	if sb == nil || !sb.running() {
-		jsonError(w, http.StatusNotFound, "sandbox \"%s\" not found", r.PathValue("id"))
-		return
-	}
+	timeout := 300 * time.Second
 	if body.Timeout != nil {
-		end := time.Now().Add(time.Duration(*body.Timeout) * time.Second)
-		if end.After(sb.end()) {
-			sb.setEnd(end)
-		}
+		timeout = time.Duration(*body.Timeout) * time.Second
+	}
+	if sb.state() == "paused" {
+		sb.resume(timeout)
+		writeJSON(w, http.StatusCreated, sb.info(false))
+		return
+	}
+	if end := time.Now().Add(timeout); end.After(sb.end()) {
+		sb.setEnd(end)
 	}
 	writeJSON(w, http.StatusOK, sb.info(false))
+}
+
+// pause answers POST /sandboxes/{id}/pause (SandboxPauseRequest: memory,
+// default true): 204; 409 for a sandbox already paused, 404 for one not
+// known.
+func (s *Server) pause(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Memory *bool `json:"memory"`
+	}
+	sb := s.known(w, r, &body)
+	if sb == nil {
+		return
+	}
+	if !sb.pause(body.Memory == nil || *body.Memory) {
+		jsonError(w, http.StatusConflict, "sandbox \"%s\" is already paused", r.PathValue("id"))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // list answers GET /v2/sandboxes.
@@ -168,9 +196,8 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	for _, v := range q["state"] {
 		states = append(states, strings.Split(v, ",")...)
 	}
-	if len(states) > 0 && !slices.Contains(states, "running") {
-		writeJSON(w, http.StatusOK, []any{}) // the fake has no paused sandboxes
-		return
+	if len(states) == 0 {
+		states = []string{"running", "paused"}
 	}
 	limit := s.opts.PageSize
 	if v := q.Get("limit"); v != "" {
@@ -184,7 +211,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	var all []*sandbox
 	for _, sb := range s.sandboxes {
-		if sb.running() && matches(sb.metadata, filters) {
+		if sb.exists() && slices.Contains(states, sb.state()) && matches(sb.metadata, filters) {
 			all = append(all, sb)
 		}
 	}
@@ -296,4 +323,22 @@ func newID(n int) string {
 		b[i] = alphabet[int(b[i])%len(alphabet)]
 	}
 	return string(b)
+}
+
+// known decodes a request's optional JSON body into body and returns the
+// sandbox its path names, running or paused; else it answers 400 or 404
+// and returns nil.
+func (s *Server) known(w http.ResponseWriter, r *http.Request, body any) *sandbox {
+	if r.ContentLength != 0 {
+		if err := json.NewDecoder(r.Body).Decode(body); err != nil {
+			jsonError(w, http.StatusBadRequest, "request body has an error: %v", err)
+			return nil
+		}
+	}
+	sb := s.get(r.PathValue("id"))
+	if sb == nil || !sb.exists() {
+		jsonError(w, http.StatusNotFound, "sandbox \"%s\" not found", r.PathValue("id"))
+		return nil
+	}
+	return sb
 }

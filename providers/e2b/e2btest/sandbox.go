@@ -27,11 +27,13 @@ type sandbox struct {
 
 	gone chan struct{} // closed when the sandbox ends
 
-	mu    sync.Mutex
-	endAt time.Time
-	ended bool
-	timer *time.Timer
-	procs map[uint32]*proc
+	mu     sync.Mutex
+	endAt  time.Time
+	ended  bool
+	paused bool
+	away   chan struct{} // closed while the sandbox is paused or ended: its streams are cut
+	timer  *time.Timer
+	procs  map[uint32]*proc
 }
 
 func (s *Server) newSandbox(body newSandboxBody, tpl Template, timeout time.Duration) (*sandbox, error) {
@@ -55,7 +57,7 @@ func (s *Server) newSandbox(body newSandboxBody, tpl Template, timeout time.Dura
 		s: s, id: id, template: body.TemplateID, tpl: tpl, token: newID(32),
 		home: home, tmp: tmp, env: env, metadata: maps.Clone(body.Metadata),
 		startedAt: time.Now().UTC(), allowNet: body.AllowInternetAccess, network: body.Network,
-		procs: map[uint32]*proc{}, gone: make(chan struct{}),
+		procs: map[uint32]*proc{}, gone: make(chan struct{}), away: make(chan struct{}),
 	}
 	sb.endAt = sb.startedAt.Add(timeout)
 	sb.timer = time.AfterFunc(timeout, func() { s.end(sb, "timeout") })
@@ -66,13 +68,28 @@ func (s *Server) newSandbox(body newSandboxBody, tpl Template, timeout time.Dura
 	return sb, nil
 }
 
+// running reports whether the sandbox runs: not ended, not paused.
 func (sb *sandbox) running() bool {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return !sb.ended && !sb.paused
+}
+
+// exists reports whether the control plane knows the sandbox: running or
+// paused.
+func (sb *sandbox) exists() bool {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	return !sb.ended
 }
 
-func (sb *sandbox) goneCh() <-chan struct{} { return sb.gone }
+// goneCh is closed when the sandbox pauses or ends: the streams to it are
+// cut then.
+func (sb *sandbox) goneCh() <-chan struct{} {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.away
+}
 
 func (sb *sandbox) end() time.Time {
 	sb.mu.Lock()
@@ -102,6 +119,9 @@ func (s *Server) end(sb *sandbox, why string) {
 	sb.ended = true
 	sb.timer.Stop()
 	close(sb.gone)
+	if !sb.paused {
+		close(sb.away)
+	}
 	procs := make([]*proc, 0, len(sb.procs))
 	for _, p := range sb.procs {
 		procs = append(procs, p)
@@ -116,6 +136,58 @@ func (s *Server) end(sb *sandbox, why string) {
 	}
 	os.RemoveAll(filepath.Join(s.root, sb.id))
 	s.log.Info("e2btest: sandbox ended", "id", sb.id, "why", why)
+}
+
+// pause pauses a running sandbox: its processes are stopped (with memory)
+// or killed (without: a resume boots it again from its disk), its streams
+// cut, its timeout stopped. It reports false for a sandbox already paused.
+func (sb *sandbox) pause(memory bool) bool {
+	sb.mu.Lock()
+	if sb.paused || sb.ended {
+		sb.mu.Unlock()
+		return false
+	}
+	sb.paused = true
+	sb.timer.Stop()
+	close(sb.away)
+	sb.mu.Unlock()
+	if memory {
+		signalTagged("E2B_SANDBOX_ID="+sb.id, syscall.SIGSTOP)
+	} else {
+		killTagged("E2B_SANDBOX_ID=" + sb.id)
+	}
+	return true
+}
+
+// resume thaws a paused sandbox, to end timeout from now.
+func (sb *sandbox) resume(timeout time.Duration) {
+	sb.mu.Lock()
+	if !sb.paused || sb.ended {
+		sb.mu.Unlock()
+		return
+	}
+	sb.paused = false
+	sb.away = make(chan struct{})
+	sb.endAt = time.Now().Add(timeout)
+	sb.timer.Reset(timeout)
+	sb.mu.Unlock()
+	signalTagged("E2B_SANDBOX_ID="+sb.id, syscall.SIGCONT)
+}
+
+// signalTagged sends sig, once, to every process whose environment holds
+// tag.
+func signalTagged(tag string, sig syscall.Signal) {
+	needle := append([]byte(tag), 0)
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		env, err := os.ReadFile(d + "/environ")
+		if err != nil || !bytes.Contains(append([]byte{0}, env...), append([]byte{0}, needle...)) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(d)); err == nil && pid != os.Getpid() {
+			syscall.Kill(pid, sig)
+		}
+	}
 }
 
 // killTagged kills every process whose environment holds tag, until none
@@ -162,7 +234,7 @@ func (sb *sandbox) info(detail bool) map[string]any {
 		m["diskSizeMB"] = sb.tpl.DiskMB
 		m["startedAt"] = sb.startedAt.Format(time.RFC3339Nano)
 		m["endAt"] = sb.end().UTC().Format(time.RFC3339Nano)
-		m["state"] = "running"
+		m["state"] = sb.state()
 		m["metadata"] = sb.metadata
 		m["allowInternetAccess"] = sb.allowNet
 		if sb.network != nil {
@@ -186,6 +258,16 @@ func (sb *sandbox) listed() map[string]any {
 		"diskSizeMB":  sb.tpl.DiskMB,
 		"envdVersion": sb.s.opts.EnvdVersion,
 		"metadata":    sb.metadata,
-		"state":       "running",
+		"state":       sb.state(),
 	}
+}
+
+// state is SandboxState: running or paused.
+func (sb *sandbox) state() string {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if sb.paused {
+		return "paused"
+	}
+	return "running"
 }

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 
+	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/providers/e2b/e2btest"
 	"github.com/boxfs/boxfs/providers/e2b/internal/envd/filesystem"
 	"github.com/boxfs/boxfs/providers/e2b/internal/envd/process"
@@ -96,6 +97,27 @@ await step('kill_command', async () => {
   return { listed, killed, exitCode };
 });
 await step('timeout', async () => { await sbx.setTimeout(60000); const i = await sbx.getInfo(); return { state: i.state, cpuCount: i.cpuCount, memoryMB: i.memoryMB, left: Math.round((i.endAt - Date.now()) / 1000) }; });
+await step('pause', async () => {
+  await sbx.files.write('paused.txt', 'kept while paused');
+  const h = await sbx.commands.run('sleep 300', { background: true });
+  const paused = await sbx.pause();
+  const again = await Sandbox.pause(sbx.sandboxId);
+  const state = (await Sandbox.getInfo(sbx.sandboxId)).state;
+  const back = await Sandbox.connect(sbx.sandboxId, { timeoutMs: 60000 });
+  const text = await back.files.read('paused.txt');
+  const alive = (await back.commands.list()).some(p => p.pid === h.pid);
+  await back.commands.kill(h.pid);
+  return { paused, again, state, text, alive, after: (await back.getInfo()).state };
+});
+await step('snapshot', async () => {
+  await sbx.files.write('snap.txt', 'in the snapshot');
+  const snap = await sbx.createSnapshot({ name: 'sdk-snap' });
+  await sbx.files.write('snap.txt', 'after the snapshot');
+  const copy = await Sandbox.create(snap.snapshotId, { timeoutMs: 60000 });
+  const text = await copy.files.read('snap.txt');
+  await copy.kill();
+  return { id: snap.snapshotId, names: snap.names, text, deleted: await Sandbox.deleteSnapshot(snap.snapshotId), again: await Sandbox.deleteSnapshot(snap.snapshotId) };
+});
 await step('kill', async () => ({ first: await Sandbox.kill(sbx.sandboxId), second: await Sandbox.kill(sbx.sandboxId), running: await sbx.isRunning() }));
 console.log(JSON.stringify(out));
 `
@@ -142,12 +164,22 @@ type sdkResult struct {
 		CPUCount, MemoryMB int
 		Left               int
 	} `json:"timeout"`
+	Pause struct {
+		Paused, Again, Alive bool
+		State, After, Text   string
+	} `json:"pause"`
+	Snapshot struct {
+		ID, Text       string
+		Names          []string
+		Deleted, Again bool
+	} `json:"snapshot"`
 	Kill struct{ First, Second, Running bool } `json:"kill"`
 }
 
 // TestOfficialSDK drives the fake with the official E2B JavaScript SDK,
 // pointed at it by E2B_API_URL and E2B_SANDBOX_URL: create, commands with
-// env, stdin and kill, files, watch, list by metadata, timeout and kill.
+// env, stdin and kill, files, watch, list by metadata, pause and connect,
+// snapshots, timeout and kill.
 // It needs Node and npm (and the npm registry on its first run); without
 // them it is skipped.
 func TestOfficialSDK(t *testing.T) {
@@ -203,6 +235,17 @@ func TestOfficialSDK(t *testing.T) {
 	assert.Equal(t, "running", res.Timeout.State)
 	assert.Equal(t, 2, res.Timeout.CPUCount)
 	assert.InDelta(t, 60, res.Timeout.Left, 5)
+	assert.True(t, res.Pause.Paused, "pause of a running sandbox")
+	assert.False(t, res.Pause.Again, "pause of a paused sandbox")
+	assert.Equal(t, "paused", res.Pause.State)
+	assert.Equal(t, "kept while paused", res.Pause.Text)
+	assert.True(t, res.Pause.Alive, "a process started before the pause, after connect")
+	assert.Equal(t, "running", res.Pause.After)
+	assert.Equal(t, "e2btest/sdk-snap:default", res.Snapshot.ID)
+	assert.Equal(t, []string{res.Snapshot.ID}, res.Snapshot.Names)
+	assert.Equal(t, "in the snapshot", res.Snapshot.Text)
+	assert.True(t, res.Snapshot.Deleted)
+	assert.False(t, res.Snapshot.Again, "a second delete of the snapshot")
 	assert.Equal(t, struct{ First, Second, Running bool }{true, false, false}, res.Kill)
 	assert.Empty(t, srv.SandboxIDs())
 
@@ -225,15 +268,11 @@ func TestOfficialSDK(t *testing.T) {
 // path of its ES module; it skips the test without Node and npm.
 func installSDK(t *testing.T) string {
 	t.Helper()
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("the official SDK check needs %s, which is not installed", tool)
-		}
-	}
+	testbox.RequireNPM(t)
 	out, err := exec.Command("node", "-p", "process.versions.node").Output()
 	require.NoError(t, err)
 	if v := strings.Split(strings.TrimSpace(string(out)), "."); len(v) < 2 || atoi(v[0]) < 20 || atoi(v[0]) == 20 && atoi(v[1]) < 18 {
-		t.Skipf("the e2b SDK needs Node 20.18 or later; this is %s", out)
+		testbox.NPMUnavailable(t, "the e2b SDK needs Node 20.18 or later; this is %s", out)
 	}
 	cache, err := os.UserCacheDir()
 	require.NoError(t, err)

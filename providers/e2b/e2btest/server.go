@@ -8,9 +8,14 @@
 // The control plane (X-API-KEY) answers POST /v2/sandboxes (201), GET and
 // DELETE /sandboxes/{id} (404 for an unknown or ended sandbox), POST
 // /sandboxes/{id}/timeout (which replaces the end time, so it can extend
-// it), POST /v2/sandboxes/{id}/connect, and GET /v2/sandboxes filtered by
-// metadata (the doubly URL-encoded "k=v&k2=v2" query the SDK sends) and
-// state, newest first, paged by limit with the X-Next-Token header. Errors
+// it), POST /sandboxes/{id}/pause (its processes stopped with their
+// memory, its streams cut, its timeout stopped; envd answers 502 while it
+// is paused), POST /v2/sandboxes/{id}/connect (which resumes a paused
+// sandbox, 201), POST /sandboxes/{id}/snapshots (a copy of the sandbox's
+// home, under a template id a create takes; DELETE /templates/{id} removes
+// it), and GET /v2/sandboxes filtered by metadata (the doubly URL-encoded
+// "k=v&k2=v2" query the SDK sends) and state, newest first, paged by limit
+// with the X-Next-Token header. Errors
 // are JSON {code, message}. A template fixes a sandbox's CPUs, memory and
 // disk; a sandbox ends (its processes killed, GET answers 404) when its
 // timeout passes.
@@ -129,6 +134,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
+	snapshots map[string]snapshot // snapshot templates by id
 	fault     FaultFunc
 	count     int
 	requests  []Request
@@ -156,7 +162,7 @@ func New(opts Options) *Server {
 	if err != nil {
 		panic(fmt.Sprintf("e2btest: %v", err))
 	}
-	s := &Server{opts: opts, root: root, sandboxes: map[string]*sandbox{}, log: opts.Logger}
+	s := &Server{opts: opts, root: root, sandboxes: map[string]*sandbox{}, snapshots: map[string]snapshot{}, log: opts.Logger}
 	s.reaper, s.reaperCmd = startReaper(root)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -228,13 +234,13 @@ func (s *Server) Requests() []Request {
 	return slices.Clone(s.requests)
 }
 
-// SandboxIDs returns the ids of the sandboxes still running.
+// SandboxIDs returns the ids of the sandboxes still running or paused.
 func (s *Server) SandboxIDs() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var ids []string
 	for id, sb := range s.sandboxes {
-		if sb.running() {
+		if sb.exists() {
 			ids = append(ids, id)
 		}
 	}

@@ -84,6 +84,11 @@ func (s *Server) create(r *pb.SandboxCreateRequest) (*pb.SandboxCreateResponse, 
 	if sb.dir, err = os.MkdirTemp("", "modaltest-"+sb.id+"-"); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
+	if d := s.images[def.GetImageId()].dir; d != "" {
+		if err := copyDir(d, sb.dir); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+	}
 	timeout := time.Duration(def.GetTimeoutSecs()) * time.Second
 	if timeout == 0 {
 		timeout = 300 * time.Second
@@ -119,27 +124,33 @@ func (s *Server) finish(sb *sandbox, st pb.GenericResult_GenericStatus, why stri
 // killTagged kills every process of this machine whose environment holds
 // MODAL_SANDBOX_ID=id, until none is left (a fork may race one pass).
 func killTagged(id string) {
-	marker := []byte("MODAL_SANDBOX_ID=" + id + "\x00")
 	for range 5 {
-		ents, _ := os.ReadDir("/proc")
-		found := false
-		for _, e := range ents {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil || pid == os.Getpid() {
-				continue
-			}
-			env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-			if err != nil || !bytes.Contains(append([]byte{0}, env...), append([]byte{0}, marker...)) {
-				continue
-			}
-			found = true
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-		if !found {
+		if !signalTagged(id, syscall.SIGKILL) {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// signalTagged sends sig to every process of this machine whose
+// environment holds MODAL_SANDBOX_ID=id, and reports whether there was any.
+func signalTagged(id string, sig syscall.Signal) bool {
+	marker := []byte("MODAL_SANDBOX_ID=" + id + "\x00")
+	ents, _ := os.ReadDir("/proc")
+	found := false
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !bytes.Contains(append([]byte{0}, env...), append([]byte{0}, marker...)) {
+			continue
+		}
+		found = true
+		syscall.Kill(pid, sig)
+	}
+	return found
 }
 
 // info is the sandbox as SandboxList reports it.

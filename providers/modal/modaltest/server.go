@@ -19,7 +19,9 @@
 // SandboxGetTaskId, waited on, terminated (TERMINATED), listed by tags
 // (all must match) newest first in pages of Options.PageSize paged by
 // before_timestamp, tagged, tunnelled (a port's tunnel is 127.0.0.1 and
-// the port itself). The router starts execs, streams stdout and stderr
+// the port itself). The router snapshots a task's filesystem (its
+// sandbox's own directory, copied) into an image that new sandboxes start
+// from, starts execs, streams stdout and stderr
 // from any offset (stderr may be joined to stdout or discarded), takes
 // stdin writes at an offset (a byte already written is not written again;
 // a gap is refused) with an explicit EOF, answers waits (a wait longer than
@@ -123,6 +125,7 @@ type Server struct {
 	mu        sync.Mutex
 	apps      map[string]string // name -> id
 	images    map[string]*image // id ->
+	snapshots map[string]string // snapshot_id of a TaskSnapshotFilesystem -> its image id
 	imageKeys map[string]string // dockerfile -> id
 	secrets   map[string]map[string]string
 	sandboxes map[string]*sandbox
@@ -145,6 +148,7 @@ type token struct {
 type image struct {
 	id     string
 	result *pb.GenericResult
+	dir    string // a filesystem snapshot's copy of the sandbox's directory; "" for a registry image
 }
 
 // New starts a fake on a free port of 127.0.0.1.
@@ -173,7 +177,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		opts: opts, lis: lis,
-		apps: map[string]string{}, images: map[string]*image{}, imageKeys: map[string]string{},
+		apps: map[string]string{}, images: map[string]*image{}, imageKeys: map[string]string{}, snapshots: map[string]string{},
 		secrets: map[string]map[string]string{}, sandboxes: map[string]*sandbox{}, tasks: map[string]*sandbox{},
 		tokens: map[string]token{}, idem: map[string]any{}, unauthed: map[string]bool{},
 	}

@@ -6,13 +6,13 @@ import (
 	"mime/multipart"
 	"net/url"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/providers/daytona/daytonatest/spec"
 )
 
@@ -21,12 +21,7 @@ import (
 // registry; without npm it is skipped (BOXFS_REQUIRE_NPM=1 makes that a
 // failure, as CI sets it).
 func TestTableFollowsPinnedPacks(t *testing.T) {
-	if _, err := exec.LookPath("npm"); err != nil {
-		if os.Getenv("BOXFS_REQUIRE_NPM") == "1" {
-			t.Fatalf("npm is not on PATH and BOXFS_REQUIRE_NPM=1: %v", err)
-		}
-		t.Skipf("npm is not on PATH, so the pinned packs cannot be fetched to compare (%v); the committed table is still checked by the other tests", err)
-	}
+	testbox.RequireNPM(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	s, warnings, err := spec.Generate(ctx, t.TempDir())

@@ -3,7 +3,6 @@ package sdkwire_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"slices"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
 
+	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/providers/modal/internal/pb"
 	"github.com/boxfs/boxfs/providers/modal/internal/sdkwire"
 )
@@ -208,14 +208,12 @@ func TestGoldenIsTheSDKs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fetching the SDK with npm pack; -short skips it")
 	}
-	if _, err := exec.LookPath("npm"); err != nil {
-		t.Skip("npm is not installed: the golden file cannot be re-checked against " + sdkwire.Package)
-	}
+	testbox.RequireNPM(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	js, err := sdkwire.Fetch(ctx, t.TempDir())
 	if err != nil {
-		t.Skipf("npm pack %s failed (no registry here?): %v", sdkwire.Package, err)
+		testbox.NPMUnavailable(t, "npm pack %s failed (no registry here?): %v", sdkwire.Package, err)
 	}
 	sdk, err := sdkwire.Extract(js)
 	require.NoError(t, err)

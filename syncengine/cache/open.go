@@ -1,0 +1,20 @@
+package cache
+
+// OpenFiles returns the paths of the files that have opens, sorted: what a
+// caller that is about to take the box away (a suspend) would cut off.
+func (c *Cache) OpenFiles() []string {
+	c.mu.Lock()
+	var fs []*file
+	for _, f := range c.files {
+		fs = append(fs, f)
+	}
+	c.mu.Unlock()
+	var out []string
+	for _, f := range fs {
+		if f.opens() > 0 {
+			out = append(out, f.path())
+		}
+	}
+	sortStrings(out)
+	return out
+}
