@@ -205,6 +205,8 @@ func (b *Box) Facts(ctx context.Context) (providers.Facts, error) {
 		Stdin:         providers.Bool(false),
 		StartedAt:     b.rec.Created,
 		MaxExecMs:     int(b.p.maxExec / time.Millisecond),
+		// Every box of the work disk can read and write this one's files.
+		FilesSharedWith: providers.SharedDisk,
 	}, nil
 }
 

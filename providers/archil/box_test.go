@@ -98,6 +98,26 @@ func TestTwoHosts(t *testing.T) {
 	assert.NoError(t, err)
 }
 
+// TestSharedDisk checks that facts say what a box's commands can do: read
+// the files of another box on the same work disk.
+func TestSharedDisk(t *testing.T) {
+	srv := archiltest.New(archiltest.Options{SharedMode: true})
+	t.Cleanup(srv.Close)
+	ctx := ctxT(t)
+	p := open(t, srv, nil)
+	one, err := p.Create(ctx, providers.Spec{})
+	require.NoError(t, err)
+	t.Cleanup(func() { one.Destroy(context.Background()) })
+	two, err := p.Create(ctx, providers.Spec{})
+	require.NoError(t, err)
+	t.Cleanup(func() { two.Destroy(context.Background()) })
+	run(t, ctx, one, "echo mine > note")
+	f, err := two.Facts(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, providers.SharedDisk, f.FilesSharedWith)
+	assert.Equal(t, "mine\n", run(t, ctx, two, "cat ../"+one.ID()+"/note"), "a box on the same disk read another's file")
+}
+
 // TestOrderInProcess checks that commands of one process run in the order
 // Exec was called, one at a time.
 func TestOrderInProcess(t *testing.T) {
