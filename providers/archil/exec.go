@@ -67,7 +67,7 @@ if ! ( set -C; : >"$D/$cid.run" ); then
 	if [ ! -f "$R" ]; then rm -rf -- "$D"; say gone; elif [ -e "$D/$cid.run" ]; then say dup; else say fail; fi
 	exit 0
 fi
-now=$(date +%s)
+printf -v now '%(%s)T' -1
 if ! mkdir -- "$L"; then
 	u=$(cat -- "$L/until")
 	case $u in '' | *[!0-9]*) u=$((now + 1)) ;; esac
@@ -96,7 +96,7 @@ pid=$!
 		w=
 		if [ -e "$D/$cid.kill" ]; then w=killed
 		elif [ ! -f "$R" ]; then w=gone
-		elif [ "$(date +%s)" -ge "$end" ]; then w=$why
+		elif printf -v t '%(%s)T' -1 && [ "$t" -ge "$end" ]; then w=$why
 		fi
 		[ -n "$w" ] || continue
 		echo "$w" >"$wf"
@@ -110,7 +110,8 @@ wait "$pid"
 rc=$?
 kill -KILL -- "-$wp"
 wait "$wp"
-w=$(cat -- "$wf")
+w=
+[ -f "$wf" ] && read -r w <"$wf"
 rm -f -- "$wf"
 [ -n "$w" ] || [ -f "$R" ] || w=gone
 kill -KILL -- "-$pid"
