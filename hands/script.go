@@ -21,6 +21,7 @@ type scripts struct {
 	box      providers.Box
 	exec     execFunc // box.Exec, telling Options.OnExec
 	liveness time.Duration
+	noStdin  bool // the box's facts say Exec takes no stdin: GetFiles passes names as arguments
 }
 
 var (
@@ -1060,7 +1061,8 @@ func (s *scripts) GetArchive(ctx context.Context, name string) (io.ReadCloser, e
 
 // GetFiles returns one tar of paths (relative to root, slash-separated),
 // each member named by its path and a directory as itself without its
-// contents: one exec of GNU tar with the names on stdin.
+// contents: one exec of GNU tar with the names on stdin, or on a box that
+// takes no stdin, with the names as arguments (getFilesByArgs).
 func (s *scripts) GetFiles(ctx context.Context, root string, paths []string) (io.ReadCloser, error) {
 	const op = "hands.GetFiles"
 	p, err := checkPath(op, s.box.ID(), root)
@@ -1074,6 +1076,9 @@ func (s *scripts) GetFiles(ctx context.Context, root string, paths []string) (io
 		}
 		names.WriteString(rel)
 		names.WriteByte(0)
+	}
+	if s.noStdin {
+		return s.getFilesByArgs(ctx, op, p, paths)
 	}
 	return s.stream(ctx, op, p, scriptGetFiles, &names, p)
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -254,6 +255,45 @@ func (b *boxT) must(t *testing.T, line string) string {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// liveProcesses reports what the box's facts.json says of processes
+// outliving their command: where they do not, a command's output arrives
+// when it ends, and nothing runs between commands.
+func (b *boxT) liveProcesses(t *testing.T) bool {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(b.dir, "facts.json"))
+	if err != nil {
+		t.Fatalf("facts.json: %v", err)
+	}
+	var f providers.Facts
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatalf("facts.json: %v\n%s", err, data)
+	}
+	return f.HasLiveProcesses()
+}
+
+// needCheapFileOps skips a test that makes thousands of file operations
+// through the mount (a git clone, gc and repack), on a box whose facts say
+// no process lives past its command: with no agent there, every operation
+// the box's own file API does not serve is one serverless call, and such
+// a test runs far past its bounds.
+func (b *boxT) needCheapFileOps(t *testing.T) {
+	t.Helper()
+	if !b.liveProcesses(t) {
+		t.Skip("the box's facts say liveProcesses: false; each file operation is a call of its own")
+	}
+}
+
+// needLiveProcesses skips a test whose steps need a process that outlives
+// its command, a command's output while it runs, or other work in the box
+// while a command runs, on a box whose facts say no process lives past
+// its own command (one serverless call per command, one at a time).
+func (b *boxT) needLiveProcesses(t *testing.T) {
+	t.Helper()
+	if !b.liveProcesses(t) {
+		t.Skip("the box's facts say liveProcesses: false; this needs a process that outlives its command")
+	}
+}
 
 // host runs a host tool with its working directory in dir (on the mount)
 // and returns its combined output; it fails the test on a non-zero exit.
