@@ -3,6 +3,8 @@
 package boxfsbin
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,10 +26,12 @@ var (
 func Path(t testing.TB) string {
 	t.Helper()
 	once.Do(func() {
-		// One fixed place, so test runs do not leave a binary each; every
+		// One fixed place per source tree, so test runs do not leave a
+		// binary each, and the tests of two checkouts (whose agents may
+		// speak different protocols) never upload each other's; every
 		// process builds to its own name and renames it into place, so a
 		// concurrent reader always finds a whole file.
-		dir := filepath.Join(os.TempDir(), "boxfs-testbin")
+		dir := filepath.Join(os.TempDir(), "boxfs-testbin", sourceTree())
 		if err = os.MkdirAll(dir, 0o755); err != nil {
 			return
 		}
@@ -45,4 +49,24 @@ func Path(t testing.TB) string {
 		t.Fatalf("building boxfs: %v\n%s", err, out)
 	}
 	return path
+}
+
+// sourceTree names the checkout the test runs in: a hash of the directory
+// holding its go.mod ("" when none is found).
+func sourceTree() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			sum := sha256.Sum256([]byte(dir))
+			return hex.EncodeToString(sum[:6])
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
 }
