@@ -73,6 +73,9 @@ func info(fi providers.FileInfo, partial, times bool) string {
 	if fi.IsSymlink() {
 		fmt.Fprintf(&b, " target=%q", fi.Target)
 	}
+	if fi.Mode&os.ModeDevice != 0 && !partial {
+		fmt.Fprintf(&b, " rdev=%d:%d", providers.DevMajor(fi.Rdev), providers.DevMinor(fi.Rdev))
+	}
 	if times {
 		fmt.Fprintf(&b, " mtime=%d", fi.Mtime.UnixNano())
 		if !partial {
@@ -347,6 +350,7 @@ var steps = []step{
 		}
 		return strings.Join([]string{errs(e1), s1, errs(e2), s2, errs(e3), errs(e4), s3, s4}, "\n")
 	}},
+	{"mknod", mknodStep},
 	{"readdir", func(ctx context.Context, f providers.Files, r string, p bool) string {
 		return dirStr(ctx, f, r+"/d", p) + "\n" + dirStr(ctx, f, r+"/d/f", p) + "\n" + dirStr(ctx, f, r+"/missing", p) + "\n" + dirStr(ctx, f, r+"/e/sub", p)
 	}},

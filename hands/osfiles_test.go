@@ -39,7 +39,7 @@ func infoOf(name string, fi os.FileInfo) providers.FileInfo {
 		Name: name, Mode: providers.FileModeFromUnix(st.Mode), Size: st.Size,
 		Mtime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec), Atime: time.Unix(st.Atim.Sec, st.Atim.Nsec),
 		Ctime: time.Unix(st.Ctim.Sec, st.Ctim.Nsec), Ino: st.Ino, Nlink: uint32(st.Nlink),
-		UID: st.Uid, GID: st.Gid, Dev: st.Dev,
+		UID: st.Uid, GID: st.Gid, Dev: st.Dev, Rdev: st.Rdev,
 	}
 }
 
