@@ -426,7 +426,7 @@ func (n *workNode) Create(ctx context.Context, name string, flags uint32, mode u
 	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
 		h, fi, err = c.Create(ctx, rel, int(flags), providers.FileModeFromUnix(mode).Perm())
 		if err == nil {
-			if fi, err = n.giveAway(ctx, c, rel, fi); err != nil {
+			if fi, err = n.settle(ctx, c, rel, fi, mode&0o7777); err != nil {
 				h.Release(ctx)
 			}
 		}
@@ -443,8 +443,7 @@ func (n *workNode) Create(ctx context.Context, name string, flags uint32, mode u
 
 func (n *workNode) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if mode&syscall.S_IFMT != syscall.S_IFREG {
-		n.v.b.SetErr(providers.Errorf(providers.Unsupported, "mknod", "only regular files can be made in a box's work tree"))
-		return nil, syscall.EPERM
+		return n.mknodSpecial(ctx, name, mode, dev, out)
 	}
 	ch, fh, _, errno := n.Create(ctx, name, syscall.O_CREAT|syscall.O_EXCL|syscall.O_WRONLY, mode&0o7777, out)
 	if errno == 0 {
@@ -462,7 +461,7 @@ func (n *workNode) Mkdir(ctx context.Context, name string, mode uint32, out *fus
 	var fi providers.FileInfo
 	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
 		if fi, err = c.Mkdir(ctx, rel, providers.FileModeFromUnix(mode).Perm()); err == nil {
-			fi, err = n.giveAway(ctx, c, rel, fi)
+			fi, err = n.settle(ctx, c, rel, fi, mode&0o7777)
 		}
 		return err
 	}); errno != 0 {
@@ -543,7 +542,7 @@ func (n *workNode) Symlink(ctx context.Context, target, name string, out *fuse.E
 	var fi providers.FileInfo
 	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
 		if fi, err = c.Symlink(ctx, target, rel); err == nil {
-			fi, err = n.giveAway(ctx, c, rel, fi)
+			fi, err = n.settle(ctx, c, rel, fi, ^uint32(0))
 		}
 		return err
 	}); errno != 0 {
