@@ -76,11 +76,17 @@ func joinRel(dir, name string) string {
 }
 
 // run performs one cache operation within the box's bounds, recording a
-// failure in the box's err file. A missing name, or a name taken (EEXIST,
+// failure in the box's err file. One that changes nothing goes on when
+// its caller is interrupted by a signal that does not end it (patient). A missing name, or a name taken (EEXIST,
 // ENOTEMPTY), is an answer, not a failure: git's lock files and its rmdir
 // of every directory a checkout left would otherwise bury the last real
 // error (a push that failed at close) under routine ones.
 func (n *workNode) run(ctx context.Context, mutation bool, extra time.Duration, fn func(ctx context.Context, c *cache.Cache) error) syscall.Errno {
+	if !mutation {
+		var done context.CancelFunc
+		ctx, done = patient(ctx)
+		defer done()
+	}
 	_, c, err := n.v.b.Parts(ctx)
 	if err == nil {
 		err = n.v.b.Do(ctx, mutation, extra, func(ctx context.Context) error { return fn(ctx, c) })
@@ -699,7 +705,9 @@ func (wh *workHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 		wh.mu.Lock()
 		known := wh.last.Size // the size this open's last fstat saw
 		wh.mu.Unlock()
-		rerr := b.Do(ctx, false, transferTime(max(known, off+int64(len(dest)))), func(ctx context.Context) (err error) {
+		pctx, done := patient(ctx)
+		defer done()
+		rerr := b.Do(pctx, false, transferTime(max(known, off+int64(len(dest)))), func(ctx context.Context) (err error) {
 			renewed, err = wh.h.Renew(ctx)
 			return err
 		})
