@@ -7,6 +7,7 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/syncengine/cache"
@@ -141,4 +142,40 @@ func fuseDev(dev uint64) uint32 {
 // Linux's 64-bit dev_t.
 func boxDev(d uint32) uint64 {
 	return providers.Mkdev((d&0xfff00)>>8, d&0xff|(d>>12)&0xfff00)
+}
+
+var _ gofs.FileAllocater = (*workHandle)(nil)
+
+// Allocate is fallocate(2) on an open file: mode 0 grows the file to
+// off+size with zeros, in the copy this open writes (pushed at close as
+// every write is); FALLOC_FL_KEEP_SIZE reserves blocks a reader never
+// sees, which a copy pushed whole has no use for. Punching or zeroing a
+// range is EOPNOTSUPP.
+func (wh *workHandle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	switch mode {
+	case unix.FALLOC_FL_KEEP_SIZE:
+		return 0
+	case 0:
+	default:
+		return syscall.EOPNOTSUPP
+	}
+	end := int64(off + size)
+	if end < 0 {
+		return syscall.EFBIG
+	}
+	cur, ok := wh.h.Attr()
+	if !ok {
+		wh.mu.Lock()
+		cur = wh.last
+		wh.mu.Unlock()
+	}
+	if end <= cur.Size {
+		return 0
+	}
+	if err := wh.h.Truncate(end); err != nil {
+		wh.n.v.b.SetErr(err)
+		return toErrno(err)
+	}
+	wh.resized(end)
+	return 0
 }
