@@ -145,6 +145,17 @@ func permissionCases() []posixCase {
 			asU1("chown f -1 -1"), "lstat f uid,gid",
 			"create r 0644", asU1("chown r -1 -1"), asU1("chown r "+u1+" -1"), "lstat r uid,gid",
 		)},
+		{"link-protected", steps(
+			// fs.protected_hardlinks: no link to a file one may not write
+			// and does not own; the kernel's rule, on the box's owners.
+			"mkdir w 0777", "create r 0644", "create rw 0666", "create mine 0600", "chown mine "+u1+" "+g1,
+			asU1("link r w/r"), asU1("link rw w/rw"), asU1("link mine w/mine"), "lstat mine nlink",
+		)},
+		{"rename-over", steps(
+			"mkdir d 0755", "mkdir e 0755", "create e/f 0644", "create f 0644", "mkfifo p 0644",
+			"rename f d", "rename d f", "rename d e", "rename p f", "lstat f type", "rename e/f d/f",
+			"mkdir e2 0755", "rename e2 e", "lstat e type,nlink", "rename d/f d/f", "rename d d/x",
+		)},
 		{"utimens-others", steps(
 			"create r644 0644", "create r666 0666", "create mine 0644", "chown mine "+u1+" "+g1,
 			asU1("utimens r644 now now"), asU1("utimens r666 now now"), asU1("utimens r666 1000 1000"),
