@@ -251,6 +251,8 @@ par "$p"
 has "$p" && e 17
 canw "$d"
 mkdir -m "$2" -- "$p" || { nospc "$d"; exit 1; }
+# mkdir(2) passes a set-group-ID parent's bit on, which -m's chmod took
+if [ -g "$d" ]; then chmod g+s -- "$p" || exit 1; fi
 `
 	// PATH
 	scriptRemove = `p=$1
