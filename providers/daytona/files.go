@@ -463,8 +463,8 @@ func (b *Box) WriteFile(ctx context.Context, name string, r io.Reader, perm prov
 }
 
 // parentDir checks that dir, name's parent, is a directory, and returns
-// what files/info says of it: ENOENT when it
-// is missing, ENOTDIR when it is something else.
+// what files/info says of it: ENOENT when it is missing, ENOTDIR when it
+// is something else.
 func (b *Box) parentDir(ctx context.Context, op, name, dir string) (infoDTO, error) {
 	d, err := b.info(ctx, dir)
 	switch {
