@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"context"
 	"os"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -44,16 +43,6 @@ func (o ownership) fill(a *fuse.Attr, kind, perm uint32) {
 		perm |= (perm & 0o700) >> 3
 	}
 	a.Mode = kind | perm
-}
-
-// other returns the caller of the request ctx carries, and whether it is
-// another user than the one who mounted.
-func (o ownership) other(ctx context.Context) (fuse.Owner, bool) {
-	c, ok := fuse.FromContext(ctx)
-	if !ok || c.Uid == o.uid {
-		return fuse.Owner{}, false
-	}
-	return c.Owner, true
 }
 
 // idmap shows the box's own user as the user who mounted: on a mount by a

@@ -77,10 +77,11 @@ func joinRel(dir, name string) string {
 
 // run performs one cache operation within the box's bounds, recording a
 // failure in the box's err file. One that changes nothing goes on when
-// its caller is interrupted by a signal that does not end it (patient). A missing name, or a name taken (EEXIST,
-// ENOTEMPTY), is an answer, not a failure: git's lock files and its rmdir
-// of every directory a checkout left would otherwise bury the last real
-// error (a push that failed at close) under routine ones.
+// its caller is interrupted by a signal that does not end it (patient).
+// A missing name, or a name taken (EEXIST, ENOTEMPTY), is an answer, not
+// a failure: git's lock files and its rmdir of every directory a checkout
+// left would otherwise bury the last real error (a push that failed at
+// close) under routine ones.
 func (n *workNode) run(ctx context.Context, mutation bool, extra time.Duration, fn func(ctx context.Context, c *cache.Cache) error) syscall.Errno {
 	if !mutation {
 		var done context.CancelFunc
