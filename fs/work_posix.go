@@ -65,6 +65,7 @@ func (n *workNode) mknodSpecial(ctx context.Context, name string, mode, dev uint
 //     set-group-ID bit a set-group-ID parent passes on. A symbolic link
 //     has no mode to set (mode ^0).
 func (n *workNode) settle(ctx context.Context, c *cache.Cache, rel string, fi providers.FileInfo, mode uint32) (providers.FileInfo, error) {
+	made := fi
 	uid, gid := n.v.newOwner(ctx)
 	if uid >= 0 && uint32(uid) == fi.UID {
 		uid = -1
@@ -101,7 +102,7 @@ func (n *workNode) settle(ctx context.Context, c *cache.Cache, rel string, fi pr
 	if err == nil {
 		return fi, nil
 	}
-	if fi.IsDir() {
+	if made.IsDir() {
 		c.Rmdir(ctx, rel)
 	} else {
 		c.Remove(ctx, rel)
