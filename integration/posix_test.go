@@ -532,3 +532,31 @@ func checkPrivate(t *testing.T, c posixCase, got []string) int {
 	}
 	return matched
 }
+
+// TestPOSIXBoxUserNotRoot: a box whose user is not root cannot give a new
+// name to another user, so another user's create is refused with EPERM
+// and leaves nothing; what the user who mounted makes is the box user's.
+func TestPOSIXBoxUserNotRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the test switches to other users")
+	}
+	posixBinary = copyTestBinary(t)
+	m := startMountEnv(t, t.TempDir(), t.TempDir(), "docker", 20*time.Second, time.Second, envAllowOther+"=1")
+	reachableDir(t, m.mnt)
+	b := m.newBox(t, "box", "provider=docker", "user=1000:1000")
+	dir := filepath.Join(b.work, "t")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	got := posixRun(t, dir, steps(
+		"mkdir d 0777",
+		asU1("create d/f 0644"), asU1("mkdir d/e 0755"), asU1("mkfifo d/p 0644"), asU1("symlink x d/l"),
+		"lstat d/f type", "lstat d/e type", "lstat d/p type", "lstat d/l type",
+		"create d/r 0640", "lstat d/r uid,gid,mode",
+	))
+	assert.Equal(t, []string{
+		"0",
+		"EPERM", "EPERM", "EPERM", "EPERM",
+		"ENOENT", "ENOENT", "ENOENT", "ENOENT",
+		"0", "1000,1000,0640",
+	}, got)
+	assert.Equal(t, "r\n", b.must(t, "ls -A t/d"), "nothing of the refused creates is left in the box")
+}
