@@ -489,7 +489,7 @@ func TestPOSIXCompare(t *testing.T) {
 // cannot go stale.
 var posixKnown = map[string]string{
 	"setid-write: lstat h mode": "a write by a user outside the file's group drops a set-group-ID bit " +
-		"without group execute on Linux's own file systems (since 6.0); the kernel's FUSE client keeps the " +
+		"without group execute on the kernel's own file systems in recent kernels; its FUSE client keeps the " +
 		"older rule (group execute only) and sends boxfs no request to drop it",
 }
 
