@@ -47,6 +47,8 @@ type Box struct {
 	cmds    *Commands
 	resumed *resumedFrom // how this process got the box back, if it did
 
+	launches launches // names made and input pending, host-side
+
 	stopWatch context.CancelFunc // ends the watch of the workspace; nil without one
 }
 

@@ -26,12 +26,12 @@ var (
 func Path(t testing.TB) string {
 	t.Helper()
 	once.Do(func() {
-		// One fixed place per source tree, so test runs do not leave a
-		// binary each, and the tests of two checkouts (whose agents may
-		// speak different protocols) never upload each other's; every
-		// process builds to its own name and renames it into place, so a
-		// concurrent reader always finds a whole file.
-		dir := filepath.Join(os.TempDir(), "boxfs-testbin", sourceTree())
+		// One fixed place per checkout, so test runs do not leave a
+		// binary each and a run in another checkout (other sources) never
+		// replaces this one's; every process builds to its own name and
+		// renames it into place, so a concurrent reader always finds a
+		// whole file.
+		dir := filepath.Join(os.TempDir(), "boxfs-testbin", checkout())
 		if err = os.MkdirAll(dir, 0o755); err != nil {
 			return
 		}
@@ -51,22 +51,22 @@ func Path(t testing.TB) string {
 	return path
 }
 
-// sourceTree names the checkout the test runs in: a hash of the directory
-// holding its go.mod ("" when none is found).
-func sourceTree() string {
+// checkout names the module's directory: a short hash of its path (the
+// nearest directory above the working directory holding go.mod).
+func checkout() string {
 	dir, err := os.Getwd()
 	if err != nil {
-		return ""
+		return "unknown"
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			sum := sha256.Sum256([]byte(dir))
-			return hex.EncodeToString(sum[:6])
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			dir = d
+			break
 		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
+		if filepath.Dir(d) == d {
+			break
 		}
-		dir = parent
 	}
+	sum := sha256.Sum256([]byte(dir))
+	return hex.EncodeToString(sum[:6])
 }
