@@ -18,7 +18,11 @@ import (
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/daytona"
 	"github.com/boxfs/boxfs/providers/daytona/daytonatest"
+	"github.com/boxfs/boxfs/providers/e2b"
+	"github.com/boxfs/boxfs/providers/e2b/e2btest"
 	"github.com/boxfs/boxfs/providers/local"
+	"github.com/boxfs/boxfs/providers/modal"
+	"github.com/boxfs/boxfs/providers/modal/modaltest"
 )
 
 var _ boxes.Meter = (*ledger.Ledger)(nil)
@@ -45,6 +49,27 @@ var providerRows = []providerRow{
 		require.NoError(t, err)
 		// The fake's sandboxes share this machine's file system.
 		return p, providers.Spec{Workspace: t.TempDir()}
+	}},
+	{"modal", func(t *testing.T) (providers.Provider, providers.Spec) {
+		srv, err := modaltest.New(modaltest.Options{})
+		require.NoError(t, err)
+		t.Cleanup(srv.Close)
+		p, err := modal.New(providers.Config{Options: map[string]string{
+			"server_url": srv.URL(), "token_id": srv.TokenID(), "token_secret": srv.TokenSecret()}})
+		require.NoError(t, err)
+		// The fake's sandboxes share this machine's file system.
+		return p, providers.Spec{Workspace: t.TempDir()}
+	}},
+	{"e2b", func(t *testing.T) (providers.Provider, providers.Spec) {
+		srv := e2btest.New(e2btest.Options{Dir: t.TempDir()})
+		t.Cleanup(srv.Close)
+		p, err := e2b.New(providers.Config{Options: map[string]string{
+			"api_key": srv.APIKey(), "api_url": srv.APIURL(), "sandbox_url": srv.SandboxURL()}})
+		require.NoError(t, err)
+		return p, providers.Spec{}
+	}},
+	{"kubernetes", func(t *testing.T) (providers.Provider, providers.Spec) {
+		return testbox.Kubernetes(t, nil), providers.Spec{}
 	}},
 }
 
