@@ -145,7 +145,7 @@ func (n *workNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		fi, err = c.Lookup(ctx, rel)
 		return err
 	}); errno != 0 {
-		return nil, errno
+		return nil, missing(name, errno)
 	}
 	return n.child(ctx, rel, fi, out), 0
 }

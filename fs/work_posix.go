@@ -110,6 +110,20 @@ func (n *workNode) settle(ctx context.Context, c *cache.Cache, rel string, fi pr
 	return providers.FileInfo{}, providers.E(0, "fs.create", err).WithPath(rel)
 }
 
+// nameMax is NAME_MAX, the longest name a Linux file system holds.
+const nameMax = 255
+
+// missing is the answer to a lookup of name the box answered errno: a
+// name too long for any file system is ENAMETOOLONG, as the box's own
+// file system answers a call that names it (unlink, chmod, stat), not
+// ENOENT. A name that long the box does hold is found as any other.
+func missing(name string, errno syscall.Errno) syscall.Errno {
+	if errno == syscall.ENOENT && len(name) > nameMax {
+		return syscall.ENAMETOOLONG
+	}
+	return errno
+}
+
 // modeBits are the bits chmod sets.
 const modeBits = iofs.ModePerm | iofs.ModeSetuid | iofs.ModeSetgid | iofs.ModeSticky
 

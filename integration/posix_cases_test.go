@@ -1,5 +1,7 @@
 package integration
 
+import "strings"
+
 // The users of the comparison, as pjdfstest names them: u1 is in groups
 // g1 and g2, u2 in g2 alone; no one but root is in g3.
 const (
@@ -55,6 +57,7 @@ func posixCases() []posixCase {
 	cs = append(cs, permissionCases()...)
 	cs = append(cs, ownershipCases()...)
 	cs = append(cs, attributeCases()...)
+	cs = append(cs, errnoCases()...)
 	return cs
 }
 
@@ -281,4 +284,63 @@ func attributeCases() []posixCase {
 		)})
 	}
 	return cs
+}
+
+// errnoCases: the answers a call gets for a bad name or the wrong kind
+// of file (pjdfstest's ENAMETOOLONG, ENOTDIR, ELOOP, EISDIR, EEXIST,
+// ENOTEMPTY, EINVAL, EPERM, ENXIO files), which the box's own file
+// system gives and boxfs must carry as they are.
+func errnoCases() []posixCase {
+	n255, n256 := strings.Repeat("x", 255), strings.Repeat("y", 256)
+	return []posixCase{
+		{"enametoolong", steps(
+			"create "+n255+" 0644", "lstat "+n255+" type", "create "+n256+" 0644", "mkdir "+n256+" 0755",
+			"mkfifo "+n256+" 0644", "symlink t "+n256, "link "+n255+" "+n256, "rename "+n255+" "+n256,
+			"lstat "+n256+" type", "unlink "+n256, "rmdir "+n256, "chmod "+n256+" 0644",
+			"symlink "+n255+" l", "lstat l size", "open l O_RDONLY", "unlink "+n255,
+		)},
+		{"enotdir", steps(
+			"create f 0644", "create f/x 0644", "mkdir f/x 0755", "mkfifo f/x 0644", "symlink t f/x",
+			"lstat f/x type", "unlink f/x", "rmdir f", "chmod f/x 0644", "truncate f/x 0",
+			"open f O_RDONLY,O_DIRECTORY", "mkdir d 0755", "rename d f", "link f/ g", "rename f/ g",
+		)},
+		{"eloop", steps(
+			"symlink l2 l1", "symlink l1 l2", "open l1 O_RDONLY", "create l1/x 0644", "stat l1 type",
+			"chmod l1 0644", "truncate l1 0", "lstat l1 type", "create f 0644", "symlink f l3",
+			"open l3 O_RDONLY,O_NOFOLLOW", "open l3 O_WRONLY", "stat l3 type", "unlink l1", "unlink l3", "lstat f type",
+		)},
+		{"eisdir", steps(
+			"mkdir d 0755", "open d O_WRONLY", "open d O_RDWR", "open d O_RDONLY", "open d O_RDONLY,O_CREAT 0644",
+			"truncate d 0", "unlink d", "create f 0644", "rename f d", "open f/ O_RDONLY", "create g/ 0644", "lstat g type",
+		)},
+		{"eexist", steps(
+			"create f 0644", "create f 0644", "mkdir f 0755", "mkfifo f 0644", "symlink t f", "link f f",
+			"bind f", "mknod f c 0644 1 2", "mkdir d 0755", "mkdir d 0755", "create d 0644",
+			"open f O_WRONLY,O_CREAT,O_EXCL 0644", "open f O_WRONLY,O_CREAT 0600", "lstat f mode",
+			"symlink f l", "open l O_WRONLY,O_CREAT,O_EXCL 0644", "symlink nowhere m", "open m O_WRONLY,O_CREAT,O_EXCL 0644",
+			"lstat nowhere type", "open m O_WRONLY,O_CREAT 0644", "lstat nowhere type",
+		)},
+		{"enotempty", steps(
+			"mkdir d 0755", "create d/f 0644", "rmdir d", "mkdir e 0755", "rename e d", "rmdir d/.", "rmdir d/..",
+			"rmdir missing", "unlink d/f", "rmdir d", "lstat d type", "rename e/. x", "rename missing x",
+		)},
+		{"link-kinds", steps(
+			"mkdir d 0755", "link d e", "link missing e", "create f 0644", "link f d/f", "link f d",
+			"lstat d/f nlink", "symlink f l", "link l m", "lstat m type", "lstat f nlink",
+		)},
+		{"rename-same", steps(
+			"create f 0644", "link f g", "rename f g", "lstat f type", "lstat g nlink",
+			"rename f f", "mkdir d 0755", "create d/f 0644", "rename d/f d/../h", "lstat h type",
+			"symlink d l", "rename l d", "rename d l", "lstat l type",
+		)},
+		{"open-kinds", steps(
+			"mkfifo p 0644", "open p O_WRONLY", "open p O_RDONLY", "open p O_RDWR", "bind s", "open s O_RDONLY",
+			"create f 0644", "open f O_RDONLY,O_TRUNC", "open missing O_RDONLY", "open missing O_WRONLY,O_TRUNC",
+			"open new O_RDONLY,O_CREAT 0600", "lstat new type,mode,size",
+		)},
+		{"truncate-sizes", steps(
+			"create f 0644", "truncate f 1234567", "lstat f size", "truncate f 0", "lstat f size",
+			"truncate f -1", "lstat f size", "mkfifo p 0644", "truncate p 0", "symlink f l", "truncate l 7", "lstat f size",
+		)},
+	}
 }

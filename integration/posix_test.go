@@ -365,6 +365,7 @@ func posixOp(op []string, path func(string) string) string {
 var openFlags = map[string]int{
 	"O_RDONLY": unix.O_RDONLY, "O_WRONLY": unix.O_WRONLY, "O_RDWR": unix.O_RDWR,
 	"O_CREAT": unix.O_CREAT, "O_EXCL": unix.O_EXCL, "O_TRUNC": unix.O_TRUNC, "O_APPEND": unix.O_APPEND,
+	"O_NOFOLLOW": unix.O_NOFOLLOW, "O_DIRECTORY": unix.O_DIRECTORY,
 }
 
 // statFields renders the comma-separated fields of st that what names.
@@ -463,15 +464,17 @@ func TestPOSIXCompare(t *testing.T) {
 				b := m.newBox(t, "box", "provider="+row.provider)
 				matched, steps := 0, 0
 				for _, c := range row.cases() {
-					dir := filepath.Join(b.work, c.name)
-					require.NoError(t, os.Mkdir(dir, 0o755))
-					got := posixRun(t, dir, c.steps)
-					if shared {
-						matched += comparePosix(t, c, got, want[c.name])
-					} else {
-						matched += checkPrivate(t, c, got)
-					}
-					steps += len(c.steps)
+					t.Run(c.name, func(t *testing.T) {
+						dir := filepath.Join(b.work, c.name)
+						require.NoError(t, os.Mkdir(dir, 0o755))
+						got := posixRun(t, dir, c.steps)
+						if shared {
+							matched += comparePosix(t, c, got, want[c.name])
+						} else {
+							matched += checkPrivate(t, c, got)
+						}
+						steps += len(c.steps)
+					})
 				}
 				if shared {
 					t.Logf("%d of %d steps answered as on the host's disk", matched, steps)
