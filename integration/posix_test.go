@@ -28,10 +28,11 @@ import (
 // relative to the case's directory. The ops are the child's (posixOp);
 // two are the runner's own, run as root between the others:
 //
-//	mark P   remember P's change time, and wait until a new file's change
-//	         time on that file system is later (so a change shows)
-//	moved P  "moved" when P's change time is later than at mark, else
-//	         "same"
+//	mark P   remember P's change and modification times, and wait until
+//	         a new file's change time on that file system is later (so a
+//	         change shows)
+//	moved P  whether P's change time is later than at mark, and whether
+//	         its modification time is another ("ctime moved,mtime same")
 //
 // Steps of another user than root run in a child process (this test
 // binary, envPosixSteps set) with that user's credentials, as pjdfstest
@@ -126,7 +127,7 @@ func posixRun(t *testing.T, dir string, steps []string) []string {
 		parsed = append(parsed, st)
 	}
 	var out []string
-	marks := map[string]time.Time{}
+	marks := map[string][2]time.Time{}
 	for i := 0; i < len(parsed); {
 		st := parsed[i]
 		switch st.op[0] {
@@ -175,7 +176,7 @@ func posixBatch(t *testing.T, dir string, steps []posixStep) []string {
 }
 
 // posixMark runs a mark or moved step, as root.
-func posixMark(t *testing.T, dir string, st posixStep, marks map[string]time.Time) string {
+func posixMark(t *testing.T, dir string, st posixStep, marks map[string][2]time.Time) string {
 	t.Helper()
 	require.Len(t, st.op, 2, st.text)
 	p := filepath.Join(dir, st.op[1])
@@ -183,14 +184,12 @@ func posixMark(t *testing.T, dir string, st posixStep, marks map[string]time.Tim
 	if err := unix.Lstat(p, &s); err != nil {
 		return errnoName(err)
 	}
-	ct := time.Unix(s.Ctim.Unix())
+	ct, mt := time.Unix(s.Ctim.Unix()), time.Unix(s.Mtim.Unix())
 	if st.op[0] == "moved" {
-		if ct.After(marks[p]) {
-			return "moved"
-		}
-		return "same"
+		was := marks[p]
+		return moved("ctime", ct.After(was[0])) + "," + moved("mtime", !mt.Equal(was[1]))
 	}
-	marks[p] = ct
+	marks[p] = [2]time.Time{ct, mt}
 	// Wait for the file system's clock to pass ct: its change times are
 	// taken at a coarse tick, and a change in the same tick would not
 	// show.
@@ -205,6 +204,13 @@ func posixMark(t *testing.T, dir string, st posixStep, marks map[string]time.Tim
 			return "marked"
 		}
 	}
+}
+
+func moved(what string, changed bool) string {
+	if changed {
+		return what + " moved"
+	}
+	return what + " same"
 }
 
 func errnoName(err error) string {
@@ -415,7 +421,8 @@ func reachableDir(t *testing.T, dir string) {
 // serving process's settings (a Docker box without the agent is reached
 // through its archive API and fixed scripts).
 // The scripts' row runs the kinds each path makes differently (special
-// files, ownership and modes of new names), on a shared mount only: the
+// files, ownership and modes of new names, the errno of a refused call),
+// on a shared mount only: the
 // kernel checks permissions the same whatever the path.
 var posixBoxes = []struct {
 	name, provider string
@@ -426,7 +433,7 @@ var posixBoxes = []struct {
 	{"local", "local", nil, posixCases, true},
 	{"docker", "docker", nil, posixCases, true},
 	{"docker-scripts", "docker", []string{envAgent + "="}, func() []posixCase {
-		return append(specialCases(), ownershipCases()...)
+		return append(append(specialCases(), ownershipCases()...), errnoCases()...)
 	}, false},
 }
 
