@@ -153,7 +153,7 @@ func (n *workNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 func (n *workNode) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	wh, _ := f.(*workHandle)
 	if wh != nil {
-		if fi, ok := wh.h.Attr(); ok {
+		if fi, ok := wh.h.Attr(); ok && n.sameKind(fi) {
 			wh.remember(fi)
 			n.v.fillAttr(&out.Attr, fi, n.StableAttr().Ino)
 			return 0
@@ -175,6 +175,9 @@ func (n *workNode) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.Att
 		return err
 	}); errno != 0 {
 		return errno
+	}
+	if !n.sameKind(fi) {
+		return n.replacedAttr(wh, &out.Attr)
 	}
 	if wh != nil {
 		wh.remember(fi)

@@ -124,6 +124,25 @@ func missing(name string, errno syscall.Errno) syscall.Errno {
 	return errno
 }
 
+// sameKind reports whether fi, the box's answer for n's name, is of n's
+// kind. A name renamed over (rename(2) of another file onto it) names the
+// other file in the box before the rename is recorded in the tree, and an
+// answer of another kind would make the kernel take the inode for corrupt
+// (EIO on every later call) or show one file's attributes as another's.
+func (n *workNode) sameKind(fi providers.FileInfo) bool {
+	return providers.UnixMode(fi.Mode)&syscall.S_IFMT == n.StableAttr().Mode&syscall.S_IFMT
+}
+
+// replacedAttr answers a stat of a node whose name now holds another
+// file: what an open of it last knew, with no names left, as for a file
+// unlinked while open; without one, the name no longer names it.
+func (n *workNode) replacedAttr(wh *workHandle, a *fuse.Attr) syscall.Errno {
+	if wh != nil && wh.unlinkedAttr(a, n.StableAttr().Ino) {
+		return 0
+	}
+	return syscall.ENOENT
+}
+
 // modeBits are the bits chmod sets.
 const modeBits = iofs.ModePerm | iofs.ModeSetuid | iofs.ModeSetgid | iofs.ModeSticky
 
