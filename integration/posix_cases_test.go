@@ -302,12 +302,16 @@ func attributeCases() []posixCase {
 // system gives and boxfs must carry as they are.
 func errnoCases() []posixCase {
 	n255, n256 := strings.Repeat("x", 255), strings.Repeat("y", 256)
+	t4095 := strings.Repeat(n255[:127]+"/", 32)[:4095]
 	return []posixCase{
 		{"enametoolong", steps(
 			"create "+n255+" 0644", "lstat "+n255+" type", "create "+n256+" 0644", "mkdir "+n256+" 0755",
 			"mkfifo "+n256+" 0644", "symlink t "+n256, "link "+n255+" "+n256, "rename "+n255+" "+n256,
 			"lstat "+n256+" type", "unlink "+n256, "rmdir "+n256, "chmod "+n256+" 0644",
 			"symlink "+n255+" l", "lstat l size", "open l O_RDONLY", "unlink "+n255,
+			// The longest target a symbolic link holds (PATH_MAX less
+			// its NUL), and one longer.
+			"symlink "+t4095+" m", "lstat m type,size", "symlink "+t4095+"z n", "lstat n type",
 		)},
 		{"enotdir", steps(
 			"create f 0644", "create f/x 0644", "mkdir f/x 0755", "mkfifo f/x 0644", "symlink t f/x",
