@@ -352,6 +352,12 @@ func errnoCases() []posixCase {
 			"create f 0644", "open f O_RDONLY,O_TRUNC", "open missing O_RDONLY", "open missing O_WRONLY,O_TRUNC",
 			"open new O_RDONLY,O_CREAT 0600", "lstat new type,mode,size",
 		)},
+		{"open-files", steps(
+			"create f 0644", "ftruncate f O_WRONLY 10", "lstat f size", "ftruncate f O_RDONLY 3", "lstat f size",
+			"fchmod f O_RDONLY 0600", "lstat f mode", "fchown f O_RDONLY "+u1+" "+g1, "lstat f uid,gid",
+			asU1("fchmod f O_RDONLY 0444"), asU1("ftruncate f O_RDONLY 1"), asU2("fchmod f O_RDONLY 0644"),
+			"lstat f mode,size", "unlinked f", "lstat f type", "mkdir w 0777", asU1("create w/g 0644"), asU1("unlinked w/g"),
+		)},
 		{"truncate-sizes", steps(
 			"create f 0644", "truncate f 1234567", "lstat f size", "truncate f 0", "lstat f size",
 			"truncate f -1", "lstat f size", "mkfifo p 0644", "truncate p 0", "symlink f l", "truncate l 7", "lstat f size",

@@ -352,6 +352,8 @@ func posixOp(op []string, path func(string) string) string {
 			}
 		}
 		return answer(unix.UtimesNanoAt(unix.AT_FDCWD, path(op[1]), ts, unix.AT_SYMLINK_NOFOLLOW))
+	case "ftruncate", "fchmod", "fchown", "unlinked":
+		return fdOp(op, path(op[1]), num)
 	case "stat", "lstat":
 		var st unix.Stat_t
 		var err error
@@ -366,6 +368,48 @@ func posixOp(op []string, path func(string) string) string {
 		return statFields(&st, op[2])
 	}
 	panic(fmt.Sprintf("unknown op %v", op))
+}
+
+// fdOp makes a call on an open file: ftruncate P FLAGS SIZE, fchmod P
+// FLAGS MODE, fchown P FLAGS UID GID, or unlinked P (open P for writing,
+// unlink it, write two bytes, and answer the open file's link count and
+// size); p is P's path. A failed open answers its errno.
+func fdOp(op []string, p string, num func(int) int64) string {
+	flags := unix.O_RDWR
+	if op[0] != "unlinked" {
+		flags = 0
+		for _, fl := range strings.Split(op[2], ",") {
+			flags |= openFlags[fl]
+		}
+	}
+	fd, err := unix.Open(p, flags, 0)
+	if err != nil {
+		return errnoName(err)
+	}
+	defer unix.Close(fd)
+	switch op[0] {
+	case "ftruncate":
+		err = unix.Ftruncate(fd, num(3))
+	case "fchmod":
+		err = unix.Fchmod(fd, uint32(num(3)))
+	case "fchown":
+		err = unix.Fchown(fd, int(num(3)), int(num(4)))
+	case "unlinked":
+		if err = unix.Unlink(p); err != nil {
+			break
+		}
+		if _, err = unix.Write(fd, []byte("xy")); err != nil {
+			break
+		}
+		var st unix.Stat_t
+		if err = unix.Fstat(fd, &st); err == nil {
+			return statFields(&st, "nlink,size")
+		}
+	}
+	if err != nil {
+		return errnoName(err)
+	}
+	return "0"
 }
 
 var openFlags = map[string]int{
