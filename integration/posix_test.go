@@ -589,7 +589,8 @@ func checkPrivate(t *testing.T, c posixCase, got []string) int {
 
 // TestPOSIXBoxUserNotRoot: a box whose user is not root cannot give a new
 // name to another user, so another user's create is refused with EPERM
-// and leaves nothing; what the user who mounted makes is the box user's.
+// and leaves nothing; what the user who mounted makes is the box user's,
+// and a device node, which the box's user may not make, is EPERM.
 func TestPOSIXBoxUserNotRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the test switches to other users")
@@ -605,12 +606,16 @@ func TestPOSIXBoxUserNotRoot(t *testing.T) {
 		asU1("create d/f 0644"), asU1("mkdir d/e 0755"), asU1("mkfifo d/p 0644"), asU1("symlink x d/l"),
 		"lstat d/f type", "lstat d/e type", "lstat d/p type", "lstat d/l type",
 		"create d/r 0640", "lstat d/r uid,gid,mode",
+		// The box's user lacks CAP_MKNOD: the box refuses a device node
+		// root asks for, and makes a named pipe.
+		"mknod d/c c 0644 1 3", "lstat d/c type", "mkfifo d/q 0640", "lstat d/q type,uid,mode",
 	))
 	assert.Equal(t, []string{
 		"0",
 		"EPERM", "EPERM", "EPERM", "EPERM",
 		"ENOENT", "ENOENT", "ENOENT", "ENOENT",
 		"0", "1000,1000,0640",
+		"EPERM", "ENOENT", "0", "fifo,1000,0640",
 	}, got)
-	assert.Equal(t, "r\n", b.must(t, "ls -A t/d"), "nothing of the refused creates is left in the box")
+	assert.Equal(t, "q\nr\n", b.must(t, "ls -A t/d"), "nothing of the refused creates is left in the box")
 }
