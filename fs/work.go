@@ -203,6 +203,9 @@ func (n *workNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetA
 	if size, ok := in.GetSize(); ok {
 		if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
 			fi, have, err = n.truncate(ctx, c, rel, wh, int64(size))
+			if err == nil && relErr == 0 {
+				fi, have, err = n.dropSetgid(ctx, c, rel, fi, have)
+			}
 			return err
 		}); errno != 0 {
 			return errno
@@ -421,6 +424,9 @@ func (n *workNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 			before.Size = 0
 		}
 		wh.remember(before)
+	}
+	if write && int(flags)&syscall.O_TRUNC != 0 {
+		wh.dropSetgid(ctx)
 	}
 	return wh, fuseFlags, 0
 }
@@ -725,6 +731,7 @@ func (wh *workHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 }
 
 func (wh *workHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	wh.dropSetgid(ctx)
 	n, err := wh.h.WriteAt(data, off)
 	if n > 0 {
 		wh.wrote(off + int64(n))

@@ -279,6 +279,9 @@ func attributeCases() []posixCase {
 			"create r 04777", "write r", "lstat r mode",
 			"create o 04777", "chown o "+u1+" "+g1, "chmod o 04777", asU1("write o"), "lstat o mode",
 			"create t 04777", asU1("truncate t 1"), "lstat t mode",
+			"create u 02767", asU1("truncate u 1"), "lstat u mode",
+			"create v 02767", asU1("open v O_WRONLY,O_TRUNC"), "lstat v mode",
+			"create w 02767", "chown w 0 "+g2, asU1("write w"), "lstat w mode",
 		)},
 	)
 	for _, typ := range []string{"regular", "dir", "fifo", "char"} {

@@ -542,9 +542,9 @@ func TestPOSIXCompare(t *testing.T) {
 // reason. A known step that starts to match fails the test, so the list
 // cannot go stale.
 var posixKnown = map[string]string{
-	"setid-write: lstat h mode": "a write by a user outside the file's group drops a set-group-ID bit " +
-		"without group execute on the kernel's own file systems in recent kernels; its FUSE client keeps the " +
-		"older rule (group execute only) and sends boxfs no request to drop it",
+	"setid-write: lstat v mode": "open(O_TRUNC) by a user outside the file's group: boxfs drops the set-group-ID bit " +
+		"without group execute at the open's truncate (its setattr answers the mode without it), but the box shows " +
+		"the bit again after the close: the write-back of the open file is the suspect, in syncengine/cache",
 }
 
 // comparePosix reports each step of c whose answer on the box differs
