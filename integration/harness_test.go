@@ -83,6 +83,17 @@ func startMountAttr(t *testing.T, provider string, opTimeout, attr time.Duration
 // (a remount, when an earlier mount served them).
 func startMountOn(t *testing.T, mnt, state, provider string, opTimeout, attr time.Duration, watch bool) *mountT {
 	t.Helper()
+	var env []string
+	if watch {
+		env = append(env, envWatch+"=1")
+	}
+	return startMountEnv(t, mnt, state, provider, opTimeout, attr, env...)
+}
+
+// startMountEnv is startMountOn with serve-mode settings env (envWatch=1,
+// envAllowOther=1) for the serving process.
+func startMountEnv(t *testing.T, mnt, state, provider string, opTimeout, attr time.Duration, env ...string) *mountT {
+	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skip("no /dev/fuse")
 	}
@@ -92,9 +103,7 @@ func startMountOn(t *testing.T, mnt, state, provider string, opTimeout, attr tim
 	m.cmd.Env = append(os.Environ(),
 		envServe+"="+m.mnt, envState+"="+m.state, envProvider+"="+provider,
 		envAgent+"="+boxfsbin.Path(t), envOpTime+"="+opTimeout.String(), envAttrTime+"="+attr.String())
-	if watch {
-		m.cmd.Env = append(m.cmd.Env, envWatch+"=1")
-	}
+	m.cmd.Env = append(m.cmd.Env, env...)
 	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)

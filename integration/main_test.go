@@ -33,6 +33,9 @@ const (
 	envOpTime   = "BOXFS_IT_OPTIMEOUT"
 	envAttrTime = "BOXFS_IT_ATTRTIMEOUT"
 	envWatch    = "BOXFS_IT_WATCH"
+	// envAllowOther=1 mounts with allow_other: other users get in, as
+	// the modes allow.
+	envAllowOther = "BOXFS_IT_ALLOW_OTHER"
 )
 
 // fakeProviders open the providers whose service is played by an in-process
@@ -42,6 +45,9 @@ const (
 var fakeProviders = map[string]func(cfg providers.Config) (providers.Provider, error){}
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envPosixSteps) != "" {
+		os.Exit(posixChild(os.Args[1:]))
+	}
 	if mnt := os.Getenv(envServe); mnt != "" {
 		if err := serve(mnt); err != nil {
 			fmt.Fprintln(os.Stderr, "serve:", err)
@@ -84,7 +90,7 @@ func serve(mnt string) error {
 	if err != nil {
 		return err
 	}
-	server, err := boxfs.New(m).Mount(mnt, boxfs.MountOptions{})
+	server, err := boxfs.New(m).Mount(mnt, boxfs.MountOptions{AllowOther: os.Getenv(envAllowOther) == "1"})
 	if err != nil {
 		return err
 	}

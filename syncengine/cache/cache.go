@@ -1082,7 +1082,8 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 	c.attrs[oldrel] = attrEntry{at: now, neg: true}
 	if haveKept {
 		_, kept.Name = split(newrel)
-		c.attrs[newrel] = attrEntry{fi: kept, at: now}
+		// rename(2) moved the file's change time: asked of the box.
+		c.attrs[newrel] = attrEntry{fi: kept, at: now, stale: true}
 		dir, name := split(newrel)
 		if d := c.dirs[dir]; d != nil {
 			d.entries[name] = kept
