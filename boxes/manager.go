@@ -370,7 +370,7 @@ func (m *Manager) make(ctx context.Context, p providers.Provider, provider strin
 	if err != nil {
 		var e *providers.Error
 		if errors.As(err, &e) && e.Box != "" {
-			m.opts.Meter.Created(provider, e.Box, spec, providers.Facts{})
+			m.opts.Meter.Created(provider, e.Box, spec, providers.Facts{}, nil)
 		}
 		return nil, err
 	}
@@ -379,7 +379,8 @@ func (m *Manager) make(ctx context.Context, p providers.Provider, provider strin
 		m.log.Warn("no facts for a new box; metered from its spec, from when create answered", "id", box.ID(), "err", ferr)
 		facts = providers.Facts{}
 	}
-	m.opts.Meter.Created(provider, box.ID(), spec, facts)
+	calls, _ := box.(providers.CallCounter)
+	m.opts.Meter.Created(provider, box.ID(), spec, facts, calls)
 	return box, nil
 }
 

@@ -37,6 +37,9 @@ const (
 	envWrite    = "BOXFS_IT_WRITE"        // the mount's write mode
 	envBudget   = "BOXFS_IT_CACHE"        // the content cache's bound, bytes
 	envBehind   = "BOXFS_IT_BEHIND_DELAY" // write-behind's batch delay
+	// envAllowOther=1 mounts with allow_other: other users get in, as
+	// the modes allow.
+	envAllowOther = "BOXFS_IT_ALLOW_OTHER"
 )
 
 // fakeProviders open the providers whose service is played by an in-process
@@ -46,6 +49,9 @@ const (
 var fakeProviders = map[string]func(cfg providers.Config) (providers.Provider, error){}
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envPosixSteps) != "" {
+		os.Exit(posixChild(os.Args[1:]))
+	}
 	if mnt := os.Getenv(envServe); mnt != "" {
 		if err := serve(mnt); err != nil {
 			fmt.Fprintln(os.Stderr, "serve:", err)
@@ -93,7 +99,7 @@ func serve(mnt string) error {
 	if err != nil {
 		return err
 	}
-	server, err := boxfs.New(m).Mount(mnt, boxfs.MountOptions{})
+	server, err := boxfs.New(m).Mount(mnt, boxfs.MountOptions{AllowOther: os.Getenv(envAllowOther) == "1"})
 	if err != nil {
 		return err
 	}

@@ -40,11 +40,19 @@ type Facts struct {
 	// from the host ("activeDeadlineSeconds"); "" where the provider does
 	// not say.
 	LifetimeVia string `json:"lifetimeVia,omitempty"`
+	// FilesSharedWith names who else reads and writes the box's files:
+	// SharedDisk when every box on the same disk can; "" when none but
+	// the box (or not known).
+	FilesSharedWith string `json:"filesSharedWith,omitempty"`
 
 	// Suspend is what the box keeps while suspended (SuspendMemory,
 	// SuspendFilesystem, SuspendSnapshot); "" when it cannot be suspended.
 	Suspend string `json:"suspend,omitempty"`
 }
+
+// SharedDisk is Facts.FilesSharedWith for a box whose files are on a disk
+// every box on it can read and write.
+const SharedDisk = "disk"
 
 // Bool returns a fact pointer for a literal: Facts{FUSE: Bool(true)}.
 func Bool(v bool) *bool { return &v }

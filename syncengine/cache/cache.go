@@ -1233,7 +1233,8 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 	c.setAttrLocked(oldrel, attrEntry{at: now, neg: true})
 	if haveKept {
 		_, kept.Name = split(newrel)
-		c.setAttrLocked(newrel, attrEntry{fi: kept, at: now})
+		// rename(2) moved the file's change time: asked of the box.
+		c.setAttrLocked(newrel, attrEntry{fi: kept, at: now, stale: true})
 		dir, name := split(newrel)
 		if d := c.dir(dir); d != nil {
 			d.entries[name] = kept
