@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/boxfs/boxfs/hands"
+	"github.com/boxfs/boxfs/hands/agent"
 	"github.com/boxfs/boxfs/internal/guard"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/syncengine/cache"
@@ -235,6 +236,19 @@ func (b *Box) connect(ctx context.Context) error {
 	return nil
 }
 
+// WriteMode returns when a close(2) in the box's work/ returns:
+// WriteThrough or WriteBehind.
+func (b *Box) WriteMode() string {
+	rec := b.record()
+	switch {
+	case rec.Write != "":
+		return rec.Write
+	case b.m.opts.WriteBehind:
+		return WriteBehind
+	}
+	return WriteThrough
+}
+
 // openCache opens the cache of the workspace h reaches.
 func (b *Box) openCache(h *hands.Hands, rec record) (*cache.Cache, error) {
 	root := h.Facts().Workspace
@@ -242,16 +256,29 @@ func (b *Box) openCache(h *hands.Hands, rec record) (*cache.Cache, error) {
 		return nil, providers.Errorf(providers.Unsupported, "boxes.connect", "box %q reports no workspace", b.name)
 	}
 	return cache.Open(h, cache.Options{
-		Dir:         b.m.cacheDir(rec),
-		Root:        root,
-		Box:         b.name,
-		AttrTimeout: b.m.opts.AttrTimeout,
-		Logger:      b.m.log,
-		Now:         b.m.opts.Now,
+		Dir:           b.m.cacheDir(rec),
+		Root:          root,
+		Box:           b.name,
+		AttrTimeout:   b.m.opts.AttrTimeout,
+		Logger:        b.m.log,
+		Now:           b.m.opts.Now,
+		WriteBehind:   b.WriteMode() == WriteBehind,
+		BehindDelay:   b.m.opts.BehindDelay,
+		BehindMaxWait: b.m.opts.BehindDelay,
+		Budget:        b.m.budget,
+		PushFailed: func(rel string, err error) {
+			b.SetErr(fmt.Errorf("work/%s: not pushed (write-behind; the file stays dirty, is tried again, and the next flush, fsync or command fails until it is pushed): %w", rel, err))
+		},
 		Overwrote: func(rel string) {
 			// Logged by the cache; err tells a reader of the box.
 			b.mu.Lock()
 			b.errText = fmt.Sprintf("work/%s: the push at close replaced a change the box made to the file after this host read it (the later close wins)", rel)
+			b.mu.Unlock()
+		},
+		Recovered: func(rel, kept string) {
+			// Logged by the cache; err tells a reader of the box.
+			b.mu.Lock()
+			b.errText = fmt.Sprintf("work/%s: the box changed the file after this host's unpushed writes to it were journaled (the daemon stopped before pushing them): the box's file keeps the name, the host's writes are in work/%s", rel, kept)
 			b.mu.Unlock()
 		},
 	})
@@ -590,6 +617,13 @@ func (b *Box) Destroy(ctx context.Context) error {
 		box = b.box
 		b.mu.Unlock()
 	}
+	if b.WriteMode() == WriteBehind {
+		// A barrier: what was closed reaches the box before it ends. The
+		// user asked for the end: a failed push is said, not in the way.
+		if err := b.Flush(ctx); err != nil {
+			b.SetErr(fmt.Errorf("destroy: dirty files not pushed before the box ended: %w", err))
+		}
+	}
 	b.cmds.KillAll(ctx)
 	b.close()
 	if box != nil {
@@ -639,18 +673,26 @@ func (b *Box) FactsJSON(ctx context.Context) ([]byte, error) {
 	b.mu.Unlock()
 	out := struct {
 		providers.Facts
-		Name        string       `json:"name"`
-		State       string       `json:"state"`
-		Via         string       `json:"via,omitempty"`
-		Health      string       `json:"health"`
-		Since       string       `json:"unhealthySince,omitempty"`
-		LastErr     string       `json:"lastError,omitempty"`
-		Dirty       []string     `json:"dirtyFiles"`
+		Name    string   `json:"name"`
+		State   string   `json:"state"`
+		Via     string   `json:"via,omitempty"`
+		Health  string   `json:"health"`
+		Since   string   `json:"unhealthySince,omitempty"`
+		LastErr string   `json:"lastError,omitempty"`
+		Dirty   []string `json:"dirtyFiles"`
+		// PushErrors is why each dirty file whose push failed was not taken.
+		PushErrors map[string]string `json:"pushErrors,omitempty"`
+		// Write is when a close in work/ returns: "through" (the box has
+		// the bytes) or "behind" (the host's journal has them).
+		Write       string       `json:"write"`
 		Commands    int          `json:"commands"`
 		ResumeAuto  bool         `json:"resumeAuto,omitempty"`
 		SuspendedAt string       `json:"suspendedAt,omitempty"`
 		ResumedFrom *resumedFrom `json:"resumedFrom,omitempty"`
-	}{Facts: facts, Name: b.name, State: state, Health: "ok", Dirty: []string{}, ResumeAuto: rec.ResumeAuto, ResumedFrom: resumed}
+		// Agent is the agent channel's counters (round trips, restarts),
+		// when the box is reached through it.
+		Agent *agent.Stats `json:"agent,omitempty"`
+	}{Facts: facts, Name: b.name, State: state, Health: "ok", Dirty: []string{}, Write: b.WriteMode(), ResumeAuto: rec.ResumeAuto, ResumedFrom: resumed}
 	if rec.Suspended != nil {
 		out.SuspendedAt = rec.Suspended.At.Format(time.RFC3339)
 	}
@@ -662,6 +704,9 @@ func (b *Box) FactsJSON(ctx context.Context) ([]byte, error) {
 	}
 	if h != nil {
 		out.Via = h.Via()
+		if st, ok := h.AgentStats(); ok {
+			out.Agent = &st
+		}
 	}
 	if health.bad {
 		out.Health = StateUnhealthy
@@ -672,6 +717,12 @@ func (b *Box) FactsJSON(ctx context.Context) ([]byte, error) {
 	}
 	if c != nil {
 		out.Dirty = append(out.Dirty, c.Dirty()...)
+		for rel, err := range c.PushErrors() {
+			if out.PushErrors == nil {
+				out.PushErrors = map[string]string{}
+			}
+			out.PushErrors[rel] = err.Error()
+		}
 	}
 	out.Commands = b.cmds.Count()
 	buf, err := json.MarshalIndent(out, "", "  ")

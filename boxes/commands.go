@@ -156,6 +156,10 @@ func (t *Commands) Start(ctx context.Context, line string) (*Command, error) {
 	}
 	if err := b.Do(ctx, true, 0, c.FlushAll); err != nil {
 		b.SetErr(fmt.Errorf("dirty files not pushed before the command: %w", err))
+		if c.WriteBehind() {
+			// The command would not see what close(2) acknowledged.
+			return nil, err
+		}
 	}
 	dir := t.place()
 	if err := os.MkdirAll(dir, 0o700); err != nil {

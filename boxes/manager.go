@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/syncengine/cache"
 )
 
 // Options configure a Manager.
@@ -29,6 +30,19 @@ type Options struct {
 	// AttrTimeout is how long the caches trust attributes and listings
 	// (default 1 s).
 	AttrTimeout time.Duration
+	// CacheBudget bounds the host disk the boxes' content caches take, all
+	// together: least recently used clean copies go past it (default, 0: a
+	// tenth of the state directory's file system; negative: no bound).
+	CacheBudget int64
+	// WriteBehind is the write mode of boxes whose own Settings say none:
+	// close(2) returns once the bytes are journaled, and dirty files are
+	// pushed in batches (boxes.WriteBehind).
+	WriteBehind bool
+	// BehindDelay, when set, is how long a write-behind batch waits after
+	// the last close, and the longest a close waits for its batch (default:
+	// the cache's, 100 ms and 1 s): a long one leaves pushing to the
+	// barriers and full batches.
+	BehindDelay time.Duration
 	// Watch has the agent watch each box's workspace (inotify), so changes
 	// made behind boxfs's back reach the View at once instead of after
 	// AttrTimeout. Experimental and off by default.
@@ -61,6 +75,7 @@ type Declared struct {
 	Name     string
 	Provider string
 	Spec     providers.Spec
+	Settings Settings
 	// ResumeAuto: a use of work/ while the box is suspended resumes it.
 	ResumeAuto bool
 }
@@ -71,10 +86,11 @@ type Manager struct {
 	opts Options
 	log  *slog.Logger
 
-	mu    sync.Mutex
-	boxes map[string]*Box
-	provs map[string]providers.Provider
-	view  View
+	mu     sync.Mutex
+	boxes  map[string]*Box
+	provs  map[string]providers.Provider
+	view   View
+	budget *cache.Budget // shared by the boxes' caches
 }
 
 // record is what the state directory keeps of a named box.
@@ -84,6 +100,7 @@ type record struct {
 	ID       string          `json:"id"`
 	Created  time.Time       `json:"created"`
 	Spec     *providers.Spec `json:"spec,omitempty"` // declared boxes not made yet
+	Settings
 
 	ResumeAuto bool        `json:"resumeAuto,omitempty"` // a use of work/ resumes the box when suspended
 	Suspended  *suspension `json:"suspended,omitempty"`  // set while the box is suspended
@@ -119,11 +136,15 @@ func New(opts Options) (*Manager, error) {
 			return nil, providers.E(providers.Unknown, op, err)
 		}
 	}
+	if opts.CacheBudget == 0 {
+		opts.CacheBudget = cache.DefaultBudget(opts.StateDir)
+	}
 	m := &Manager{
-		opts:  opts,
-		log:   opts.Logger,
-		boxes: map[string]*Box{},
-		provs: map[string]providers.Provider{},
+		opts:   opts,
+		log:    opts.Logger,
+		boxes:  map[string]*Box{},
+		provs:  map[string]providers.Provider{},
+		budget: cache.NewBudget(opts.CacheBudget),
 	}
 	if err := m.loadRecords(); err != nil {
 		return nil, err
@@ -136,7 +157,7 @@ func New(opts Options) (*Manager, error) {
 			continue // already made in an earlier run
 		}
 		spec := d.Spec
-		m.boxes[d.Name] = m.newBox(record{Name: d.Name, Provider: m.providerName(d.Provider), Spec: &spec, ResumeAuto: d.ResumeAuto})
+		m.boxes[d.Name] = m.newBox(record{Name: d.Name, Provider: m.providerName(d.Provider), Spec: &spec, Settings: d.Settings, ResumeAuto: d.ResumeAuto})
 	}
 	return m, nil
 }
@@ -303,6 +324,11 @@ func (m *Manager) release(name string) {
 // Create makes a box from spec with the named provider ("" = default) and
 // keeps it as name. The box's id is recorded before anything runs in it.
 func (m *Manager) Create(ctx context.Context, name, provider string, spec providers.Spec) error {
+	return m.CreateWith(ctx, name, provider, spec, Settings{})
+}
+
+// CreateWith is Create for a box with its own Settings.
+func (m *Manager) CreateWith(ctx context.Context, name, provider string, spec providers.Spec, set Settings) error {
 	const op = "boxes.Create"
 	if err := checkName(name); err != nil {
 		return providers.E(providers.Invalid, op, err)
@@ -322,7 +348,7 @@ func (m *Manager) Create(ctx context.Context, name, provider string, spec provid
 		return err
 	}
 	b.setBox(box)
-	r := record{Name: name, Provider: provider, ID: box.ID(), Created: time.Now().UTC()}
+	r := record{Name: name, Provider: provider, ID: box.ID(), Created: time.Now().UTC(), Settings: set}
 	if err := m.saveRecord(r); err != nil {
 		m.log.Error("box record not saved: a restart will not find this box", "box", name, "id", box.ID(), "err", err)
 	}
@@ -481,8 +507,7 @@ func (m *Manager) RecoverJournals(ctx context.Context) (int, error) {
 // journaled reports whether the cache of the box rec names holds writes
 // journaled and not pushed yet.
 func (m *Manager) journaled(rec record) bool {
-	ents, err := os.ReadDir(filepath.Join(m.cacheDir(rec), "journal"))
-	return err == nil && len(ents) > 0
+	return cache.Journaled(m.cacheDir(rec))
 }
 
 // cmdsDir is where the commands of the box rec names are kept: by its

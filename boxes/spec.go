@@ -3,6 +3,7 @@ package boxes
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -36,6 +37,45 @@ func ParseSpec(words []string) (provider string, spec providers.Spec, err error)
 }
 
 type pair struct{ k, v string }
+
+// Write modes: when a close(2) in work/ returns (Settings.Write).
+const (
+	// WriteThrough: once the box has the file's bytes (the default).
+	WriteThrough = "through"
+	// WriteBehind: once the bytes are in the host's journal; the box gets
+	// them in batches within a bounded delay, and before every barrier.
+	WriteBehind = "behind"
+)
+
+// Settings are what boxfs itself does for a box, set by the keys of a
+// `new` message that are not the provider's: write= (WriteThrough or
+// WriteBehind; "" is the mount's default).
+type Settings struct {
+	Write string `json:"write,omitempty"`
+}
+
+// ParseNew reads the words of a `new NAME k=v ...` message: boxfs's own
+// keys (write=) into Settings, the rest as ParseSpec does.
+func ParseNew(words []string) (provider string, spec providers.Spec, set Settings, err error) {
+	const op = "boxes.ParseNew"
+	rest := make([]string, 0, len(words))
+	for _, w := range words {
+		k, v, _ := strings.Cut(w, "=")
+		if k != "write" {
+			rest = append(rest, w)
+			continue
+		}
+		if set.Write != "" {
+			return "", spec, set, providers.Errorf(providers.Invalid, op, "key \"write\" given twice")
+		}
+		if v != WriteThrough && v != WriteBehind {
+			return "", spec, set, providers.Errorf(providers.Invalid, op, "write=%q: want through or behind", v)
+		}
+		set.Write = v
+	}
+	provider, spec, err = ParseSpec(rest)
+	return provider, spec, set, err
+}
 
 // CheckName reports whether name can name a box (Invalid if not): 1..63
 // bytes of UTF-8, no '/' and no control character (C0, DEL or C1: a name
@@ -185,6 +225,24 @@ func parseDuration(v string) (time.Duration, error) {
 }
 
 // parseMegabytes takes megabytes ("512"), or a number with m/g ("512m", "2g").
+// ParseBytes reads a size in bytes: a number with an optional binary
+// suffix k, m, g or t (512m, 2g).
+func ParseBytes(v string) (int64, error) {
+	s := strings.ToLower(strings.TrimSpace(v))
+	mult := int64(1)
+	for i, suf := range []string{"k", "m", "g", "t"} {
+		if strings.HasSuffix(s, suf) {
+			mult, s = int64(1)<<(10*(i+1)), strings.TrimSuffix(s, suf)
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64/mult {
+		return 0, providers.Errorf(providers.Invalid, "boxes.ParseBytes", "%q is not a size (use 536870912, 512m or 2g)", v)
+	}
+	return n * mult, nil
+}
+
 func parseMegabytes(v string) (int, error) {
 	mult := 1
 	s := strings.ToLower(v)

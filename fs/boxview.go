@@ -145,6 +145,22 @@ func (v *boxView) notifyChanges(ch cache.Changes) {
 	if !v.fs.mounted() {
 		return
 	}
+	// Removed names first: the kernel takes a deleted name's file to have
+	// no links left, which a changed name of the same hard link (below)
+	// then asks again.
+	for _, rel := range ch.Removed {
+		dir, name := splitRel(rel)
+		parent := v.findNode(dir)
+		child := v.findNode(rel)
+		if parent == nil {
+			continue
+		}
+		if child != nil {
+			parent.NotifyDelete(name, child)
+		} else {
+			parent.NotifyEntry(name)
+		}
+	}
 	for _, rel := range ch.Changed {
 		n := v.findNode(rel)
 		if n == nil {
@@ -160,19 +176,6 @@ func (v *boxView) notifyChanges(ch cache.Changes) {
 			if parent := v.findNode(dir); parent != nil {
 				parent.NotifyEntry(name)
 			}
-		}
-	}
-	for _, rel := range ch.Removed {
-		dir, name := splitRel(rel)
-		parent := v.findNode(dir)
-		child := v.findNode(rel)
-		if parent == nil {
-			continue
-		}
-		if child != nil {
-			parent.NotifyDelete(name, child)
-		} else {
-			parent.NotifyEntry(name)
 		}
 	}
 	for _, rel := range ch.Added {

@@ -111,7 +111,8 @@ type rootCmd struct {
 	provider   string
 	id         string
 	spec       providers.Spec
-	resumeAuto bool // resume=auto: a use of work/ resumes the box when suspended
+	set        boxes.Settings // boxfs's own keys of new (write=)
+	resumeAuto bool           // resume=auto: a use of work/ resumes the box when suspended
 }
 
 // parseRootCtl parses every message of a write to the root ctl before any
@@ -189,7 +190,7 @@ func rootCmdOf(m ctlMsg) (rootCmd, error) {
 			return c, cause(err)
 		}
 		c.resumeAuto = auto
-		c.provider, c.spec, err = boxes.ParseSpec(rest)
+		c.provider, c.spec, c.set, err = boxes.ParseNew(rest)
 		if err != nil {
 			return c, cause(err)
 		}

@@ -1,6 +1,12 @@
 package fs
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/boxfs/boxfs/providers"
+)
 
 func TestInoTable(t *testing.T) {
 	a := newInoTable("docker/abc")
@@ -45,7 +51,7 @@ func TestInoTableShare(t *testing.T) {
 	a := newInoTable("local/x")
 	f := a.get("f")
 	a.get("g")
-	a.share("f", "g")
+	a.share("f", "g", providers.FileInfo{})
 	if a.get("g") != f {
 		t.Fatal("the new name of a hard link has a number of its own")
 	}
@@ -56,4 +62,37 @@ func TestInoTableShare(t *testing.T) {
 	if n := a.get("f"); n == f {
 		t.Error("a recreated name got the linked file's number")
 	}
+}
+
+// Names of one box file with several links share one number, whichever is
+// seen first, stable across tables of the box; a name that loses its
+// links keeps it, and a box inode whose names are all gone does not pass
+// its number to a new file.
+func TestInoTableBoxLinks(t *testing.T) {
+	linked := providers.FileInfo{Dev: 7, Ino: 42, Nlink: 2}
+	a := newInoTable("local/x")
+	x := a.getFile("x", linked)
+	assert.Equal(t, x, a.getFile("sub/y", linked), "two names of one box file")
+	assert.Equal(t, x, a.get("sub/y"))
+	other := a.getFile("z", providers.FileInfo{Dev: 7, Ino: 43, Nlink: 2})
+	assert.NotEqual(t, x, other, "another box file")
+	plain := a.getFile("p", providers.FileInfo{Dev: 7, Ino: 44, Nlink: 1})
+	assert.Equal(t, a.get("p"), plain, "a file of one name is numbered by its path")
+
+	b := newInoTable("local/x")
+	assert.Equal(t, x, b.getFile("sub/y", linked), "another mount of the box, names seen in another order")
+	assert.Equal(t, x, b.getFile("x", linked))
+
+	// A name looked up before the box linked it keeps its number, and
+	// the new name joins it.
+	c := newInoTable("local/x")
+	before := c.getFile("old", providers.FileInfo{Dev: 7, Ino: 50, Nlink: 1})
+	assert.Equal(t, before, c.getFile("old", providers.FileInfo{Dev: 7, Ino: 50, Nlink: 2}))
+	assert.Equal(t, before, c.getFile("new", providers.FileInfo{Dev: 7, Ino: 50, Nlink: 2}))
+
+	a.remove("x")
+	assert.Equal(t, x, a.getFile("sub/y", providers.FileInfo{Dev: 7, Ino: 42, Nlink: 1}), "the last name keeps the number")
+	a.remove("sub")
+	reused := a.getFile("q", linked)
+	assert.NotEqual(t, x, reused, "a box inode reused after all its names went")
 }

@@ -103,7 +103,7 @@ func (f *FS) rootCtl(ctx context.Context, text string) error {
 		var err error
 		switch c.verb {
 		case "new":
-			if err = f.m.Create(ctx, c.name, c.provider, c.spec); err == nil {
+			if err = f.m.CreateWith(ctx, c.name, c.provider, c.spec, c.set); err == nil {
 				err = f.resumeAuto(c)
 				f.notifyRoot(c.name)
 			}

@@ -128,7 +128,7 @@ func fillAttr(a *fuse.Attr, fi providers.FileInfo, ino uint64) {
 
 // child returns the node for rel, of the kind fi says.
 func (n *workNode) child(ctx context.Context, rel string, fi providers.FileInfo, out *fuse.EntryOut) *gofs.Inode {
-	ino := n.v.inos().get(rel)
+	ino := n.v.inos().getFile(rel, fi)
 	n.v.fillAttr(&out.Attr, fi, ino)
 	mode := providers.UnixMode(fi.Mode) & syscall.S_IFMT
 	return n.NewInode(ctx, &workNode{v: n.v}, gofs.StableAttr{Mode: mode, Ino: ino})
@@ -378,7 +378,7 @@ func (n *workNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) 
 		ents = append(ents, fuse.DirEntry{
 			Name: fi.Name,
 			Mode: providers.UnixMode(fi.Mode) & syscall.S_IFMT,
-			Ino:  n.v.inos().get(joinRel(rel, fi.Name)),
+			Ino:  n.v.inos().getFile(joinRel(rel, fi.Name), fi),
 		})
 	}
 	return gofs.NewListDirStream(ents), 0
@@ -609,10 +609,8 @@ func (n *workNode) Link(ctx context.Context, target gofs.InodeEmbedder, name str
 	}
 	// The new name is the old one's inode (link(2): git clone of a local
 	// repository checks the numbers), so the kernel holds one file under
-	// both names. Names the box links by itself, and names looked up after
-	// a remount, get numbers of their own (as sshfs shows them); their link
-	// count says what they are.
-	n.v.inos().share(oldrel, rel)
+	// both names; names the box links by itself share one number too.
+	n.v.inos().share(oldrel, rel, fi)
 	n.v.notifyLinked(ctx, rel, false)
 	return n.child(ctx, rel, fi, out), 0
 }
@@ -636,11 +634,18 @@ func (n *workNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errn
 	return 0
 }
 
+// Fsync of a file is its handle's; of a directory, in write-behind, a
+// barrier: everything closed is pushed first.
 func (n *workNode) Fsync(ctx context.Context, f gofs.FileHandle, flags uint32) syscall.Errno {
 	if wh, ok := f.(*workHandle); ok {
 		return wh.Fsync(ctx, flags)
 	}
-	return 0
+	return n.run(ctx, true, time.Minute, func(ctx context.Context, c *cache.Cache) error {
+		if !c.WriteBehind() {
+			return nil
+		}
+		return c.FlushAll(ctx)
+	})
 }
 
 // workHandle is one open of a work/ file.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/boxfs/boxfs/hands/agent"
@@ -78,6 +80,7 @@ var (
 	_ providers.StatWriter   = (*Hands)(nil)
 	_ providers.SmallReader  = (*Hands)(nil)
 	_ providers.CappedWalker = (*Hands)(nil)
+	_ providers.BatchWriter  = (*Hands)(nil)
 )
 
 // New reads box's facts once and picks the fastest path they allow (see the
@@ -257,9 +260,87 @@ func (h *Hands) MkdirStat(ctx context.Context, name string, perm providers.FileM
 
 // WriteFileStat replaces name atomically with r's bytes, gives it o's
 // attributes and returns them as the box has them: one round trip over the
-// agent channel for a file up to 192 KiB; a call per step elsewhere.
+// agent channel for a file up to 192 KiB, the box's archive API and one
+// round trip for a large one where the box has that API; a call per step
+// elsewhere.
 func (h *Hands) WriteFileStat(ctx context.Context, name string, r io.Reader, o providers.WriteOptions) (providers.FileInfo, error) {
+	if ar, ok := h.bulk(); ok {
+		if size, ok := sizeOf(r); ok && size >= bulkMin {
+			fi, retry, err := h.writeBulk(ctx, ar, name, r.(*os.File), size, o)
+			if err == nil || !retry {
+				return fi, err
+			}
+			h.log.Debug("hands: bulk write failed; writing through the file channel", "path", name, "err", err)
+		}
+	}
 	return providers.AsStatWriter(h.files).WriteFileStat(ctx, name, r, o)
+}
+
+// WriteFiles writes many whole files, each as WriteFileStat does: in one
+// round trip over the agent channel, one call each elsewhere.
+func (h *Hands) WriteFiles(ctx context.Context, files []providers.FileWrite) ([]providers.FileWritten, error) {
+	if bw, ok := h.files.(providers.BatchWriter); ok {
+		return h.writeBatch(ctx, bw, files)
+	}
+	out := make([]providers.FileWritten, len(files))
+	for i, f := range files {
+		if f.Dir {
+			out[i].Info, out[i].Err = providers.WriteDir(ctx, h, f)
+			continue
+		}
+		out[i].Info, out[i].Err = h.WriteFileStat(ctx, f.Name, f.Data, f.Options)
+	}
+	return out, nil
+}
+
+// writeBatch writes files through bw, but for large files that take the
+// bulk path: those go one by one, after the files before the last of them
+// and before those after it (a batch's directory attributes come last).
+func (h *Hands) writeBatch(ctx context.Context, bw providers.BatchWriter, files []providers.FileWrite) ([]providers.FileWritten, error) {
+	var big []int
+	for i, f := range files {
+		if _, ok := h.bulk(); ok && !f.Dir && f.Size >= bulkMin {
+			if _, ok := sizeOf(f.Data); ok {
+				big = append(big, i)
+			}
+		}
+	}
+	if len(big) == 0 {
+		return bw.WriteFiles(ctx, files)
+	}
+	out := make([]providers.FileWritten, len(files))
+	batch := func(lo, hi int) error {
+		var part []providers.FileWrite
+		var at []int
+		for i := lo; i < hi; i++ {
+			if !slices.Contains(big, i) {
+				part = append(part, files[i])
+				at = append(at, i)
+			}
+		}
+		if len(part) == 0 {
+			return nil
+		}
+		res, err := bw.WriteFiles(ctx, part)
+		for k, i := range at {
+			if err == nil {
+				out[i] = res[k]
+			}
+		}
+		return err
+	}
+	last := big[len(big)-1]
+	if err := batch(0, last); err != nil {
+		return nil, err
+	}
+	for _, i := range big {
+		f := files[i]
+		out[i].Info, out[i].Err = h.WriteFileStat(ctx, f.Name, f.Data, f.Options)
+	}
+	if err := batch(last+1, len(files)); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Watch reports the changes made under root in the box as they happen

@@ -27,6 +27,8 @@ type mountT struct {
 	cmd        *exec.Cmd
 	log        *syncBuffer
 	ended      chan struct{} // closed once the child has exited
+	exitErr    error         // its Wait's answer, once ended
+	keepBoxes  bool          // a later mount of the same state ends them
 }
 
 type syncBuffer struct {
@@ -76,57 +78,93 @@ func startMount(t *testing.T, provider string, opTimeout time.Duration) *mountT 
 // workspace watch when watch is set.
 func startMountAttr(t *testing.T, provider string, opTimeout, attr time.Duration, watch bool) *mountT {
 	t.Helper()
-	return startMountOn(t, t.TempDir(), t.TempDir(), provider, opTimeout, attr, watch)
+	return startMountCfg(t, mountCfg{provider: provider, opTimeout: opTimeout, attr: attr, watch: watch})
 }
 
 // startMountOn serves the namespace of the state directory state at mnt
 // (a remount, when an earlier mount served them).
 func startMountOn(t *testing.T, mnt, state, provider string, opTimeout, attr time.Duration, watch bool) *mountT {
 	t.Helper()
-	var env []string
-	if watch {
-		env = append(env, envWatch+"=1")
-	}
-	return startMountEnv(t, mnt, state, provider, opTimeout, attr, env...)
+	return startMountCfg(t, mountCfg{provider: provider, opTimeout: opTimeout, attr: attr, watch: watch, mnt: mnt, state: state})
 }
 
 // startMountEnv is startMountOn with serve-mode settings env (envWatch=1,
 // envAllowOther=1) for the serving process.
 func startMountEnv(t *testing.T, mnt, state, provider string, opTimeout, attr time.Duration, env ...string) *mountT {
 	t.Helper()
+	return startMountCfg(t, mountCfg{provider: provider, opTimeout: opTimeout, attr: attr, mnt: mnt, state: state, env: env})
+}
+
+// mountCfg is how startMountCfg serves a namespace.
+type mountCfg struct {
+	provider        string
+	opTimeout, attr time.Duration
+	watch           bool
+	write           string // the mount's write mode; "" for the default
+	mnt, state      string // the mount point and state directory; "" for new ones
+	budget          int64  // the content cache's bound; 0 for the default
+	// behindDelay is write-behind's batch delay; 0 for the default. A long
+	// one leaves pushing to the barriers and full batches.
+	behindDelay time.Duration
+	env         []string // more serve-mode settings (envAllowOther=1)
+}
+
+// startMountCfg serves a namespace as cfg says.
+func startMountCfg(t *testing.T, cfg mountCfg) *mountT {
+	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skip("no /dev/fuse")
 	}
+	provider := cfg.provider
 	requireProvider(t, provider)
-	m := &mountT{mnt: mnt, state: state, log: &syncBuffer{}, ended: make(chan struct{})}
+	m := &mountT{mnt: cfg.mnt, state: cfg.state, log: &syncBuffer{}, ended: make(chan struct{})}
+	if m.mnt == "" {
+		m.mnt = t.TempDir()
+	}
+	if m.state == "" {
+		m.state = t.TempDir()
+	}
 	m.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	m.cmd.Env = append(os.Environ(),
 		envServe+"="+m.mnt, envState+"="+m.state, envProvider+"="+provider,
-		envAgent+"="+boxfsbin.Path(t), envOpTime+"="+opTimeout.String(), envAttrTime+"="+attr.String())
-	m.cmd.Env = append(m.cmd.Env, env...)
+		envAgent+"="+boxfsbin.Path(t), envOpTime+"="+cfg.opTimeout.String(), envAttrTime+"="+cfg.attr.String())
+	if cfg.watch {
+		m.cmd.Env = append(m.cmd.Env, envWatch+"=1")
+	}
+	if cfg.write != "" {
+		m.cmd.Env = append(m.cmd.Env, envWrite+"="+cfg.write)
+	}
+	if cfg.behindDelay != 0 {
+		m.cmd.Env = append(m.cmd.Env, envBehind+"="+cfg.behindDelay.String())
+	}
+	if cfg.budget != 0 {
+		m.cmd.Env = append(m.cmd.Env, envBudget+"="+strconv.FormatInt(cfg.budget, 10))
+	}
+	m.cmd.Env = append(m.cmd.Env, cfg.env...)
 	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
 	go func() {
-		exited <- m.cmd.Wait()
+		m.exitErr = m.cmd.Wait()
 		close(m.ended)
 	}()
 	t.Cleanup(func() {
 		m.cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-exited:
+		case <-m.ended:
 		case <-time.After(60 * time.Second):
 			m.cmd.Process.Kill()
-			<-exited
+			<-m.ended
 			t.Errorf("the mount did not stop within 60 s of SIGTERM")
 		}
 		if isMounted(m.mnt) {
 			exec.Command("umount", "-l", m.mnt).Run()
 			t.Errorf("the mount was still there after its server stopped")
 		}
-		m.destroyBoxes()
+		if !m.keepBoxes {
+			m.destroyBoxes()
+		}
 		if t.Failed() || testing.Verbose() {
 			t.Logf("mount server log:\n%s", m.log.String())
 		}
@@ -134,8 +172,8 @@ func startMountEnv(t *testing.T, mnt, state, provider string, opTimeout, attr ti
 	deadline := time.Now().Add(30 * time.Second)
 	for !isMounted(m.mnt) {
 		select {
-		case err := <-exited:
-			t.Fatalf("mount server exited: %v\n%s", err, m.log.String())
+		case <-m.ended:
+			t.Fatalf("mount server exited: %v\n%s", m.exitErr, m.log.String())
 		default:
 		}
 		if time.Now().After(deadline) {

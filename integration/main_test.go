@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -33,6 +34,9 @@ const (
 	envOpTime   = "BOXFS_IT_OPTIMEOUT"
 	envAttrTime = "BOXFS_IT_ATTRTIMEOUT"
 	envWatch    = "BOXFS_IT_WATCH"
+	envWrite    = "BOXFS_IT_WRITE"        // the mount's write mode
+	envBudget   = "BOXFS_IT_CACHE"        // the content cache's bound, bytes
+	envBehind   = "BOXFS_IT_BEHIND_DELAY" // write-behind's batch delay
 	// envAllowOther=1 mounts with allow_other: other users get in, as
 	// the modes allow.
 	envAllowOther = "BOXFS_IT_ALLOW_OTHER"
@@ -70,6 +74,8 @@ func serve(mnt string) error {
 	if d, err := time.ParseDuration(os.Getenv(envAttrTime)); err == nil {
 		attrTimeout = d
 	}
+	budget, _ := strconv.ParseInt(os.Getenv(envBudget), 10, 64)
+	behindDelay, _ := time.ParseDuration(os.Getenv(envBehind))
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	m, err := boxes.New(boxes.Options{
 		StateDir:        state,
@@ -83,6 +89,9 @@ func serve(mnt string) error {
 		},
 		AttrTimeout: attrTimeout,
 		Watch:       os.Getenv(envWatch) == "1",
+		WriteBehind: os.Getenv(envWrite) == boxes.WriteBehind,
+		BehindDelay: behindDelay,
+		CacheBudget: budget,
 		OpTimeout:   opTimeout,
 		AgentBinary: os.Getenv(envAgent),
 		Logger:      logger,

@@ -3,6 +3,7 @@ package providers
 import (
 	"context"
 	"io"
+	"os"
 	"time"
 )
 
@@ -176,6 +177,50 @@ type CappedWalker interface {
 	WalkMax(ctx context.Context, root string, max int) ([]FileInfo, error)
 }
 
+// HostReader is an optional part of Files: a box whose files are the
+// host's own (a local box) opens one for reading as a host file, so a
+// read needs no copy. A box whose files are elsewhere says Unsupported.
+type HostReader interface {
+	OpenHost(ctx context.Context, name string) (*os.File, error)
+}
+
+// SizedReader is an optional part of Files: ReadFile of a file whose size
+// the caller knows, which may then take a path that pays off only for
+// large files (the provider's archive API).
+type SizedReader interface {
+	ReadFileSized(ctx context.Context, name string, size int64) (io.ReadCloser, error)
+}
+
+// BatchWriter is an optional part of Files: many whole files written in
+// one round trip, each as StatWriter's WriteFileStat writes one (its
+// content atomically, with its attributes), each answered with its own
+// result. The write-behind mode pushes its batches through it.
+type BatchWriter interface {
+	// WriteFiles writes files in order and returns one result per file, in
+	// the same order. An error means the batch as a whole failed: which of
+	// its files were written is not known.
+	WriteFiles(ctx context.Context, files []FileWrite) ([]FileWritten, error)
+}
+
+// FileWrite is one file of a BatchWriter's batch, or, with Dir, one
+// directory: made with Options.Perm (exactly) when Make and missing (an
+// existing directory is fine), then given Options' owner (Chown), mode
+// (ForceMode) and times; without Make it must exist.
+type FileWrite struct {
+	Name      string    // box-side absolute path
+	Data      io.Reader // exactly Size bytes
+	Size      int64
+	Options   WriteOptions
+	Dir, Make bool
+}
+
+// FileWritten is what became of one file of a batch: its attributes as
+// Lstat gives them after the write, or the error that left it unwritten.
+type FileWritten struct {
+	Info FileInfo
+	Err  error
+}
+
 // SmallReader is an optional part of Files: many small files of one
 // directory read whole in one round trip, each with the attributes it had
 // while read, so a scan of a tree (grep -r, an indexer) need not spend a
@@ -207,6 +252,9 @@ type WriteOptions struct {
 	// Atime and Mtime are set to the nanosecond; a zero one is left as the
 	// write made it.
 	Atime, Mtime time.Time
+	// Exclusive: the name must be free; a file there (made since the
+	// caller looked) is Exists (EEXIST) and stays as it is.
+	Exclusive bool
 }
 
 // Walker lists a whole tree in one go: the listing syncengine's marks are

@@ -33,10 +33,38 @@ func (s stepWriter) MkdirStat(ctx context.Context, name string, perm FileMode) (
 }
 
 func (s stepWriter) WriteFileStat(ctx context.Context, name string, r io.Reader, o WriteOptions) (FileInfo, error) {
+	if o.Exclusive {
+		// The name is taken first, empty; the content replaces it.
+		if err := s.f.Create(ctx, name, o.Perm, true); err != nil {
+			return FileInfo{}, err
+		}
+	}
 	if err := s.f.WriteFile(ctx, name, r, o.Perm); err != nil {
 		return FileInfo{}, err
 	}
 	return SetAttrs(ctx, s.f, name, o)
+}
+
+// WriteDir does over f what a BatchWriter does with a directory entry fw:
+// makes it when fw.Make and it is missing (an existing directory is
+// fine), gives it fw.Options' attributes, and returns Lstat of it.
+func WriteDir(ctx context.Context, f Files, fw FileWrite) (FileInfo, error) {
+	if fw.Make {
+		err := f.Mkdir(ctx, fw.Name, fw.Options.Perm)
+		if err != nil && !IsCode(err, Exists) {
+			return FileInfo{}, err
+		}
+		if err != nil {
+			fi, lerr := f.Lstat(ctx, fw.Name)
+			if lerr != nil {
+				return FileInfo{}, lerr
+			}
+			if !fi.IsDir() {
+				return FileInfo{}, err
+			}
+		}
+	}
+	return SetAttrs(ctx, f, fw.Name, fw.Options)
 }
 
 // SetAttrs gives name the attributes o asks a write to set (owner, then

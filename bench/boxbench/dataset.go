@@ -77,7 +77,11 @@ func makeDataset(dir, goroot string, sz sizes) (*dataset, error) {
 	}
 	src := filepath.Join(goroot, "src")
 	var all []string
-	for _, top := range treeDirs {
+	tops := treeDirs
+	if sz.allSrc {
+		tops = []string{"."}
+	}
+	for _, top := range tops {
 		err := filepath.WalkDir(filepath.Join(src, top), func(p string, e fs.DirEntry, err error) error {
 			if err != nil {
 				return err
@@ -93,12 +97,15 @@ func makeDataset(dir, goroot string, sz sizes) (*dataset, error) {
 		}
 	}
 	slices.Sort(all)
+	if sz.allSrc {
+		sz.treeFiles = len(all)
+	}
 	if len(all) < sz.treeFiles {
 		return nil, fmt.Errorf("dataset: GOROOT/src has %d files under %v, want %d", len(all), treeDirs, sz.treeFiles)
 	}
 	d.files = all[:sz.treeFiles]
 
-	d.tarPath = filepath.Join(dir, fmt.Sprintf("tree-%d.tar", sz.treeFiles))
+	d.tarPath = filepath.Join(dir, fmt.Sprintf("tree-%s-%d.tar", sz.name, sz.treeFiles))
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	dirs := map[string]bool{}

@@ -374,8 +374,9 @@ func rcloneDrain(ctx context.Context, addr string, bound time.Duration) error {
 
 // boxfsPeer mounts boxfs with the real CLI. docker: the bench container,
 // attached by id; kubernetes: the bench pod (r.k8sBox), attached by name;
-// local: a local-provider box, made by the first mount.
-func boxfsPeer(r *run, provider string) *peer {
+// local: a local-provider box, made by the first mount. write is the
+// mount's -o write= ("" for the default).
+func boxfsPeer(r *run, provider, write string) *peer {
 	name := "boxfs"
 	box := "b"
 	switch provider {
@@ -384,6 +385,9 @@ func boxfsPeer(r *run, provider string) *peer {
 	case "kubernetes":
 		name, box = k8sPeer, "bk"
 	}
+	if write != "" {
+		name += "-" + write
+	}
 	mnt := filepath.Join(r.work, "mnt", name)
 	state := filepath.Join(r.work, "state", name)
 	p := &peer{
@@ -391,12 +395,16 @@ func boxfsPeer(r *run, provider string) *peer {
 		inBox: provider == "docker",
 		root:  filepath.Join(mnt, box, "work"),
 	}
-	switch provider {
-	case "docker":
+	switch {
+	case provider == "docker" && write != "":
+		p.about = "boxfs mount -o write=" + write + " (CLI), `attach b provider=docker id=CTR`; Docker API through the delay proxy when a delay is set"
+		p.boxRoot = boxWorkspace
+		p.probe = r.boxProbe
+	case provider == "docker":
 		p.about = "boxfs mount (CLI, defaults), `attach b provider=docker id=CTR`; Docker API through the delay proxy when a delay is set"
 		p.boxRoot = boxWorkspace
 		p.probe = r.boxProbe
-	case "kubernetes":
+	case provider == "kubernetes":
 		p.about = "boxfs mount (CLI, defaults), `attach bk provider=kubernetes id=POD` on the scripts/k8s-up cluster; no delay runs"
 		p.boxRoot = boxWorkspace // the probe is set when the pod is made
 	default:
@@ -415,8 +423,11 @@ func boxfsPeer(r *run, provider string) *peer {
 		if provider == "kubernetes" {
 			env = append(env, "KUBECONFIG="+r.kubeconfig)
 		}
-		if err := p.startFUSE(ctx, r, mnt, env, r.boxfsBin, "--state", state, "--config", r.emptyConf,
-			"--log-level", "info", "mount", mnt); err != nil {
+		argv := []string{r.boxfsBin, "--state", state, "--config", r.emptyConf, "--log-level", "info", "mount"}
+		if write != "" {
+			argv = append(argv, "-o", "write="+write)
+		}
+		if err := p.startFUSE(ctx, r, mnt, env, append(argv, mnt)...); err != nil {
 			return err
 		}
 		if !recorded {

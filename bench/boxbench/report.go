@@ -33,7 +33,7 @@ var rows = []row{
 	}},
 	{"w1.visible", "ms", fixed("W1 edit: rename returned → new bytes in the box")},
 	{"w2.commit", "s", func(z sizes) string {
-		return fmt.Sprintf("W2 git init + add + commit, %s files", thousands(z.treeFiles))
+		return fmt.Sprintf("W2 git init + add + commit, %s files", treeCount(z))
 	}},
 	{"w2.landed", "s", fixed("W2 commit complete in the box (fsck passes)")},
 	{"w2.status.cold", "s", fixed("W2 git status, cold")},
@@ -42,7 +42,10 @@ var rows = []row{
 	{"w3.lslR.warm", "s", fixed("W3 ls -lR, warm")},
 	{"w3.find.cold", "s", fixed("W3 find | wc -l, cold")},
 	{"w3.find.warm", "s", fixed("W3 find | wc -l, warm")},
-	{"w4.untar", "s", func(z sizes) string { return fmt.Sprintf("W4 untar %s files", thousands(z.treeFiles)) }},
+	{"w3.grep.cold", "s", fixed("W3 grep -rl a symbol, cold")},
+	{"w3.grep.warm", "s", fixed("W3 grep -rl a symbol, warm")},
+	{"w8.rmrf", "s", func(z sizes) string { return fmt.Sprintf("W8 rm -rf the %s-file tree", treeCount(z)) }},
+	{"w4.untar", "s", func(z sizes) string { return fmt.Sprintf("W4 untar %s files", treeCount(z)) }},
 	{"w4.untar.landed", "s", fixed("W4 untar: all files in the box")},
 	{"w4.serial", "s", func(z sizes) string { return fmt.Sprintf("W4 create %s × 4 KiB, serial", thousands(z.smallFiles)) }},
 	{"w4.serial.landed", "s", fixed("W4 serial: all in the box")},
@@ -69,6 +72,14 @@ func rowUnit(id string) string {
 		}
 	}
 	return "s"
+}
+
+// treeCount is the number of files of a profile's tree, for labels.
+func treeCount(z sizes) string {
+	if z.allSrc && z.treeFiles == 0 {
+		return "GOROOT/src's"
+	}
+	return thousands(z.treeFiles)
 }
 
 func thousands(n int) string {
@@ -373,6 +384,126 @@ func (t table) boxfsRatios(b *strings.Builder) {
 	}
 }
 
+// boxfsPeers are the boxfs peers the ratio tables divide.
+var boxfsPeers = []string{"boxfs-local", "boxfs", "boxfs-behind"}
+
+// familyRatios is each boxfs peer's median over loopback's (the FUSE
+// ceiling) and sshfs's, when the table has them.
+func (t table) familyRatios(b *strings.Builder) {
+	var mine, cols []string
+	for _, p := range boxfsPeers {
+		if slices.Contains(t.peers, p) {
+			mine = append(mine, p)
+		}
+	}
+	for _, o := range []string{"loopback", "sshfs"} {
+		if slices.Contains(t.peers, o) {
+			cols = append(cols, o)
+		}
+	}
+	if len(mine) == 0 || len(cols) == 0 {
+		return
+	}
+	var heads []string
+	for _, p := range mine {
+		for _, o := range cols {
+			heads = append(heads, p+" ÷ "+o)
+		}
+	}
+	fmt.Fprintf(b, "\nThe boxfs peers' medians divided by the FUSE ceiling's and by sshfs's (below 1: faster):\n\n")
+	fmt.Fprintf(b, "| workload | %s |\n|---|%s\n", strings.Join(heads, " | "), strings.Repeat("---:|", len(heads)))
+	for _, r := range rows {
+		if _, ok := t.cells[r.id]; !ok || r.id == "probe" {
+			continue
+		}
+		var cs []string
+		for _, p := range mine {
+			for _, o := range cols {
+				cs = append(cs, ratioText(t.cells[r.id][p], t.cells[r.id][o]))
+			}
+		}
+		fmt.Fprintf(b, "| %s | %s |\n", r.label(t.g.sz), strings.Join(cs, " | "))
+	}
+}
+
+// ratioText is a's median over b's, or why there is none.
+func ratioText(a, b cell) string {
+	switch {
+	case !a.present() || !b.present():
+		return "—"
+	case a.failed() || b.failed():
+		return "FAIL"
+	}
+	if r := ratio(a, b); !math.IsNaN(r) {
+		return strings.TrimPrefix(fmtRatio(r), "×")
+	}
+	return "n/a"
+}
+
+// crossTables compares groups of one run: each peer's time per file on
+// the large tree over its time per file on the standard one (flat is 1),
+// and each latency group's times over the same work without delay, with
+// the round trips a serial create costs.
+func crossTables(b *strings.Builder, all []sample, groups []group) {
+	find := func(delay time.Duration, profile string) (table, bool) {
+		for _, g := range groups {
+			if g.delay == delay && g.sz.name == profile {
+				return summarizeGroup(all, g), true
+			}
+		}
+		return table{}, false
+	}
+	large, okL := find(0, "large")
+	std, okS := find(0, "standard")
+	if okL && okS {
+		fmt.Fprintf(b, "Per-file time on the %s-file tree over per-file time on the %s-file tree (1 is flat):\n\n",
+			thousands(large.g.sz.treeFiles), thousands(std.g.sz.treeFiles))
+		fmt.Fprintf(b, "| workload | %s |\n|---|%s\n", strings.Join(std.peers, " | "), strings.Repeat("---:|", len(std.peers)))
+		for _, row := range []struct{ id, label string }{{"w4.untar", "W4 untar"}, {"w2.commit", "W2 git init + add + commit"}} {
+			id := row.id
+			var cs []string
+			for _, p := range std.peers {
+				l, s := large.cells[id][p], std.cells[id][p]
+				r := ratio(l, s) * float64(std.g.sz.treeFiles) / float64(large.g.sz.treeFiles)
+				if math.IsNaN(r) {
+					cs = append(cs, "—")
+				} else {
+					cs = append(cs, strings.TrimPrefix(fmtRatio(r), "×"))
+				}
+			}
+			fmt.Fprintf(b, "| %s | %s |\n", row.label, strings.Join(cs, " | "))
+		}
+		fmt.Fprintln(b)
+	}
+	for _, g := range groups {
+		if g.delay == 0 || g.sz.name != "wan" || !okS {
+			continue
+		}
+		t := summarizeGroup(all, g)
+		fmt.Fprintf(b, "With %v per round trip over without (the same tree and files; W5: %d MiB at %v, %d MiB without), and round trips per serially created file:\n\n",
+			g.delay, g.sz.bigMiB, g.delay, std.g.sz.bigMiB)
+		fmt.Fprintf(b, "| peer | untar %d files | serial creates | round trips per created file |\n|---|---:|---:|---:|\n", g.sz.treeFiles)
+		for _, p := range t.peers {
+			rt := "—"
+			if c := t.cells["w4.serial"][p]; c.present() && !c.failed() && c.n > 0 {
+				rt = fmtVal(c.median / (float64(g.sz.smallFiles) * g.delay.Seconds()))
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %s |\n", p, ratioText(t.cells["w4.untar"][p], std.cells["w4.untar"][p]),
+				"(per file) "+perFile(t.cells["w4.serial"][p], g.sz.smallFiles, std.cells["w4.serial"][p], std.g.sz.smallFiles), rt)
+		}
+		fmt.Fprintln(b)
+	}
+}
+
+// perFile is a's median per file over b's.
+func perFile(a cell, an int, b cell, bn int) string {
+	r := ratio(a, b) * float64(bn) / float64(an)
+	if math.IsNaN(r) {
+		return "—"
+	}
+	return strings.TrimPrefix(fmtRatio(r), "×")
+}
+
 func prefixAll(p string, xs []string) []string {
 	out := make([]string, len(xs))
 	for i, x := range xs {
@@ -422,6 +553,7 @@ func writeReport(dir string, all []sample, groups []group, m *meta) (string, err
 			fmt.Fprintf(&b, "\nboxfs's median divided by each peer's (below 1: boxfs is faster):\n\n")
 			t.boxfsRatios(&b)
 		}
+		t.familyRatios(&b)
 		fmt.Fprintln(&b)
 		for _, r := range rows {
 			for _, p := range t.peers {
@@ -436,6 +568,7 @@ func writeReport(dir string, all []sample, groups []group, m *meta) (string, err
 			}
 		}
 	}
+	crossTables(&b, all, groups)
 	fmt.Fprintf(&b, "Failures, by peer and workload (first note of each):\n\n")
 	nf := 0
 	seen := map[string]bool{}
@@ -521,7 +654,7 @@ func updateDocs(file, md string) error {
 }
 
 // peerOrder is the order of the tables' columns.
-var peerOrder = []string{"native", "loopback", "boxfs-local", "boxfs", "boxfs-k8s", "sshfs", "rclone-off", "rclone-writes", "docker-exec"}
+var peerOrder = []string{"native", "loopback", "boxfs-local", "boxfs", "boxfs-behind", "boxfs-k8s", "sshfs", "rclone-off", "rclone-writes", "docker-exec"}
 
 // reportMain is `boxbench report [-docs FILE] DIR`: the tables again from
 // DIR's raw.csv and meta.txt.
@@ -543,9 +676,9 @@ func reportMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	profiles := map[string]sizes{}
-	for _, z := range []sizes{issueSizes, standardSizes, latencySizes, quickSizes, quickLatency} {
-		profiles[z.name] = z
+	byName := map[string]sizes{}
+	for _, z := range profiles {
+		byName[z.name] = z
 	}
 	atoi := func(k string) int { n, _ := strconv.Atoi(metaVal(m, k)); return n }
 	slow := strings.Split(metaVal(m, "flag -slow"), ",")
@@ -556,7 +689,7 @@ func reportMain(args []string) error {
 		k := [2]string{s.Delay.String(), s.Profile}
 		i, ok := index[k]
 		if !ok {
-			z, known := profiles[s.Profile]
+			z, known := byName[s.Profile]
 			if !known {
 				return fmt.Errorf("raw.csv: unknown profile %q", s.Profile)
 			}

@@ -38,7 +38,20 @@ type sizes struct {
 	// and commit are not measured (the latency runs, which could not
 	// afford them).
 	seeded bool
+	// suite is the workloads run: "" every one (W1-W7), suiteTree the
+	// tree workloads of a real-size repository, suiteWAN what latency
+	// costs most (untar, serial creates, the large file).
+	suite string
+	// allSrc: the tree is every file of GOROOT/src, treeFiles ignored.
+	allSrc bool
 }
+
+// The suites besides the full one.
+const (
+	suiteTree = "tree"
+	suiteWAN  = "wan"
+	suiteBig  = "big" // the large file alone
+)
 
 // The profiles. "issue" has the sizes the benchmark issue names; a full
 // run of it takes well over the 30 minutes bench/run is meant to fit on a
@@ -46,12 +59,33 @@ type sizes struct {
 // an eighth of the large file), and the latency runs use "latency", whose
 // tree is seeded into the box off the clock.
 var (
-	issueSizes    = sizes{"issue", 3000, 1000, 256, 20, 5, 2, 20, false}
-	standardSizes = sizes{"standard", 600, 200, 32, 20, 5, 2, 10, false}
-	latencySizes  = sizes{"latency", 60, 10, 4, 10, 3, 1, 5, true}
-	quickSizes    = sizes{"quick", 100, 40, 4, 6, 2, 2, 4, false}
-	quickLatency  = sizes{"quick-latency", 60, 10, 4, 6, 2, 1, 4, true}
+	issueSizes    = sizes{"issue", 3000, 1000, 256, 20, 5, 2, 20, false, "", false}
+	standardSizes = sizes{"standard", 600, 200, 32, 20, 5, 2, 10, false, "", false}
+	latencySizes  = sizes{"latency", 60, 10, 4, 10, 3, 1, 5, true, "", false}
+	quickSizes    = sizes{"quick", 100, 40, 4, 6, 2, 2, 4, false, "", false}
+	quickLatency  = sizes{"quick-latency", 60, 10, 4, 6, 2, 1, 4, true, "", false}
+	// largeSizes is a real-size repository: all of GOROOT/src (11,478
+	// files with go1.26), the tree workloads only, and the 256 MiB file.
+	largeSizes = sizes{name: "large", smallFiles: 200, bigMiB: 256, suite: suiteTree, allSrc: true}
+	// wanSizes is the standard tree's untar, serial creates and the 256 MiB
+	// file, for the latency runs.
+	wanSizes = sizes{name: "wan", treeFiles: 600, smallFiles: 20, bigMiB: 256, suite: suiteWAN}
+	// bigSizes is the 256 MiB file alone, written and read cold.
+	bigSizes   = sizes{name: "big", treeFiles: 1, bigMiB: 256, suite: suiteBig}
+	quickLarge = sizes{name: "quick-large", treeFiles: 300, smallFiles: 20, bigMiB: 8, suite: suiteTree}
+	quickWAN   = sizes{name: "quick-wan", treeFiles: 60, smallFiles: 5, bigMiB: 4, suite: suiteWAN}
+	profiles   = []sizes{issueSizes, standardSizes, latencySizes, quickSizes, quickLatency, largeSizes, wanSizes, bigSizes, quickLarge, quickWAN}
 )
+
+// profileNamed returns the profile called name.
+func profileNamed(name string) (sizes, bool) {
+	for _, z := range profiles {
+		if z.name == name {
+			return z, true
+		}
+	}
+	return sizes{}, false
+}
 
 // run is one invocation of `boxbench run`.
 type run struct {
@@ -88,7 +122,8 @@ type runFlags struct {
 	peers, slow               []string
 	boxfsBin, loopbackBin     string
 	goroot                    string
-	full, lat                 sizes
+	full                      []sizes // the groups without added delay
+	lat                       sizes
 	skipBase, quick           bool
 	budget, freshTimeout      time.Duration
 	docs                      string
@@ -104,11 +139,12 @@ func parseRunFlags(args []string) (*runFlags, error) {
 	fl.IntVar(&f.slowReps, "slow-reps", 3, "repetitions for the slow peers (rclone-off)")
 	fl.IntVar(&f.delayReps, "delay-reps", 3, "repetitions in each latency-injection run")
 	delays := fl.String("delays", "10ms,50ms", "latency-injection runs: delays added per box round trip, comma-separated (\"\" for none)")
-	peerList := fl.String("peers", "native,loopback,boxfs-local,boxfs,boxfs-k8s,sshfs,rclone-off,rclone-writes,docker-exec", "peers to run")
+	peerList := fl.String("peers", "native,loopback,boxfs-local,boxfs,boxfs-behind,boxfs-k8s,sshfs,rclone-off,rclone-writes,docker-exec", "peers to run")
 	fl.StringVar(&f.boxfsBin, "boxfs", "", "boxfs binary (CGO_ENABLED=0 go build ./cmd/boxfs)")
 	fl.StringVar(&f.loopbackBin, "loopback", "", "loopback binary (go build ./bench/loopback)")
 	fl.StringVar(&f.goroot, "goroot", "", "GOROOT whose src/ the tree is taken from (go env GOROOT)")
-	profile := fl.String("sizes", "standard", "workload sizes with no added delay: standard (600-file tree, 200 small files, 32 MiB) or issue (3,000, 1,000, 256 MiB; much longer)")
+	profile := fl.String("sizes", "standard", "workload sizes with no added delay, a comma list (a table each): standard (600-file tree, 200 small files, 32 MiB), issue (3,000, 1,000, 256 MiB; much longer), large (all of GOROOT/src, tree workloads, 256 MiB)")
+	latProfile := fl.String("lat-sizes", "latency", "workload sizes of the latency runs: latency (a 60-file tree seeded off the clock), wan (the 600-file untar, serial creates, 256 MiB) or big (256 MiB alone)")
 	slowList := fl.String("slow", "rclone-off,rclone-writes", "peers that run only -slow-reps repetitions")
 	fl.BoolVar(&f.skipBase, "skip-base", false, "run only the latency-injection runs")
 	fl.DurationVar(&f.budget, "budget", 25*time.Minute, "time for the measurements: after one repetition of everything, further repetitions run while the estimate says they fit")
@@ -121,16 +157,19 @@ func parseRunFlags(args []string) (*runFlags, error) {
 	if f.boxfsBin == "" || f.loopbackBin == "" || f.goroot == "" {
 		return nil, errors.New("run: -boxfs, -loopback and -goroot are required (bench/run sets them)")
 	}
-	f.full, f.lat = standardSizes, latencySizes
-	switch *profile {
-	case "standard":
-	case "issue":
-		f.full = issueSizes
-	default:
-		return nil, fmt.Errorf("run: -sizes %q: want standard or issue", *profile)
+	for _, name := range strings.Split(*profile, ",") {
+		z, ok := profileNamed(strings.TrimSpace(name))
+		if !ok || z.seeded {
+			return nil, fmt.Errorf("run: -sizes %q: want standard, issue or large", name)
+		}
+		f.full = append(f.full, z)
+	}
+	var ok bool
+	if f.lat, ok = profileNamed(*latProfile); !ok {
+		return nil, fmt.Errorf("run: -lat-sizes %q: want latency or wan", *latProfile)
 	}
 	if f.quick {
-		f.full, f.lat = quickSizes, quickLatency
+		f.full, f.lat = []sizes{quickSizes, quickLarge}, quickWAN
 		set := map[string]bool{}
 		fl.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 		for name, v := range map[string]*int{"reps": &f.reps, "slow-reps": &f.slowReps, "delay-reps": &f.delayReps} {
@@ -267,23 +306,34 @@ func (r *run) prepare() (unlock func(), err error) {
 	return func() { lock.Close() }, nil
 }
 
-// datasets builds the tree tars of the runs with no delay and of the
-// latency runs (one when their sizes are the same).
-func datasets(r *run, f *runFlags, meta *meta) (full, lat *dataset, err error) {
-	log.Printf("dataset: building the tree tar from %s/src", f.goroot)
-	if full, err = makeDataset(r.work, f.goroot, f.full); err != nil {
-		return nil, nil, err
-	}
-	lat = full
-	if f.lat != f.full {
-		if lat, err = makeDataset(r.work, f.goroot, f.lat); err != nil {
+// datasets builds the tree tars of the runs with no delay (one per
+// profile) and of the latency runs.
+func datasets(r *run, f *runFlags, meta *meta) (full []*dataset, lat *dataset, err error) {
+	log.Printf("dataset: building the tree tars from %s/src", f.goroot)
+	for i, z := range append(slices.Clone(f.full), f.lat) {
+		ds, err := makeDataset(r.work, f.goroot, z)
+		if err != nil {
 			return nil, nil, err
 		}
-	}
-	meta.add("tree", fmt.Sprintf("%d files, %d bytes, from GOROOT/src/{%s} (%s), sorted, first %d; symbol %q in %d files",
-		len(full.files), full.bytes, strings.Join(treeDirs, ","), full.goVersion, f.full.treeFiles, symbol, len(full.grepHits)))
-	if f.lat != f.full {
-		meta.add("tree (latency runs)", fmt.Sprintf("%d files, %d bytes; symbol in %d files", len(lat.files), lat.bytes, len(lat.grepHits)))
+		if z.allSrc {
+			z.treeFiles = len(ds.files)
+			if i < len(f.full) {
+				f.full[i] = z
+			} else {
+				f.lat = z
+			}
+		}
+		what := fmt.Sprintf("first %d of GOROOT/src/{%s}, sorted", z.treeFiles, strings.Join(treeDirs, ","))
+		if z.allSrc {
+			what = "all of GOROOT/src"
+		}
+		meta.add("tree ("+z.name+")", fmt.Sprintf("%d files, %d bytes, %s (%s); symbol %q in %d files",
+			len(ds.files), ds.bytes, what, ds.goVersion, symbol, len(ds.grepHits)))
+		if len(full) < len(f.full) {
+			full = append(full, ds)
+		} else {
+			lat = ds
+		}
 	}
 	return full, lat, nil
 }
@@ -324,7 +374,8 @@ func (r *run) startBox(ctx context.Context, meta *meta) (end func(), err error) 
 // peers are the peers the flags name, in their order.
 func (r *run) peers(f *runFlags, meta *meta) ([]*peer, error) {
 	all := map[string]*peer{}
-	for _, p := range []*peer{nativePeer(r), loopbackPeer(r), boxfsPeer(r, "local"), boxfsPeer(r, "docker"), boxfsPeer(r, "kubernetes"),
+	for _, p := range []*peer{nativePeer(r), loopbackPeer(r), boxfsPeer(r, "local", ""), boxfsPeer(r, "docker", ""),
+		boxfsPeer(r, "docker", "behind"), boxfsPeer(r, "kubernetes", ""),
 		sshfsPeer(r), rclonePeer(r, "off", 15572), rclonePeer(r, "writes", 15573), dockerExecPeer(r)} {
 		all[p.name] = p
 	}
@@ -343,10 +394,12 @@ func (r *run) peers(f *runFlags, meta *meta) ([]*peer, error) {
 
 // plan makes the tables: every peer with no added delay (unless
 // -skip-base), then the box peers and native at each delay.
-func plan(f *runFlags, peers []*peer, dsFull, dsLat *dataset) []group {
+func plan(f *runFlags, peers []*peer, dsFull []*dataset, dsLat *dataset) []group {
 	var groups []group
 	if !f.skipBase {
-		groups = append(groups, group{delay: 0, sz: f.full, ds: dsFull, reps: f.reps, slowReps: f.slowReps, peers: peers})
+		for i, z := range f.full {
+			groups = append(groups, group{delay: 0, sz: z, ds: dsFull[i], reps: f.reps, slowReps: f.slowReps, peers: peers})
+		}
 	}
 	var delayed []*peer
 	for _, p := range peers {
@@ -578,6 +631,10 @@ func toolEnv(dir string) []string {
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/go/bin",
 		"HOME=" + home, "LC_ALL=C", "TZ=UTC", "PWD=" + dir,
 		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		// No gc or maintenance in the background: past 6,700 loose objects
+		// (the large tree) git starts one that holds the mount busy.
+		"GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_0=gc.auto", "GIT_CONFIG_VALUE_0=0",
+		"GIT_CONFIG_KEY_1=maintenance.auto", "GIT_CONFIG_VALUE_1=false",
 		"GIT_AUTHOR_NAME=boxbench", "GIT_AUTHOR_EMAIL=boxbench@example.invalid", "GIT_AUTHOR_DATE=2026-01-01T00:00:00Z",
 		"GIT_COMMITTER_NAME=boxbench", "GIT_COMMITTER_EMAIL=boxbench@example.invalid", "GIT_COMMITTER_DATE=2026-01-01T00:00:00Z",
 	}

@@ -99,10 +99,11 @@ func (x *rep) sh(dir, script string) (string, time.Duration, error) {
 	return stdout.String(), d, nil
 }
 
-// waitBox polls script in the box until its output is want; it returns the
-// time from t0 until then.
+// waitBox polls script in the box until its output is want, for at most
+// bound from now (the command it follows may itself have taken longer); it
+// returns the time from t0 until then.
 func (x *rep) waitBox(t0 time.Time, script, want string, bound time.Duration, pause time.Duration) (time.Duration, error) {
-	deadline := t0.Add(bound)
+	deadline := time.Now().Add(bound)
 	var last string
 	for {
 		ctx, cancel := context.WithTimeout(x.ctx, time.Minute)
@@ -171,6 +172,21 @@ func (x *rep) run(parent context.Context) {
 		x.fail(err, "mount")
 		return
 	}
+	switch x.sz.suite {
+	case suiteTree:
+		x.runTree()
+		return
+	case suiteWAN:
+		x.runWAN()
+		return
+	case suiteBig:
+		x.w5write()
+		if x.remount() {
+			x.w5read()
+			x.end()
+		}
+		return
+	}
 	if x.sz.seeded {
 		x.w4small()
 	} else {
@@ -198,14 +214,71 @@ func (x *rep) run(parent context.Context) {
 	x.w5read()
 	x.w6()
 	x.w7()
+	x.end()
+}
+
+// runTree runs the tree workloads of a real-size repository: untar, git
+// add + commit, git status, find, grep -r, the large file, rm -rf.
+func (x *rep) runTree() {
+	x.w4untar()
+	x.w2commit()
+	if !x.remount() {
+		return
+	}
+	x.w2status()
+	if !x.remount() {
+		return
+	}
+	x.w3("find", "find tree | wc -l")
+	if !x.remount() {
+		return
+	}
+	x.w3("grep", "grep -rl "+symbol+" tree | wc -l")
+	x.w5write()
+	if !x.remount() {
+		return
+	}
+	x.w5read()
+	x.rmrf()
+	x.end()
+}
+
+// runWAN runs what a round trip costs most: untar, serial and parallel
+// creates, the large file written and read cold.
+func (x *rep) runWAN() {
+	x.w4untar()
+	x.w4small()
+	x.w5write()
+	if !x.remount() {
+		return
+	}
+	x.w5read()
+	x.end()
+}
+
+// end unmounts, timed.
+func (x *rep) end() {
 	t0 := time.Now()
-	err := x.p.unmount(ctx, x.r)
+	err := x.p.unmount(x.ctx, x.r)
 	x.mounted = false
 	if err != nil {
 		x.fail(err, "umount")
 	} else {
 		x.record("umount", time.Since(t0), "")
 	}
+}
+
+// rmrf removes the tree; it counts once the box has none of it.
+func (x *rep) rmrf() {
+	_, d, err := x.sh(x.bench(), "rm -rf tree")
+	if err == nil {
+		_, err = x.waitBox(time.Now(), "test -e "+q(x.boxBench()+"/tree")+" || echo gone", "gone", landTimeout, 50*time.Millisecond)
+	}
+	if err != nil {
+		x.fail(err, "w8.rmrf")
+		return
+	}
+	x.record("w8.rmrf", d, "")
 }
 
 func (x *rep) cleanup() {

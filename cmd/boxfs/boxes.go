@@ -81,7 +81,7 @@ isolation, gpu, region, snapshot, ports, env.NAME, label.NAME, and resume=auto
 				if err != nil {
 					return usagef("new %s: %v", name, specError(err))
 				}
-				prov, spec, err := boxes.ParseSpec(specPairs)
+				prov, spec, set, err := boxes.ParseNew(specPairs)
 				if err != nil {
 					return usagef("new %s: %v", name, specError(err))
 				}
@@ -94,7 +94,7 @@ isolation, gpu, region, snapshot, ports, env.NAME, label.NAME, and resume=auto
 				}
 				ctx, cancel := context.WithTimeout(ctx, createTimeout)
 				defer cancel()
-				if err := t.m.Create(ctx, name, prov, spec); err != nil || !auto {
+				if err := t.m.CreateWith(ctx, name, prov, spec, set); err != nil || !auto {
 					return err
 				}
 				b, err := t.m.Box(name)

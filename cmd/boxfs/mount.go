@@ -44,6 +44,8 @@ type mountOpts struct {
 	symlinks    string // "", "transform" or "keep"
 	debug       bool
 	attrTimeout time.Duration
+	write       string // boxes.WriteThrough or boxes.WriteBehind; "" is through
+	cacheSize   string // the content cache's bound ("" for the default)
 }
 
 func mountCommand() *cli.Command {
@@ -58,7 +60,8 @@ writes a killed daemon journaled are pushed.
 
 -o takes mount(8)-style options, so that an fstab line works:
   background, allow_other, group=GROUP, symlinks=transform|keep, debug,
-  attr_timeout=DUR, provider=P, state=DIR,
+  attr_timeout=DUR, write=through|behind, cache_size=SIZE, provider=P,
+  state=DIR,
   config=FILE, log_format=F, log_level=L; rw, defaults, nofail, _netdev,
   noauto, auto, user, users, nouser, dev, nodev, suid, nosuid, exec, noexec,
   atime, noatime, relatime, x-* and comment=* are accepted and ignored.
@@ -71,6 +74,8 @@ fstab (mount.fuse runs "boxfs mount /boxes -o ..."; boxfs in /usr/local/bin):
 			&cli.StringFlag{Name: "symlinks", Usage: "absolute symlink targets in work/: `transform` (read relative, inside the mount) or keep; default: transform on boxes whose provider isolates them, keep on local boxes"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request and answer"},
 			&cli.DurationFlag{Name: "attr-timeout", Usage: "how long the kernel and the cache trust attributes and listings", DefaultText: "the config's attr_timeout, else 1s"},
+			&cli.StringFlag{Name: "write", Usage: "when close(2) returns in work/: `through` (the box has the bytes) or behind (the host's journal has them; batches reach the box within 100 ms, and before every command, fsync and ctl flush); a box's `new ... write=` overrides it", DefaultText: "through"},
+			&cli.StringFlag{Name: "cache-size", Usage: "bound on the host disk the boxes' content caches take (`SIZE`: 512m, 20g; 0 for none); least recently used clean copies go past it", DefaultText: "a tenth of the state directory's file system"},
 			&cli.StringSliceFlag{Name: "o", Usage: "mount(8)-style `OPTIONS`, comma-separated (see above)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -128,6 +133,14 @@ func parseMountOptions(c *cli.Context) (mountOpts, error) {
 		symlinks:    c.String("symlinks"),
 		debug:       c.Bool("debug"),
 		attrTimeout: c.Duration("attr-timeout"),
+		write:       c.String("write"),
+		cacheSize:   c.String("cache-size"),
+	}
+	if _, err := cacheBudget(mo.cacheSize); err != nil {
+		return mo, err
+	}
+	if err := checkWrite("--write", mo.write); err != nil {
+		return mo, err
 	}
 	if c.IsSet("attr-timeout") && mo.attrTimeout <= 0 {
 		return mo, usagef("mount --attr-timeout %v: must be positive", mo.attrTimeout)
@@ -160,6 +173,16 @@ func parseMountOptions(c *cli.Context) (mountOpts, error) {
 				return mo, usagef("mount -o attr_timeout=%q: want a positive duration (1s, 500ms or 2)", v)
 			}
 			mo.attrTimeout = d
+		case "write":
+			if err := checkWrite("-o write", v); err != nil {
+				return mo, err
+			}
+			mo.write = v
+		case "cache_size":
+			if _, err := cacheBudget(v); err != nil {
+				return mo, err
+			}
+			mo.cacheSize = v
 		case "state", "config", "provider", "log_format", "log_level":
 			if !hasV || (v == "" && k != "config") {
 				return mo, usagef("mount -o %s: needs a value (%s=...)", k, k)
@@ -219,6 +242,8 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 		return err
 	}
 	opts.AttrTimeout = mo.attrTimeout
+	opts.WriteBehind = mo.write == boxes.WriteBehind
+	opts.CacheBudget, _ = cacheBudget(mo.cacheSize)
 	m, err := boxes.New(opts)
 	if err != nil {
 		return err
@@ -423,6 +448,12 @@ func startBackground(c *cli.Context, e *env, mnt string, mo mountOpts) error {
 	if mo.debug {
 		args = append(args, "--debug")
 	}
+	if mo.write != "" {
+		args = append(args, "--write", mo.write)
+	}
+	if mo.cacheSize != "" {
+		args = append(args, "--cache-size", mo.cacheSize)
+	}
 	args = append(args, "--", mnt)
 	logName := filepath.Join(e.state, mountLog)
 	logf, err := os.OpenFile(logName, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
@@ -471,6 +502,30 @@ func startBackground(c *cli.Context, e *env, mnt string, mo mountOpts) error {
 			return providers.Errorf(providers.Timeout, op, "the mount did not answer within %v; stopped it; log %s", backgroundStart, logName)
 		}
 	}
+}
+
+// cacheBudget is the boxes.Options.CacheBudget a cache size asks for: 0
+// (the default) for "", -1 (no bound) for 0.
+func cacheBudget(v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := boxes.ParseBytes(v)
+	if err != nil {
+		return 0, usagef("mount cache_size=%q: want a size (512m, 20g; 0 for no bound)", v)
+	}
+	if n == 0 {
+		return -1, nil
+	}
+	return n, nil
+}
+
+// checkWrite refuses a write mode other than through and behind.
+func checkWrite(what, v string) error {
+	if v != "" && v != boxes.WriteThrough && v != boxes.WriteBehind {
+		return usagef("mount %s=%q: want through or behind", what, v)
+	}
+	return nil
 }
 
 // groupID returns the id of the group named (or numbered) g; root's group

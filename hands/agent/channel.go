@@ -98,6 +98,7 @@ var (
 	_ providers.Walker = (*Channel)(nil)
 
 	_ providers.LinkAttrSetter = (*Channel)(nil)
+	_ providers.BatchWriter    = (*Channel)(nil)
 )
 
 // NewChannel returns the channel to box; nothing happens until the first
@@ -690,6 +691,17 @@ func (ch *Channel) MkdirStat(ctx context.Context, name string, perm providers.Fi
 
 // WriteFileStat replaces name atomically with r's bytes and o's attributes
 // and returns its attributes.
+// Commit replaces name with tmp, written beside it by the box's bulk path
+// (see Client.Commit).
+func (ch *Channel) Commit(ctx context.Context, name, tmp string, o providers.WriteOptions) (providers.FileInfo, error) {
+	return with(ctx, ch, "agent.Commit", func(c *Client) (providers.FileInfo, error) { return c.Commit(ctx, name, tmp, o) })
+}
+
+// WriteFiles writes many files in one round trip (see Client.WriteFiles).
+func (ch *Channel) WriteFiles(ctx context.Context, files []providers.FileWrite) ([]providers.FileWritten, error) {
+	return with(ctx, ch, "agent.WriteFiles", func(c *Client) ([]providers.FileWritten, error) { return c.WriteFiles(ctx, files) })
+}
+
 func (ch *Channel) WriteFileStat(ctx context.Context, name string, r io.Reader, o providers.WriteOptions) (providers.FileInfo, error) {
 	return with(ctx, ch, "agent.WriteFile", func(c *Client) (providers.FileInfo, error) { return c.WriteFileStat(ctx, name, r, o) })
 }

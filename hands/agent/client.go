@@ -670,7 +670,7 @@ func (c *Client) ReadFile(ctx context.Context, name string) (io.ReadCloser, erro
 	if res.f == nil {
 		return io.NopCloser(bytes.NewReader(res.first)), nil
 	}
-	s := &readStream{c: c, op: op, name: p, pending: res.first, off: int64(len(res.first)), f: res.f, buf: make([]byte, 8*maxPacket)}
+	s := &readStream{c: c, op: op, name: p, pending: res.first, off: int64(len(res.first)), f: res.f}
 	s.stop = context.AfterFunc(ctx, func() {
 		err := ctxError(op, ctx.Err()).WithBox(c.box).WithPath(p)
 		s.abort.Store(&err)
@@ -733,21 +733,41 @@ type readStream struct {
 	op      string
 	name    string
 	pending []byte
-	off     int64
+	off     int64 // where the next read starts
 	f       *sftp.File
 	err     error
 	stop    func() bool
 	abort   atomic.Pointer[*providers.Error]
-	buf     []byte
+	bufs    [2][]byte      // the chunk being read out, and the one being fetched
+	next    chan chunkRead // the fetch under way, if any
+	turn    int            // which of bufs the next fetch fills
 }
+
+// chunkRead is one fetch's answer.
+type chunkRead struct {
+	b   []byte
+	err error
+}
+
+// Stream reads fetch streamChunk at a time (streamChunk/maxPacket
+// concurrent READs), the next chunk while the last is read out: a round
+// trip of latency costs no pause in the stream, and 2*streamChunk is the
+// most in memory.
+const streamChunk = 32 * maxPacket
+
+// writeConcurrency is how many WRITEs of maxPacket a stream keeps in
+// flight: 8 MiB, which a round trip of latency does not idle.
+const writeConcurrency = 64
 
 func (s *readStream) Read(p []byte) (int, error) {
 	for len(s.pending) == 0 {
-		if s.err != nil {
+		// A cancelled read ends with its error, even where the rest of
+		// the file was fetched already.
+		if e := s.abort.Load(); e != nil && (s.err == nil || s.err == io.EOF) {
+			s.err = *e
 			return 0, s.err
 		}
-		if e := s.abort.Load(); e != nil {
-			s.err = *e
+		if s.err != nil {
 			return 0, s.err
 		}
 		s.fill()
@@ -757,18 +777,40 @@ func (s *readStream) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// fill fetches the next MiB, eight concurrent READs of maxPacket.
+// fill takes the chunk under way (starting it if none is) as what Read
+// hands out, and starts the next one unless the file ended.
 func (s *readStream) fill() {
-	n, err := call(context.Background(), s.c, s.op, s.name, false, func() (int, error) {
-		return s.f.ReadAt(s.buf, s.off)
-	})
-	s.pending = s.buf[:n]
-	s.off += int64(n)
-	if err != nil {
-		s.err = err
-		go s.f.Close()
-		s.f = nil
+	if s.next == nil {
+		s.fetch()
 	}
+	res := <-s.next
+	s.next = nil
+	s.pending = res.b
+	if res.err == nil {
+		s.fetch() // a full chunk: there may be more
+		return
+	}
+	s.err = res.err
+	go s.f.Close()
+	s.f = nil
+}
+
+// fetch starts reading the chunk at s.off into the free buffer.
+func (s *readStream) fetch() {
+	if s.bufs[s.turn] == nil {
+		s.bufs[s.turn] = make([]byte, streamChunk)
+	}
+	buf, off, f := s.bufs[s.turn], s.off, s.f
+	s.turn ^= 1
+	s.off += int64(len(buf))
+	ch := make(chan chunkRead, 1)
+	s.next = ch
+	go func() {
+		n, err := call(context.Background(), s.c, s.op, s.name, false, func() (int, error) {
+			return f.ReadAt(buf, off)
+		})
+		ch <- chunkRead{buf[:n], err}
+	}()
 }
 
 func (s *readStream) Close() error {
@@ -860,21 +902,29 @@ func (c *Client) WriteFileStat(ctx context.Context, name string, r io.Reader, o 
 	if err != nil {
 		return providers.FileInfo{}, c.withBox(op, name, err)
 	}
-	q := url.Values{"perm": {shell.Octal(o.Perm)}, "stat": {"1"}}
-	if o.ForceMode {
-		q.Set("force", "1")
+	st, err := c.writeFile(ctx, op, p, r, writeQuery(p, o))
+	if err != nil {
+		return providers.FileInfo{}, err
 	}
-	if o.Chown {
-		q.Set("uid", strconv.Itoa(o.UID))
-		q.Set("gid", strconv.Itoa(o.GID))
+	return c.statted(ctx, p, st)
+}
+
+// Commit replaces name with tmp, a ".boxfs-tmp-" file beside it that the
+// box's bulk path wrote, giving it o's attributes as WriteFileStat does,
+// and answers its attributes: one round trip. tmp is removed on failure.
+func (c *Client) Commit(ctx context.Context, name, tmp string, o providers.WriteOptions) (providers.FileInfo, error) {
+	const op = "agent.Commit"
+	p, err := clean(op, name)
+	if err != nil {
+		return providers.FileInfo{}, c.withBox(op, name, err)
 	}
-	if !o.Atime.IsZero() {
-		q.Set("atime", strconv.FormatInt(o.Atime.UnixNano(), 10))
+	t, err := clean(op, tmp)
+	if err != nil {
+		return providers.FileInfo{}, c.withBox(op, tmp, err)
 	}
-	if !o.Mtime.IsZero() {
-		q.Set("mtime", strconv.FormatInt(o.Mtime.UnixNano(), 10))
-	}
-	st, err := c.writeFile(ctx, op, p, r, q)
+	q := writeQuery(p, o)
+	q.Set("tmp", t)
+	st, err := call(ctx, c, op, p, true, func() (*statNS, error) { return answered(c.setExt(opCommit, q)) })
 	if err != nil {
 		return providers.FileInfo{}, err
 	}
@@ -909,7 +959,7 @@ func (c *Client) writeFile(ctx context.Context, op, p string, r io.Reader, q url
 		if err != nil {
 			return nil, err
 		}
-		_, err = f.ReadFromWithConcurrency(src, 16)
+		_, err = f.ReadFromWithConcurrency(src, writeConcurrency)
 		if err == nil && src.err != nil {
 			err = src.err
 		}

@@ -2,12 +2,13 @@ package agent
 
 import (
 	"bytes"
-	"github.com/boxfs/boxfs/providers"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/boxfs/boxfs/providers"
 )
 
 // ReadSmall reads the regular files it is asked for whole, in one round

@@ -32,7 +32,7 @@ import (
 // wire.go) on in and out, with the box's file system at "/", until in ends.
 // A clean end of in returns nil.
 func Serve(in io.Reader, out io.WriteCloser) error {
-	h := &handlers{atomics: make(map[string]*atomicFile)}
+	h := &handlers{atomics: map[string]*atomicFile{}, batches: map[string]*batchFile{}}
 	rs := sftp.NewRequestServer(stream{in, out},
 		sftp.Handlers{FileGet: h, FilePut: h, FileCmd: h, FileList: h},
 		sftp.WithRSMaxTxPacket(maxPacket))
@@ -145,6 +145,7 @@ func errnoErr(errno syscall.Errno) error { return &wireError{errno} }
 type handlers struct {
 	mu      sync.Mutex
 	atomics map[string]*atomicFile // open opAtomic files by id
+	batches map[string]*batchFile  // open opBatch files by id
 }
 
 var (
@@ -193,10 +194,15 @@ func (h *handlers) OpenFile(r *sftp.Request) (sftp.WriterAtReaderAt, error) { re
 
 func (h *handlers) openWrite(r *sftp.Request) (sftp.WriterAtReaderAt, error) {
 	if op, q, ok, err := parseSynthetic(r.Filepath); ok {
-		if err != nil || op != opAtomic {
+		switch {
+		case err != nil:
 			return nil, errnoErr(syscall.EINVAL)
+		case op == opAtomic:
+			return h.newAtomic(q)
+		case op == opBatch:
+			return h.newBatch(q)
 		}
-		return h.newAtomic(q)
+		return nil, errnoErr(syscall.EINVAL)
 	}
 	pf := r.Pflags()
 	flags := os.O_WRONLY
@@ -280,42 +286,76 @@ var errAborted = errors.New("aborted")
 // the umask), or of the mode (and owner) of the regular file dst is.
 func (h *handlers) newAtomic(q url.Values) (*atomicFile, error) {
 	dst, id := q.Get("path"), q.Get("id")
-	perm, err := strconv.ParseUint(q.Get("perm"), 8, 32)
-	if !path.IsAbs(dst) || id == "" || strings.ContainsRune(id, '/') || err != nil || perm > 0o7777 {
+	if id == "" || strings.ContainsRune(id, '/') {
 		return nil, errnoErr(syscall.EINVAL)
 	}
-	var st unix.Stat_t
-	keep := false
-	switch err := unix.Lstat(dst, &st); {
-	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR:
-		return nil, errnoErr(syscall.EISDIR)
-	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG:
-		keep = true
-	case err != nil && err != syscall.ENOENT:
-		return nil, toWire(err)
-	}
-	// Optional attributes: "force=1" sets perm exactly even over an existing
-	// file; "uid" and "gid" set the owner (-1 keeps one); "atime" and
-	// "mtime" (ns since the epoch) set the times after the last write.
-	force := q.Get("force") == "1"
-	uid, gid, chown, err := ownerQuery(q)
+	a, perm, err := h.atomicFor(q, path.Join(path.Dir(dst), ".boxfs-tmp-"+id))
 	if err != nil {
 		return nil, err
+	}
+	fd, err := unix.Open(a.tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, perm)
+	if err != nil {
+		return nil, toWire(err)
+	}
+	if err := a.adopt(fd); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.atomics[id] = a
+	h.mu.Unlock()
+	return a, nil
+}
+
+// atomicFor reads the query of a replacement of q's path by the temporary
+// file tmp: the atomicFile, not yet open, and the mode a new file gets.
+func (h *handlers) atomicFor(q url.Values, tmp string) (*atomicFile, uint32, error) {
+	dst := q.Get("path")
+	perm, err := strconv.ParseUint(q.Get("perm"), 8, 32)
+	if !path.IsAbs(dst) || err != nil || perm > 0o7777 {
+		return nil, 0, errnoErr(syscall.EINVAL)
 	}
 	times, err := timesQuery(q)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	a := &atomicFile{h: h, id: id, dst: dst, tmp: path.Join(path.Dir(dst), ".boxfs-tmp-"+id), q: q, times: times}
-	fd, err := unix.Open(a.tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, uint32(perm&0o7777))
-	if err != nil {
-		return nil, toWire(err)
-	}
+	return &atomicFile{h: h, id: q.Get("id"), dst: dst, tmp: tmp, q: q, times: times}, uint32(perm & 0o7777), nil
+}
+
+// adopt takes fd, open on a.tmp, as the new content's file, and gives it
+// the attributes the replacement keeps or sets: an existing regular file's
+// mode (and owner, where the agent may set it), then the query's owner
+// ("uid", "gid"; -1 keeps one) and exact mode ("force=1"). The times
+// ("atime", "mtime", ns since the epoch) are set after the last write. On
+// failure fd is closed and a.tmp removed.
+func (a *atomicFile) adopt(fd int) (err error) {
 	a.f, a.fd = os.NewFile(uintptr(fd), a.tmp), fd
+	defer func() {
+		if err != nil {
+			a.f.Close()
+			unix.Unlink(a.tmp)
+		}
+	}()
+	q := a.q
+	var st unix.Stat_t
+	keep := false
+	switch err := unix.Lstat(a.dst, &st); {
+	case err == nil && q.Get("excl") == "1":
+		return errnoErr(syscall.EEXIST)
+	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		return errnoErr(syscall.EISDIR)
+	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG:
+		keep = true
+	case err != nil && err != syscall.ENOENT:
+		return toWire(err)
+	}
+	uid, gid, chown, err := ownerQuery(q)
+	if err != nil {
+		return err
+	}
 	if keep {
 		// The replacement keeps the file's mode, and its owner where the
-		// agent may set it.
-		// Owner first: chown clears the setuid and setgid bits.
+		// agent may set it. Owner first: chown clears the setuid and
+		// setgid bits.
 		var err error
 		if os.Geteuid() == 0 {
 			err = unix.Fchown(a.fd, int(st.Uid), int(st.Gid))
@@ -324,29 +364,59 @@ func (h *handlers) newAtomic(q url.Values) (*atomicFile, error) {
 			err = unix.Fchmod(a.fd, st.Mode&0o7777)
 		}
 		if err != nil {
-			a.f.Close()
-			unix.Unlink(a.tmp)
-			return nil, toWire(err)
+			return toWire(err)
 		}
 	}
-	if chown || force {
+	if chown || q.Get("force") == "1" {
 		var err error
 		if chown {
 			err = unix.Fchown(a.fd, uid, gid)
 		}
-		if err == nil && force {
+		if err == nil && q.Get("force") == "1" {
+			perm, _ := strconv.ParseUint(q.Get("perm"), 8, 32)
 			err = unix.Fchmod(a.fd, uint32(perm&0o7777))
 		}
 		if err != nil {
-			a.f.Close()
-			unix.Unlink(a.tmp)
-			return nil, toWire(err)
+			return toWire(err)
 		}
 	}
-	h.mu.Lock()
-	h.atomics[id] = a
-	h.mu.Unlock()
-	return a, nil
+	return nil
+}
+
+// commit replaces q's path with the file q's "tmp" names, which the box's
+// bulk path (its provider's archive API) put beside it: as an opAtomic's
+// CLOSE does, with the query's attributes.
+func (h *handlers) commit(q url.Values) error {
+	dst, tmp := q.Get("path"), q.Get("tmp")
+	if !path.IsAbs(tmp) || path.Dir(tmp) != path.Dir(dst) || !strings.HasPrefix(path.Base(tmp), ".boxfs-tmp-") {
+		return errnoErr(syscall.EINVAL)
+	}
+	a, _, err := h.atomicFor(q, tmp)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return toWire(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		unix.Unlink(tmp)
+		return errnoErr(syscall.EINVAL)
+	}
+	if int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid() {
+		// The bulk path made it as another user: ours, as a file we made.
+		if err := unix.Fchown(fd, os.Geteuid(), os.Getegid()); err != nil {
+			unix.Close(fd)
+			unix.Unlink(tmp)
+			return toWire(err)
+		}
+	}
+	if err := a.adopt(fd); err != nil {
+		return err
+	}
+	return a.Close()
 }
 
 // writeAtomic replaces q's path with data in one go.
@@ -408,11 +478,28 @@ func (a *atomicFile) Close() error {
 			return toWire(err)
 		}
 	}
-	if err := unix.Rename(a.tmp, a.dst); err != nil {
+	if err := a.rename(); err != nil {
 		unix.Unlink(a.tmp)
 		return toWire(err)
 	}
 	return answerStat(a.q, a.dst)
+}
+
+// rename gives the new content its name: over what is there, or with
+// "excl=1" only if the name is free (EEXIST otherwise).
+func (a *atomicFile) rename() error {
+	if a.q.Get("excl") != "1" {
+		return unix.Rename(a.tmp, a.dst)
+	}
+	err := unix.Renameat2(unix.AT_FDCWD, a.tmp, unix.AT_FDCWD, a.dst, unix.RENAME_NOREPLACE)
+	if err != unix.EINVAL && err != unix.ENOSYS {
+		return err
+	}
+	// A file system without RENAME_NOREPLACE: link(2) does not replace.
+	if err := unix.Link(a.tmp, a.dst); err != nil {
+		return err
+	}
+	return unix.Unlink(a.tmp)
 }
 
 // ownerQuery reads the optional "uid" and "gid" of a write; chown is
@@ -508,14 +595,23 @@ func (h *handlers) syntheticCmd(r *sftp.Request, op string, q url.Values) error 
 			}
 		}
 	}
-	if op == opAtomic {
+	switch {
+	case op == opAtomic:
 		return h.abortAtomic(q, abort)
+	case op == opBatch && abort:
+		return h.abortBatch(q)
+	case op == opBatch && data != nil:
+		return h.applyBatch(strings.NewReader(*data))
+	case op == opBatch:
+		return errnoErr(syscall.EINVAL)
 	}
 	p := q.Get("path")
 	if !path.IsAbs(p) {
 		return errnoErr(syscall.EINVAL)
 	}
 	switch op {
+	case opCommit:
+		return h.commit(q)
 	case opMkdir, opCreate:
 		return makeAt(op, p, q)
 	case opMknod:

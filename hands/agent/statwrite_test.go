@@ -90,3 +90,30 @@ func TestMutationsAnswerWithAttributes(t *testing.T) {
 		t.Errorf("debris left: %v", ents)
 	}
 }
+
+// An exclusive WriteFileStat takes only a free name: over a file it is
+// EEXIST and the file is left as it was, inline or streamed.
+func TestWriteFileStatExclusive(t *testing.T) {
+	c := newPipeServer(t, 10*time.Second).client
+	ctx := bg(t)
+	dir := t.TempDir()
+	for _, size := range []int{10, inlineMax + 1000} {
+		f := filepath.Join(dir, "f")
+		data := bytes.Repeat([]byte{'a'}, size)
+		o := providers.WriteOptions{Perm: 0o644, Exclusive: true}
+		if _, err := c.WriteFileStat(ctx, f, bytes.NewReader(data), o); err != nil {
+			t.Fatalf("exclusive write of a new file, %d bytes: %v", size, err)
+		}
+		_, err := c.WriteFileStat(ctx, f, bytes.NewReader(bytes.Repeat([]byte{'b'}, size)), o)
+		if errnoString(err) != "errno EEXIST" {
+			t.Errorf("exclusive write over a file, %d bytes: %v, want EEXIST", size, err)
+		}
+		if b, _ := os.ReadFile(f); !bytes.Equal(b, data) {
+			t.Errorf("%d bytes: the refused write changed the file", size)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+			t.Errorf("%d bytes: %d names left in the directory", size, len(ents))
+		}
+		os.Remove(f)
+	}
+}

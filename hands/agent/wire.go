@@ -52,6 +52,10 @@ const (
 	opFsync  = "fsync"  // path
 	opWrite  = "write"  // path, perm, id; extData replaces the file atomically
 	opPwrite = "pwrite" // path, off; extData written at off
+	// path, tmp (a ".boxfs-tmp-" name beside it that the box's bulk path
+	// wrote), and opWrite's options: tmp replaces path as an opAtomic's
+	// CLOSE would.
+	opCommit = "commit"
 	// A named pipe, socket or device: mknod(2) of path with mode (the
 	// st_mode, type bits included, in octal) and dev (decimal dev_t).
 	opMknod = "mknod" // path, mode, dev
@@ -240,16 +244,8 @@ func statFromStatus(e error) (s statNS, ok bool, err error) {
 	if !errors.As(e, &se) || se.Code != statStatusCode {
 		return statNS{}, false, nil
 	}
-	rest, found := strings.CutPrefix(se.Error(), "sftp: ")
+	msg, found := statusMessage(se)
 	if !found {
-		return statNS{}, true, errBadAnswer
-	}
-	quoted, qerr := strconv.QuotedPrefix(rest)
-	if qerr != nil {
-		return statNS{}, true, errBadAnswer
-	}
-	msg, qerr := strconv.Unquote(quoted)
-	if qerr != nil {
 		return statNS{}, true, errBadAnswer
 	}
 	raw, herr := hex.DecodeString(msg)

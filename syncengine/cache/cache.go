@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/boxfs/boxfs/internal/pathmap"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -55,6 +56,29 @@ type Options struct {
 	// box made to the file after the host read it (the later close wins;
 	// the push has been logged already).
 	Overwrote func(rel string)
+	// WriteBehind acknowledges a close once the file's bytes are in the
+	// journal, and pushes dirty files in batches (see behind.go); FlushAll
+	// is the barrier. The Behind fields bound a batch: the pause after the
+	// last close (DefaultBehindDelay), the longest wait of a close
+	// (DefaultBehindMaxWait), and the files and bytes that send it at once
+	// (DefaultBehindFiles, DefaultBehindBytes); BehindTimeout bounds one
+	// batch's push (default 5 minutes).
+	WriteBehind   bool
+	BehindDelay   time.Duration
+	BehindMaxWait time.Duration
+	BehindFiles   int
+	BehindBytes   int64
+	BehindTimeout time.Duration
+	// Budget, when set, bounds the host disk the copies of files take,
+	// shared with the other caches of the mount.
+	Budget *Budget
+	// PushFailed, when set, is told of each push of write-behind that
+	// failed (the file stays dirty and is tried again).
+	PushFailed func(rel string, err error)
+	// Recovered, when set, is told of each file an earlier process left
+	// dirty that the box changed since: the box's file kept rel, the host's
+	// writes were pushed as kept (the move has been logged already).
+	Recovered func(rel, kept string)
 	// Now is the clock (default time.Now); tests pin it.
 	Now func() time.Time
 }
@@ -66,6 +90,7 @@ type Cache struct {
 	sr     providers.SmallReader  // remote's, if it has one (c.mu); nil once it said Unsupported
 	cold   map[string]int         // directory -> files fetched from it (c.mu)
 	cw     providers.CappedWalker // remote's, if it has one (c.mu); nil once it said Unsupported
+	hr     providers.HostReader   // remote's, if it has one (c.mu); nil once it said Unsupported
 
 	walkMu   sync.Mutex // one revalidating walk at a time
 	lastWalk time.Time  // when the last walk's listing was installed (c.mu)
@@ -74,14 +99,31 @@ type Cache struct {
 	log      *slog.Logger
 	now      func() time.Time
 
-	dataDir, journalDir string
+	dataDir string
+	jnl     *journal
 
-	mu     sync.Mutex
-	dirs   map[string]*dirList  // rel of a directory -> its listing
-	attrs  map[string]attrEntry // rel -> the latest stat of it
-	files  map[string]*file     // rel -> content state, for files read or written
+	mu    sync.Mutex
+	dirs  *pathmap.Map[*dirList]  // rel of a directory -> its listing
+	attrs *pathmap.Map[attrEntry] // rel -> the latest stat of it
+	files *pathmap.Map[*file]     // rel -> content state, for files read or written
+	// links indexes the names seen with a box inode of more than one
+	// link, so the other names of a hard link are found without a scan
+	// of every attribute. A name kept here may have gone or changed since:
+	// linkedLocked checks each against attrs and drops the stale ones.
+	links  map[linkKey]map[string]bool
 	nextID uint64
-	statfs struct {
+
+	// news are the files made here the box does not have yet, pdirs the
+	// directories made or changed here in write-behind (pending.go); pseq
+	// orders their changes (c.mu).
+	news  *pathmap.Map[*file]
+	pdirs *pathmap.Map[*pendingDir]
+	pseq  uint64
+
+	dirtyMu sync.Mutex
+	dirty   map[*file]struct{} // the files holding writes the box lacks (dirtyMu)
+	behind  *behind            // the write-behind queue; nil in write-through
+	statfs  struct {
 		v  providers.StatFS
 		at time.Time
 	}
@@ -113,6 +155,7 @@ type Cache struct {
 type dirList struct {
 	entries map[string]providers.FileInfo
 	fetched time.Time
+	local   bool // made here, not in the box yet: the host's listing is the truth
 }
 
 type attrEntry struct {
@@ -141,34 +184,56 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.BehindDelay <= 0 {
+		opts.BehindDelay = DefaultBehindDelay
+	}
+	if opts.BehindMaxWait <= 0 {
+		opts.BehindMaxWait = DefaultBehindMaxWait
+	}
+	if opts.BehindFiles <= 0 {
+		opts.BehindFiles = DefaultBehindFiles
+	}
+	if opts.BehindBytes <= 0 {
+		opts.BehindBytes = DefaultBehindBytes
+	}
+	if opts.BehindTimeout <= 0 {
+		opts.BehindTimeout = 5 * time.Minute
+	}
 	if !strings.HasPrefix(opts.Root, "/") {
 		return nil, providers.Errorf(providers.Invalid, op, "workspace root %q is not absolute", opts.Root)
 	}
 	c := &Cache{
-		remote:     remote,
-		sw:         providers.AsStatWriter(remote),
-		cold:       map[string]int{},
-		opts:       opts,
-		log:        opts.Logger.With("box", opts.Box),
-		now:        opts.Now,
-		dataDir:    filepath.Join(opts.Dir, "data"),
-		journalDir: filepath.Join(opts.Dir, "journal"),
-		dirs:       map[string]*dirList{},
-		attrs:      map[string]attrEntry{},
-		files:      map[string]*file{},
-		touched:    map[string]map[string]uint64{},
-		mine:       map[string]time.Time{},
-		echoes:     map[string]bool{},
+		remote:  remote,
+		sw:      providers.AsStatWriter(remote),
+		cold:    map[string]int{},
+		opts:    opts,
+		log:     opts.Logger.With("box", opts.Box),
+		now:     opts.Now,
+		dataDir: filepath.Join(opts.Dir, "data"),
+		dirs:    pathmap.New[*dirList](),
+		attrs:   pathmap.New[attrEntry](),
+		files:   pathmap.New[*file](),
+		links:   map[linkKey]map[string]bool{},
+		dirty:   map[*file]struct{}{},
+		news:    pathmap.New[*file](),
+		pdirs:   pathmap.New[*pendingDir](),
+		touched: map[string]map[string]uint64{},
+		mine:    map[string]time.Time{},
+		echoes:  map[string]bool{},
 	}
-	for _, d := range []string{c.dataDir, c.journalDir} {
+	for _, d := range []string{c.dataDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, providers.E(providers.Unknown, op, err)
 		}
 	}
 	c.sr, _ = remote.(providers.SmallReader)
 	c.cw, _ = remote.(providers.CappedWalker)
+	c.hr, _ = remote.(providers.HostReader)
 	if err := c.loadJournal(); err != nil {
 		return nil, err
+	}
+	if opts.WriteBehind {
+		c.behind = newBehind(c)
 	}
 	return c, nil
 }
@@ -221,7 +286,11 @@ func (c *Cache) Lookup(ctx context.Context, rel string) (providers.FileInfo, err
 	}
 	dir, name := split(rel)
 	c.mu.Lock()
-	if a, ok := c.attrs[rel]; ok && c.fresh(a.at) {
+	if fi, ok := c.pendingAttrLocked(rel); ok {
+		c.mu.Unlock()
+		return fi, nil
+	}
+	if a, ok := c.attrGet(rel); ok && c.fresh(a.at) {
 		c.mu.Unlock()
 		if a.stale {
 			return c.stat(ctx, rel)
@@ -231,8 +300,8 @@ func (c *Cache) Lookup(ctx context.Context, rel string) (providers.FileInfo, err
 		}
 		return a.fi, nil
 	}
-	d := c.dirs[dir]
-	if d != nil && c.fresh(d.fetched) {
+	d := c.dir(dir)
+	if c.usable(d) {
 		fi, ok := d.entries[name]
 		c.mu.Unlock()
 		if !ok {
@@ -245,7 +314,7 @@ func (c *Cache) Lookup(ctx context.Context, rel string) (providers.FileInfo, err
 	if !big {
 		if _, err := c.ReadDir(ctx, dir); err == nil {
 			c.mu.Lock()
-			d := c.dirs[dir]
+			d := c.dir(dir)
 			fi, ok := d.entries[name]
 			c.mu.Unlock()
 			if !ok {
@@ -268,11 +337,11 @@ func (c *Cache) knownAttr(rel string) (providers.FileInfo, bool) {
 }
 
 func (c *Cache) knownAttrLocked(rel string) (providers.FileInfo, bool) {
-	if a, ok := c.attrs[rel]; ok && !a.neg {
+	if a, ok := c.attrGet(rel); ok && !a.neg {
 		return a.fi, true
 	}
 	dir, name := split(rel)
-	if d := c.dirs[dir]; d != nil {
+	if d := c.dir(dir); d != nil {
 		fi, ok := d.entries[name]
 		return fi, ok
 	}
@@ -293,7 +362,11 @@ func (c *Cache) Getattr(ctx context.Context, rel string) (providers.FileInfo, er
 		}
 	}
 	c.mu.Lock()
-	if a, ok := c.attrs[rel]; ok && c.fresh(a.at) {
+	if fi, ok := c.pendingAttrLocked(rel); ok {
+		c.mu.Unlock()
+		return fi, nil
+	}
+	if a, ok := c.attrGet(rel); ok && c.fresh(a.at) {
 		c.mu.Unlock()
 		if a.stale {
 			return c.stat(ctx, rel)
@@ -305,7 +378,7 @@ func (c *Cache) Getattr(ctx context.Context, rel string) (providers.FileInfo, er
 	}
 	if rel != "" {
 		dir, name := split(rel)
-		if d := c.dirs[dir]; d != nil && c.fresh(d.fetched) {
+		if d := c.dir(dir); c.usable(d) {
 			fi, ok := d.entries[name]
 			c.mu.Unlock()
 			if !ok {
@@ -330,7 +403,7 @@ func (c *Cache) stat(ctx context.Context, rel string) (providers.FileInfo, error
 	c.endFetchLocked()
 	if err != nil {
 		if providers.CodeOf(err) == providers.NotFound && !newer {
-			c.attrs[rel] = attrEntry{at: now, neg: true}
+			c.setAttrLocked(rel, attrEntry{at: now, neg: true})
 		}
 		return providers.FileInfo{}, err
 	}
@@ -438,13 +511,13 @@ func (c *Cache) overlayLocked(start uint64, attrs map[string]providers.FileInfo,
 
 func (c *Cache) overlayOneLocked(dir, name string, attrs map[string]providers.FileInfo, dirs map[string]*dirList) {
 	p := join(dir, name)
-	a, known := c.attrs[p]
+	a, known := c.attrGet(p)
 	if known && !a.neg {
 		attrs[p] = a.fi
 		if d := dirs[dir]; d != nil {
 			d.entries[name] = a.fi
 		}
-		if od := c.dirs[p]; od != nil && dirs[p] == nil && a.fi.IsDir() {
+		if od := c.dir(p); od != nil && dirs[p] == nil && a.fi.IsDir() {
 			dirs[p] = od
 		}
 		return
@@ -489,12 +562,12 @@ func (c *Cache) record(rel string, fi providers.FileInfo, at time.Time) {
 }
 
 func (c *Cache) recordLocked(rel string, fi providers.FileInfo, at time.Time) {
-	c.attrs[rel] = attrEntry{fi: fi, at: at}
+	c.setAttrLocked(rel, attrEntry{fi: fi, at: at})
 	if rel == "" {
 		return
 	}
 	dir, name := split(rel)
-	if d := c.dirs[dir]; d != nil {
+	if d := c.dir(dir); d != nil {
 		d.entries[name] = fi
 	}
 }
@@ -509,13 +582,13 @@ func (c *Cache) dirChangedLocked(rel string) {
 		return
 	}
 	dir, _ := split(rel)
-	a, ok := c.attrs[dir]
+	a, ok := c.attrGet(dir)
 	if !ok || a.neg {
 		if dir == "" {
 			return
 		}
 		gp, name := split(dir)
-		d := c.dirs[gp]
+		d := c.dir(gp)
 		if d == nil {
 			return
 		}
@@ -526,35 +599,96 @@ func (c *Cache) dirChangedLocked(rel string) {
 		a = attrEntry{fi: fi}
 	}
 	a.at, a.stale = c.now(), true
-	c.attrs[dir] = a
+	c.setAttrLocked(dir, a)
+}
+
+// dirTouchedLocked notes that the box made, replaced or removed a file in
+// the directory holding rel: its times moved, its link count did not.
+// They are moved here too (to the host's clock), without asking the box:
+// with default_permissions the kernel checks the directory's attributes
+// at every create in it, and a stale one would cost a round trip per file.
+// A listing or stat of the box brings its own times back. c.mu held.
+func (c *Cache) dirTouchedLocked(rel string) {
+	if rel == "" {
+		return
+	}
+	dir, _ := split(rel)
+	fi, ok := c.knownAttrLocked(dir)
+	if !ok {
+		return
+	}
+	if a, _ := c.attrGet(dir); a.stale {
+		return // asked of the box already
+	}
+	now := c.now()
+	fi.Mtime, fi.Ctime = now, now
+	c.recordLocked(dir, fi, now)
+}
+
+// linkKey names one box inode.
+type linkKey struct{ dev, ino uint64 }
+
+// hardLinked reports whether fi is a box file with more than one name.
+func hardLinked(fi providers.FileInfo) bool {
+	return fi.Ino != 0 && fi.Nlink >= 2 && !fi.IsDir()
+}
+
+// attrGet returns what the cache holds of rel's attributes. c.mu held.
+func (c *Cache) attrGet(rel string) (attrEntry, bool) { return c.attrs.Get(rel) }
+
+// dir returns rel's listing, or nil. c.mu held.
+func (c *Cache) dir(rel string) *dirList {
+	d, _ := c.dirs.Get(rel)
+	return d
+}
+
+// file returns rel's content state, or nil. c.mu held.
+func (c *Cache) file(rel string) *file {
+	f, _ := c.files.Get(rel)
+	return f
+}
+
+// setAttrLocked keeps e as rel's attributes, and a name of a hard link in
+// the index of links. c.mu held.
+func (c *Cache) setAttrLocked(rel string, e attrEntry) {
+	c.attrs.Set(rel, e)
+	if !e.neg && hardLinked(e.fi) {
+		k := linkKey{e.fi.Dev, e.fi.Ino}
+		names := c.links[k]
+		if names == nil {
+			names = map[string]bool{}
+			c.links[k] = names
+		}
+		names[rel] = true
+	}
 }
 
 // linkedLocked returns the other names the cache knows of the box file fi
 // describes at rel: the same device and inode, with more than one link.
 // Each name of a hard link is a file of its own here (its own content copy,
 // its own attributes), so what changes the box file through one name is
-// passed on to the others by the caller. c.mu held.
+// passed on to the others by the caller. It costs the number of names the
+// inode was seen under, not the size of the cache. c.mu held.
 func (c *Cache) linkedLocked(rel string, fi providers.FileInfo) []string {
-	if fi.Ino == 0 || fi.Nlink < 2 || fi.IsDir() {
+	if !hardLinked(fi) {
 		return nil
 	}
-	seen := map[string]bool{rel: true}
+	k := linkKey{fi.Dev, fi.Ino}
+	names := c.links[k]
 	var out []string
-	add := func(p string, o providers.FileInfo) {
-		if !seen[p] && o.Ino == fi.Ino && o.Dev == fi.Dev && !o.IsDir() {
-			seen[p] = true
-			out = append(out, p)
+	for p := range names {
+		if p == rel {
+			continue
 		}
+		o, ok := c.knownAttrLocked(p)
+		if !ok || o.Ino != fi.Ino || o.Dev != fi.Dev || o.IsDir() {
+			delete(names, p) // gone, or another file now
+			continue
+		}
+		out = append(out, p)
 	}
-	for p, a := range c.attrs {
-		if !a.neg {
-			add(p, a.fi)
-		}
-	}
-	for dir, d := range c.dirs {
-		for name, o := range d.entries {
-			add(join(dir, name), o)
-		}
+	if len(names) == 0 {
+		delete(c.links, k)
 	}
 	sortStrings(out)
 	return out
@@ -584,9 +718,9 @@ func (c *Cache) linksChangedLocked(rel string, fi providers.FileInfo, exact bool
 		o := fi
 		_, o.Name = split(p)
 		c.touchLocked(p)
-		c.attrs[p] = attrEntry{fi: o, at: now, stale: !exact}
+		c.setAttrLocked(p, attrEntry{fi: o, at: now, stale: !exact})
 		dir, name := split(p)
-		if d := c.dirs[dir]; d != nil {
+		if d := c.dir(dir); d != nil {
 			d.entries[name] = o
 		}
 	}
@@ -601,31 +735,24 @@ func (c *Cache) forget(rel string) {
 
 func (c *Cache) forgetLocked(rel string) {
 	c.touchLocked(rel)
-	delete(c.attrs, rel)
-	prefix := rel + "/"
-	for k := range c.attrs {
-		if strings.HasPrefix(k, prefix) {
-			delete(c.attrs, k)
-		}
-	}
-	for k := range c.dirs {
-		if k == rel || strings.HasPrefix(k, prefix) {
-			delete(c.dirs, k)
-		}
-	}
+	c.attrs.Delete(rel)
+	c.attrs.DeleteUnder(rel)
+	c.dirs.Delete(rel)
+	c.dirs.DeleteUnder(rel)
 	if rel != "" {
 		dir, name := split(rel)
-		if d := c.dirs[dir]; d != nil {
+		if d := c.dir(dir); d != nil {
 			delete(d.entries, name)
 		}
 	}
+	c.reoverlayLocked(rel)
 }
 
 // ReadDir lists a directory: from the listing while it is fresh, else with
 // one round trip to the box. Entries carry full attributes (READDIRPLUS).
 func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, error) {
 	c.mu.Lock()
-	if d := c.dirs[rel]; d != nil && c.fresh(d.fetched) {
+	if d := c.dir(rel); c.usable(d) {
 		out := c.entriesLocked(rel, d)
 		c.mu.Unlock()
 		return out, nil
@@ -633,7 +760,7 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 	c.mu.Unlock()
 	if c.revalidate(ctx) {
 		c.mu.Lock()
-		if d := c.dirs[rel]; d != nil && c.fresh(d.fetched) {
+		if d := c.dir(rel); c.usable(d) {
 			out := c.entriesLocked(rel, d)
 			c.mu.Unlock()
 			return out, nil
@@ -664,10 +791,11 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 	c.mu.Lock()
 	c.overlayLocked(start, attrs, map[string]*dirList{rel: d}, []string{rel})
 	c.endFetchLocked()
-	c.dirs[rel] = d
+	c.dirs.Set(rel, d)
 	for p, fi := range attrs {
-		c.attrs[p] = attrEntry{fi: fi, at: now}
+		c.setAttrLocked(p, attrEntry{fi: fi, at: now})
 	}
+	c.overlayPendingLocked(rel, true)
 	out := c.entriesLocked(rel, d)
 	c.mu.Unlock()
 	return out, nil
@@ -678,7 +806,7 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 func (c *Cache) entriesLocked(rel string, d *dirList) []providers.FileInfo {
 	out := make([]providers.FileInfo, 0, len(d.entries))
 	for name, fi := range d.entries {
-		if f := c.files[join(rel, name)]; f != nil {
+		if f := c.file(join(rel, name)); f != nil {
 			if lfi, ok := f.localAttr(); ok {
 				fi = lfi
 			}
@@ -692,7 +820,7 @@ func (c *Cache) entriesLocked(rel string, d *dirList) []providers.FileInfo {
 // Readlink returns a symlink's target, from the listing when it carries it.
 func (c *Cache) Readlink(ctx context.Context, rel string) (string, error) {
 	c.mu.Lock()
-	a, ok := c.attrs[rel]
+	a, ok := c.attrGet(rel)
 	c.mu.Unlock()
 	if ok && !a.neg && c.fresh(a.at) && a.fi.IsSymlink() && a.fi.Target != "" {
 		return a.fi.Target, nil
@@ -801,41 +929,34 @@ func (c *Cache) DueEchoes() []string {
 func (c *Cache) boxChangedLocked(rel string, now time.Time) {
 	// rel's own attributes are asked of the box at their next use, whether
 	// they came from a stat or a listing.
-	if a, ok := c.attrs[rel]; ok {
+	if a, ok := c.attrGet(rel); ok {
 		a.at, a.stale = now, true
-		c.attrs[rel] = a
-	} else if dir, name := split(rel); rel != "" && c.dirs[dir] != nil {
-		if fi, ok := c.dirs[dir].entries[name]; ok {
-			c.attrs[rel] = attrEntry{fi: fi, at: now, stale: true}
+		c.setAttrLocked(rel, a)
+	} else if dir, name := split(rel); rel != "" && c.dir(dir) != nil {
+		if fi, ok := c.dir(dir).entries[name]; ok {
+			c.setAttrLocked(rel, attrEntry{fi: fi, at: now, stale: true})
 		}
 	}
 	if rel != "" {
 		dir, _ := split(rel)
-		if d := c.dirs[dir]; d != nil {
+		if d := c.dir(dir); d != nil {
 			d.fetched = time.Time{}
 		}
 	}
-	d, isDir := c.dirs[rel]
-	if !isDir && !c.attrs[rel].fi.IsDir() {
+	d := c.dir(rel)
+	if a, _ := c.attrGet(rel); d == nil && !a.fi.IsDir() {
 		return
 	}
 	if d != nil {
 		d.fetched = time.Time{}
 	}
-	prefix := rel + "/"
-	if rel == "" {
-		prefix = ""
+	for _, p := range c.dirs.Under(rel) {
+		c.dir(p).fetched = time.Time{}
 	}
-	for p, d := range c.dirs {
-		if strings.HasPrefix(p, prefix) {
-			d.fetched = time.Time{}
-		}
-	}
-	for p, a := range c.attrs {
-		if p != rel && strings.HasPrefix(p, prefix) {
-			a.at = time.Time{}
-			c.attrs[p] = a
-		}
+	for _, p := range c.attrs.Under(rel) {
+		a, _ := c.attrGet(p)
+		a.at = time.Time{}
+		c.attrs.Set(p, a)
 	}
 }
 
@@ -848,12 +969,18 @@ func (c *Cache) Invalidate() {
 }
 
 func (c *Cache) invalidateLocked() {
-	for _, d := range c.dirs {
+	c.dirs.Range(func(_ string, d *dirList) bool {
 		d.fetched = time.Time{}
-	}
-	for k, a := range c.attrs {
+		return true
+	})
+	for _, k := range c.attrs.Under("") {
+		a, _ := c.attrGet(k)
 		a.at = time.Time{}
-		c.attrs[k] = a
+		c.attrs.Set(k, a)
+	}
+	if a, ok := c.attrGet(""); ok {
+		a.at = time.Time{}
+		c.attrs.Set("", a)
 	}
 	c.statfs.at = time.Time{}
 }
@@ -878,7 +1005,7 @@ func (c *Cache) afterMutation(ctx context.Context, rel string) (providers.FileIn
 // directory comes first. tar sets three of these on every file it makes.
 func (c *Cache) afterSetattr(ctx context.Context, rel string, set func(*providers.FileInfo)) (providers.FileInfo, error) {
 	c.mu.Lock()
-	a, ok := c.attrs[rel]
+	a, ok := c.attrGet(rel)
 	c.mu.Unlock()
 	if !ok || a.neg {
 		return c.afterMutation(ctx, rel)
@@ -888,10 +1015,10 @@ func (c *Cache) afterSetattr(ctx context.Context, rel string, set func(*provider
 	fi.Ctime = c.now()
 	c.mu.Lock()
 	c.touchLocked(rel)
-	c.attrs[rel] = attrEntry{fi: fi, at: c.now(), stale: true}
+	c.setAttrLocked(rel, attrEntry{fi: fi, at: c.now(), stale: true})
 	if rel != "" {
 		dir, name := split(rel)
-		if d := c.dirs[dir]; d != nil {
+		if d := c.dir(dir); d != nil {
 			d.entries[name] = fi
 		}
 	}
@@ -902,13 +1029,19 @@ func (c *Cache) afterSetattr(ctx context.Context, rel string, set func(*provider
 
 // Mkdir makes a directory in the box.
 func (c *Cache) Mkdir(ctx context.Context, rel string, perm fs.FileMode) (providers.FileInfo, error) {
+	if fi, ok := c.mkdirHere(rel, perm); ok {
+		return fi, nil
+	}
+	if err := c.settle(ctx, rel); err != nil {
+		return providers.FileInfo{}, err
+	}
 	c.intend(rel)
 	fi, err := c.sw.MkdirStat(ctx, c.abs(rel), perm)
 	if err != nil {
 		return providers.FileInfo{}, err
 	}
 	c.mu.Lock()
-	c.dirs[rel] = &dirList{entries: map[string]providers.FileInfo{}, fetched: c.now()}
+	c.dirs.Set(rel, &dirList{entries: map[string]providers.FileInfo{}, fetched: c.now()})
 	c.mu.Unlock()
 	return c.made(rel, fi), nil
 }
@@ -919,13 +1052,20 @@ func (c *Cache) made(rel string, fi providers.FileInfo) providers.FileInfo {
 	c.mu.Lock()
 	c.touchLocked(rel)
 	c.recordLocked(rel, fi, c.now())
-	c.dirChangedLocked(rel)
+	if fi.IsDir() {
+		c.dirChangedLocked(rel) // one link more on the directory
+	} else {
+		c.dirTouchedLocked(rel)
+	}
 	c.mu.Unlock()
 	return fi
 }
 
 // Symlink makes a symbolic link rel pointing at target.
 func (c *Cache) Symlink(ctx context.Context, target, rel string) (providers.FileInfo, error) {
+	if err := c.settle(ctx, rel); err != nil {
+		return providers.FileInfo{}, err
+	}
 	c.intend(rel)
 	if err := c.remote.Symlink(ctx, target, c.abs(rel)); err != nil {
 		return providers.FileInfo{}, err
@@ -947,6 +1087,9 @@ func (c *Cache) Link(ctx context.Context, oldrel, newrel string) (providers.File
 		if err := f.push(ctx, c); err != nil {
 			return providers.FileInfo{}, err
 		}
+	}
+	if err := c.settle(ctx, oldrel, newrel); err != nil {
+		return providers.FileInfo{}, err
 	}
 	c.intend(oldrel, newrel)
 	if err := c.remote.Link(ctx, c.abs(oldrel), c.abs(newrel)); err != nil {
@@ -974,6 +1117,9 @@ func (c *Cache) Link(ctx context.Context, oldrel, newrel string) (providers.File
 // Remove unlinks a file. Its cached content goes too (an open handle keeps
 // reading it until it is released).
 func (c *Cache) Remove(ctx context.Context, rel string) error {
+	if c.removeHere(rel) {
+		return nil
+	}
 	c.intend(rel)
 	if err := c.remote.Remove(ctx, c.abs(rel)); err != nil {
 		return err
@@ -984,23 +1130,23 @@ func (c *Cache) Remove(ctx context.Context, rel string) error {
 		others = c.linkedLocked(rel, fi)
 		c.linksChangedLocked(rel, fi, false) // one link fewer: asked of the box
 	}
-	f := c.files[rel]
-	delete(c.files, rel)
+	f := c.file(rel)
+	c.files.Delete(rel)
 	// The file lives on under another name of a hard link: an open of the
 	// removed name writes into it there, as on a disk.
 	heir := ""
 	if f != nil {
 		for _, o := range others {
-			if c.files[o] == nil {
+			if c.file(o) == nil {
 				heir = o
-				c.files[o] = f
+				c.files.Set(o, f)
 				break
 			}
 		}
 	}
 	c.forgetLocked(rel)
-	c.attrs[rel] = attrEntry{at: c.now(), neg: true}
-	c.dirChangedLocked(rel)
+	c.setAttrLocked(rel, attrEntry{at: c.now(), neg: true})
+	c.dirTouchedLocked(rel)
 	c.mu.Unlock()
 	switch {
 	case f != nil && heir != "":
@@ -1014,13 +1160,16 @@ func (c *Cache) Remove(ctx context.Context, rel string) error {
 
 // Rmdir removes an empty directory.
 func (c *Cache) Rmdir(ctx context.Context, rel string) error {
+	if err := c.settle(ctx, rel); err != nil {
+		return err
+	}
 	c.intend(rel)
 	if err := c.remote.Rmdir(ctx, c.abs(rel)); err != nil {
 		return err
 	}
 	c.mu.Lock()
 	c.forgetLocked(rel)
-	c.attrs[rel] = attrEntry{at: c.now(), neg: true}
+	c.setAttrLocked(rel, attrEntry{at: c.now(), neg: true})
 	c.dirChangedLocked(rel)
 	c.mu.Unlock()
 	return nil
@@ -1033,6 +1182,12 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 	ofi, ook := c.knownAttrLocked(oldrel)
 	nfi, nok := c.knownAttrLocked(newrel)
 	c.mu.Unlock()
+	if ook && !ofi.IsDir() && c.renameHere(oldrel, newrel) {
+		return nil
+	}
+	if err := c.settle(ctx, oldrel, newrel); err != nil {
+		return err
+	}
 	// A replaced file's dirty data must not be pushed over the moved one.
 	c.intend(oldrel, newrel)
 	if err := c.remote.Rename(ctx, c.abs(oldrel), c.abs(newrel)); err != nil {
@@ -1047,45 +1202,41 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 	}
 	c.mu.Lock()
 	var dropped []*file
-	oldPrefix, newPrefix := oldrel+"/", newrel+"/"
 	// Files at or under the target are replaced.
-	for k, f := range c.files {
-		if k == newrel || strings.HasPrefix(k, newPrefix) {
-			delete(c.files, k)
+	for _, k := range append(c.files.Under(newrel), newrel) {
+		if f := c.file(k); f != nil {
+			c.files.Delete(k)
+			c.news.Delete(k)
 			dropped = append(dropped, f)
 		}
 	}
 	moved := map[string]*file{}
-	for k, f := range c.files {
-		switch {
-		case k == oldrel:
-			moved[newrel] = f
-			delete(c.files, k)
-		case strings.HasPrefix(k, oldPrefix):
-			moved[newPrefix+k[len(oldPrefix):]] = f
-			delete(c.files, k)
+	for _, k := range append(c.files.Under(oldrel), oldrel) {
+		if f := c.file(k); f != nil {
+			moved[newrel+k[len(oldrel):]] = f
+			c.files.Delete(k)
 		}
 	}
 	for k, f := range moved {
-		c.files[k] = f
+		c.files.Set(k, f)
 		f.setRel(k)
 	}
 	// Listings under either name are rebuilt on next use.
 	c.forgetLocked(newrel)
 	var kept providers.FileInfo
 	var haveKept bool
-	if a, ok := c.attrs[oldrel]; ok && !a.neg {
+	if a, ok := c.attrGet(oldrel); ok && !a.neg {
 		kept, haveKept = a.fi, true
 	}
 	c.forgetLocked(oldrel)
 	now := c.now()
-	c.attrs[oldrel] = attrEntry{at: now, neg: true}
+	c.setAttrLocked(oldrel, attrEntry{at: now, neg: true})
 	if haveKept {
 		_, kept.Name = split(newrel)
 		// rename(2) moved the file's change time: asked of the box.
-		c.attrs[newrel] = attrEntry{fi: kept, at: now, stale: true}
+		c.setAttrLocked(newrel, attrEntry{fi: kept, at: now, stale: true})
 		dir, name := split(newrel)
-		if d := c.dirs[dir]; d != nil {
+		if d := c.dir(dir); d != nil {
 			d.entries[name] = kept
 		}
 	}
@@ -1116,6 +1267,12 @@ func (c *Cache) Chmod(ctx context.Context, rel string, mode fs.FileMode) (provid
 			return fi, nil
 		}
 	}
+	if fi, ok := c.setDirHere(rel, func(fi *providers.FileInfo, o *providers.WriteOptions) {
+		fi.Mode = fi.Mode&^specialBits | mode&specialBits
+		o.Perm, o.ForceMode = mode&specialBits, true
+	}); ok {
+		return fi, nil
+	}
 	c.intend(rel)
 	if err := c.remote.Chmod(ctx, c.abs(rel), mode); err != nil {
 		return providers.FileInfo{}, err
@@ -1129,6 +1286,20 @@ func (c *Cache) Chmod(ctx context.Context, rel string, mode fs.FileMode) (provid
 func (c *Cache) Chown(ctx context.Context, rel string, uid, gid int) (providers.FileInfo, error) {
 	if f := c.localFile(rel); f != nil && f.deferOwner(c, uid, gid) {
 		fi, _ := f.localAttr()
+		return fi, nil
+	}
+	if fi, ok := c.setDirHere(rel, func(fi *providers.FileInfo, o *providers.WriteOptions) {
+		if !o.Chown {
+			o.UID, o.GID = -1, -1
+		}
+		o.Chown = true
+		if uid >= 0 {
+			fi.UID, o.UID = uint32(uid), uid
+		}
+		if gid >= 0 {
+			fi.GID, o.GID = uint32(gid), gid
+		}
+	}); ok {
 		return fi, nil
 	}
 	c.intend(rel)
@@ -1152,6 +1323,16 @@ func (c *Cache) Utimes(ctx context.Context, rel string, atime, mtime time.Time) 
 		fi, _ := f.localAttr()
 		return fi, nil
 	}
+	if fi, ok := c.setDirHere(rel, func(fi *providers.FileInfo, o *providers.WriteOptions) {
+		if !atime.IsZero() {
+			fi.Atime, o.Atime = atime, atime
+		}
+		if !mtime.IsZero() {
+			fi.Mtime, o.Mtime = mtime, mtime
+		}
+	}); ok {
+		return fi, nil
+	}
 	c.intend(rel)
 	if err := c.remote.Utimes(ctx, c.abs(rel), atime, mtime); err != nil {
 		return providers.FileInfo{}, err
@@ -1173,7 +1354,7 @@ func (c *Cache) Utimes(ctx context.Context, rel string, atime, mtime time.Time) 
 // Truncate sets rel's size. A file with cached content is truncated here and
 // pushed at the next flush; any other file is truncated in the box at once.
 func (c *Cache) Truncate(ctx context.Context, rel string, size int64) (providers.FileInfo, error) {
-	if f := c.localFile(rel); f != nil && f.opens() > 0 {
+	if f := c.localFile(rel); f != nil && (f.opens() > 0 || !f.existsInBox()) {
 		if err := f.truncate(c, size); err != nil {
 			return providers.FileInfo{}, err
 		}
@@ -1197,41 +1378,38 @@ func (c *Cache) Truncate(ctx context.Context, rel string, size int64) (providers
 func (c *Cache) localFile(rel string) *file {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.files[rel]
+	return c.file(rel)
 }
 
 // Dirty returns the paths with writes not yet in the box.
 func (c *Cache) Dirty() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	var out []string
-	for rel, f := range c.files {
-		if f.isDirty() {
-			out = append(out, rel)
-		}
+	for _, f := range c.dirtyFiles() {
+		out = append(out, f.path())
 	}
 	sortStrings(out)
 	return out
 }
 
-// FlushAll pushes every dirty file. It tries them all and returns the first
-// error; a file that fails stays dirty.
+// PushErrors returns the last push error of each dirty file whose push
+// failed, by path.
+func (c *Cache) PushErrors() map[string]error {
+	out := map[string]error{}
+	for _, f := range c.dirtyFiles() {
+		f.mu.Lock()
+		if f.pushErr != nil {
+			out[f.rel] = f.pushErr
+		}
+		f.mu.Unlock()
+	}
+	return out
+}
+
+// FlushAll pushes every dirty file (in batches where the remote takes
+// them): the barrier. It tries them all and returns the first error; a
+// file that fails stays dirty.
 func (c *Cache) FlushAll(ctx context.Context) error {
-	c.mu.Lock()
-	var fs []*file
-	for _, f := range c.files {
-		if f.isDirty() {
-			fs = append(fs, f)
-		}
-	}
-	c.mu.Unlock()
-	var first error
-	for _, f := range fs {
-		if err := f.push(ctx, c); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
+	return c.pushAll(ctx, c.dirtyFiles(), nil)
 }
 
 // Recover pushes the dirty files a previous process journaled and did not

@@ -2,14 +2,10 @@ package cache
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -49,15 +45,29 @@ type file struct {
 	version  uint64 // bumped whenever data is refilled from the box
 	kernel   uint64 // the version the kernel's page cache was last filled from
 	pushErr  error
-	journal  bool // a journal record exists
+	journal  bool // the journal holds the file as dirty
+	// created: the host made the file and the box has not had it yet
+	// (inBox false), or had nothing under its name when the writes began;
+	// excl: made with O_EXCL, so its push must not replace a file the box
+	// made meanwhile.
+	created, excl bool
+	// started is the box file the dirty content started from, when known:
+	// a recovery after a crash checks that the box did not change it since.
+	started *providers.FileInfo
+	// recovered: the journal of an earlier process left the file dirty;
+	// its first push checks started first.
+	recovered bool
+	// charge is what the file's copy counts against the Budget (its mu).
+	charge *charge
 }
 
 // Handle is one open of a work/ file.
 type Handle struct {
-	c     *Cache
-	f     *file
-	write bool
-	done  bool
+	c      *Cache
+	f      *file
+	write  bool
+	done   bool
+	direct *direct // a read-only open of a host box's own file (hostread.go)
 }
 
 // OpenFile opens rel for reading and/or writing with open(2) flags. Reading
@@ -80,7 +90,15 @@ func (c *Cache) OpenFile(ctx context.Context, rel string, flags int) (h *Handle,
 		}
 	}()
 
+	if !write {
+		if h, keep, ok := c.openDirect(ctx, rel, f); ok {
+			return h, keep, nil
+		}
+	}
 	if trunc {
+		if fi, ok := c.knownAttr(rel); ok && fi.IsRegular() {
+			f.noteStart(fi)
+		}
 		if err := f.truncate(c, 0); err != nil {
 			return nil, false, err
 		}
@@ -94,10 +112,15 @@ func (c *Cache) OpenFile(ctx context.Context, rel string, flags int) (h *Handle,
 	return &Handle{c: c, f: f, write: write}, keepCache, nil
 }
 
-// Create makes rel in the box at once (exclusive or truncating, as
-// O_CREAT|O_EXCL or O_CREAT|O_TRUNC) and opens it.
+// Create makes rel (exclusive or truncating, as O_CREAT|O_EXCL or
+// O_CREAT|O_TRUNC) and opens it: on the host only when its directory's
+// fresh listing says the name is free (the push at close makes it in the
+// box), else in the box at once.
 func (c *Cache) Create(ctx context.Context, rel string, flags int, perm fs.FileMode) (*Handle, providers.FileInfo, error) {
 	excl := flags&syscall.O_EXCL != 0
+	if h, fi, made, err := c.createHere(rel, excl, perm); made {
+		return h, fi, err
+	}
 	c.intend(rel)
 	fi, err := c.sw.CreateStat(ctx, c.abs(rel), perm, excl)
 	if err != nil {
@@ -131,13 +154,24 @@ func (c *Cache) Create(ctx context.Context, rel string, flags int, perm fs.FileM
 func (c *Cache) fileFor(rel string) *file {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if f := c.files[rel]; f != nil {
+	if f := c.file(rel); f != nil {
 		return f
 	}
 	c.nextID++
 	f := &file{id: c.nextID, rel: rel, inBox: true}
-	c.files[rel] = f
+	c.files.Set(rel, f)
 	return f
+}
+
+// noteStart records fi, the box file as the cache knows it, as where the
+// writes about to begin (a truncating open) start from, unless the file is
+// dirty already.
+func (f *file) noteStart(fi providers.FileInfo) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.dirty && !f.created {
+		f.started = &fi
+	}
 }
 
 // openDataLocked opens (and with trunc empties) the data file. f.mu held.
@@ -196,6 +230,7 @@ func (f *file) ensure(ctx context.Context, c *Cache) error {
 			f.mode, f.base = fi.Mode.Perm(), fi
 		}
 		f.mu.Unlock()
+		c.used(f)
 		return err
 	}
 	if err := f.openDataLocked(c, false); err != nil {
@@ -207,7 +242,7 @@ func (f *file) ensure(ctx context.Context, c *Cache) error {
 
 	// Fetch into the data file. The content lock keeps readers and writers
 	// out; f.mu is free for attribute calls meanwhile.
-	n, err := fetch(ctx, c, rel, d)
+	n, err := fetch(ctx, c, rel, fi.Size, d)
 	if err != nil {
 		return err
 	}
@@ -216,6 +251,7 @@ func (f *file) ensure(ctx context.Context, c *Cache) error {
 	f.mode, f.base = fi.Mode.Perm(), fi
 	f.version++
 	f.mu.Unlock()
+	c.charged(f, n)
 	if n != fi.Size {
 		// It changed while we read it; what we hold is newer than the stat,
 		// and the next open stats again and sees the difference.
@@ -226,8 +262,16 @@ func (f *file) ensure(ctx context.Context, c *Cache) error {
 	return nil
 }
 
-func fetch(ctx context.Context, c *Cache, rel string, d *os.File) (int64, error) {
-	r, err := c.remote.ReadFile(ctx, c.abs(rel))
+// fetch copies the box's file rel, size bytes as the box last said, into
+// d.
+func fetch(ctx context.Context, c *Cache, rel string, size int64, d *os.File) (int64, error) {
+	var r io.ReadCloser
+	var err error
+	if sr, ok := c.remote.(providers.SizedReader); ok {
+		r, err = sr.ReadFileSized(ctx, c.abs(rel), size)
+	} else {
+		r, err = c.remote.ReadFile(ctx, c.abs(rel))
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -262,6 +306,11 @@ func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
 	f := h.f
 	f.content.RLock()
 	defer f.content.RUnlock()
+	if h.direct != nil {
+		if n, ok, err := h.readDirect(p, off); ok {
+			return n, err
+		}
+	}
 	f.mu.Lock()
 	d := f.data
 	f.mu.Unlock()
@@ -284,6 +333,14 @@ func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
 // or unlinked, is the host's and is left alone.
 func (h *Handle) Renew(ctx context.Context) (bool, error) {
 	f := h.f
+	if h.direct != nil {
+		f.mu.Lock()
+		reading := f.data == nil && !f.dirty && f.version == h.direct.version
+		f.mu.Unlock()
+		if reading {
+			return h.renewDirect(ctx)
+		}
+	}
 	f.mu.Lock()
 	skip := f.dirty || f.gone || f.data == nil
 	v := f.version
@@ -333,12 +390,27 @@ func (h *Handle) Attr() (providers.FileInfo, bool) { return h.f.localAttr() }
 
 // Flush pushes the file to the box if it holds writes the box lacks, and
 // returns the push's error: this is what close(2) reports. A file already
-// pushed (a dup'd descriptor's close) is not pushed again.
-func (h *Handle) Flush(ctx context.Context) error { return h.f.push(ctx, h.c) }
+// pushed (a dup'd descriptor's close) is not pushed again. In write-behind
+// it queues the file for its batch and returns at once: its bytes are in
+// the journal.
+func (h *Handle) Flush(ctx context.Context) error {
+	if b := h.c.behind; b != nil {
+		if h.f.isDirty() {
+			b.closed(h.f)
+		}
+		return nil
+	}
+	return h.f.push(ctx, h.c)
+}
 
-// Fsync pushes like Flush and then asks the box to sync the file.
+// Fsync pushes like Flush and then asks the box to sync the file. In
+// write-behind it is a barrier: every dirty file is pushed first.
 func (h *Handle) Fsync(ctx context.Context) error {
-	if err := h.f.push(ctx, h.c); err != nil {
+	push := func(ctx context.Context) error { return h.f.push(ctx, h.c) }
+	if h.c.behind != nil {
+		push = h.c.FlushAll
+	}
+	if err := push(ctx); err != nil {
 		return err
 	}
 	h.f.mu.Lock()
@@ -358,8 +430,13 @@ func (h *Handle) Release(ctx context.Context) {
 		return
 	}
 	h.done = true
+	if h.direct != nil {
+		h.direct.close()
+	}
 	h.f.release(h.c)
-	if h.f.isDirty() && h.f.opens() == 0 {
+	if h.f.isDirty() && h.f.opens() == 0 && h.c.behind != nil {
+		h.c.behind.closed(h.f)
+	} else if h.f.isDirty() && h.f.opens() == 0 {
 		if err := h.f.push(ctx, h.c); err != nil {
 			h.c.log.Warn("push after last close failed; kept dirty", "path", h.f.path(), "err", err)
 		}
@@ -373,6 +450,9 @@ func (f *file) release(c *Cache) {
 	if f.nopen == 0 && !f.dirty && f.data != nil {
 		f.data.Close()
 		f.data = nil
+	}
+	if f.nopen == 0 && f.gone {
+		os.Remove(c.dataPath(f.id)) // its name went while it was open
 	}
 }
 
@@ -472,9 +552,7 @@ func (f *file) deferAttr(c *Cache, set func()) bool {
 	}
 	set()
 	if f.journal {
-		if err := f.writeJournalLocked(c); err != nil {
-			c.log.Error("journal rewrite failed; a crash now would lose an attribute set on this file", "path", f.rel, "err", err)
-		}
+		f.journalLocked(c)
 	}
 	return true
 }
@@ -519,12 +597,14 @@ func (f *file) markDirtyLocked(c *Cache) {
 		return
 	}
 	f.dirty = true
+	c.dirtied(f)
 	if f.local.IsZero() {
 		f.local = c.now()
 	}
-	if err := f.writeJournalLocked(c); err != nil {
-		c.log.Error("journal write failed; a crash now would lose this file's writes", "path", f.rel, "err", err)
+	if f.started == nil && !f.created && f.valid && !f.boxMtime.IsZero() {
+		f.started = &providers.FileInfo{Size: f.boxSize, Mtime: f.boxMtime, Ino: f.base.Ino, Nlink: f.base.Nlink}
 	}
+	f.journalLocked(c)
 }
 
 func (f *file) truncate(c *Cache, size int64) error {
@@ -548,104 +628,6 @@ func (f *file) truncate(c *Cache, size int64) error {
 	f.local = c.now()
 	f.markDirtyLocked(c)
 	return nil
-}
-
-// push sends a dirty file to the box: the whole content, atomically (the box
-// writes a temporary name and renames it), with the attributes set while it
-// was dirty, and records what the box answers. On failure the file stays
-// dirty and the error is returned.
-func (f *file) push(ctx context.Context, c *Cache) error {
-	f.content.Lock()
-	defer f.content.Unlock()
-	f.mu.Lock()
-	if !f.dirty || f.gone {
-		f.mu.Unlock()
-		return nil
-	}
-	rel := f.rel
-	o := providers.WriteOptions{Perm: f.mode, ForceMode: f.force, Chown: f.chown, UID: f.uid, GID: f.gid, Atime: f.atime, Mtime: f.mtime}
-	links := f.base.Nlink
-	inBox := f.inBox
-	basedOn := providers.FileInfo{Size: f.boxSize, Mtime: f.boxMtime} // the box's file this copy started from
-	src, err := os.Open(c.dataPath(f.id))
-	f.mu.Unlock()
-	if err != nil {
-		return providers.E(providers.Unknown, "cache.push", err)
-	}
-	defer src.Close()
-	if o.Perm == 0 && !o.ForceMode {
-		o.Perm = 0o644
-	}
-	if fi, ok := c.knownAttr(rel); ok {
-		if fi.Nlink > links {
-			links = fi.Nlink
-		}
-		if inBox && !basedOn.Mtime.IsZero() && fi.IsRegular() && (fi.Size != basedOn.Size || !fi.Mtime.Equal(basedOn.Mtime)) {
-			// The later close wins (docs/namespace.md): said, not silent.
-			c.log.Warn("push replaces a change the box made to the file after the host read it", "path", rel,
-				"box_size", fi.Size, "box_mtime", fi.Mtime, "read_size", basedOn.Size, "read_mtime", basedOn.Mtime)
-			if c.opts.Overwrote != nil {
-				c.opts.Overwrote(rel)
-			}
-		}
-	}
-	var fi providers.FileInfo
-	c.intend(rel)
-	if inBox && links > 1 {
-		// A name of a hard link: replacing it would split it from its
-		// other names. Written in place instead (not atomic, as on a disk).
-		var replaced bool
-		if fi, replaced, err = c.writeLinked(ctx, rel, src, o); replaced {
-			links = 1
-		}
-	} else {
-		fi, err = c.sw.WriteFileStat(ctx, c.abs(rel), src, o)
-	}
-	if err != nil {
-		f.mu.Lock()
-		f.pushErr = err
-		f.mu.Unlock()
-		return err
-	}
-	now := c.now()
-	f.mu.Lock()
-	f.boxSize, f.boxMtime = fi.Size, fi.Mtime
-	f.size, f.base = fi.Size, fi
-	f.valid = true
-	f.dirty = false
-	f.pushErr = nil
-	f.atime, f.mtime = time.Time{}, time.Time{}
-	f.force, f.chown = false, false
-	if f.nopen == 0 && f.data != nil {
-		f.data.Close()
-		f.data = nil
-	}
-	f.removeJournalLocked(c)
-	f.mu.Unlock()
-	_, fi.Name = split(rel)
-	c.mu.Lock()
-	c.touchLocked(rel)
-	c.recordLocked(rel, fi, now)
-	if !inBox || links <= 1 {
-		c.dirChangedLocked(rel) // the push renamed a temporary name over rel
-	}
-	c.linksChangedLocked(rel, fi, true)
-	c.mu.Unlock()
-	return nil
-}
-
-// writeLinked writes src over rel, a name of a file with several, in
-// place. Where the box will not (another of its names is outside the
-// workspace: Unsafe), the name is replaced instead and leaves the link;
-// replaced says so.
-func (c *Cache) writeLinked(ctx context.Context, rel string, src *os.File, o providers.WriteOptions) (fi providers.FileInfo, replaced bool, err error) {
-	fi, err = c.writeInPlace(ctx, c.abs(rel), src, o)
-	if !providers.IsCode(err, providers.Unsafe) {
-		return fi, false, err
-	}
-	c.log.Warn("a hard-linked file with a name outside the workspace is replaced, not written in place", "path", rel, "err", err)
-	fi, err = c.sw.WriteFileStat(ctx, c.abs(rel), io.NewSectionReader(src, 0, 1<<62), o)
-	return fi, true, err
 }
 
 // writeInPlace writes src over the box file abs, which exists, then cuts
@@ -680,137 +662,39 @@ func (f *file) unlinked(c *Cache) {
 	defer f.mu.Unlock()
 	f.gone = true
 	f.dirty = false
-	f.removeJournalLocked(c)
+	c.clean(f)
+	c.uncharged(f)
+	f.unjournalLocked(c)
 	if f.nopen == 0 && f.data != nil {
 		f.data.Close()
 		f.data = nil
+	}
+	if f.nopen == 0 {
 		os.Remove(c.dataPath(f.id))
 	}
 }
 
-// The journal: one small JSON record per dirty file, naming its data file.
-// Records and data files are written through the page cache, which survives
-// a crash of the daemon (not a power loss of the machine).
-type journalRecord struct {
-	Path  string      `json:"path"`
-	ID    uint64      `json:"id"`
-	Mode  fs.FileMode `json:"mode"`
-	Force bool        `json:"force,omitempty"` // Mode was set while dirty
-	Atime time.Time   `json:"atime,omitzero"`
-	Mtime time.Time   `json:"mtime,omitzero"`
-	Owner *[2]int     `json:"owner,omitempty"` // uid, gid set while dirty (-1 kept)
-}
-
-func (f *file) writeJournalLocked(c *Cache) error {
-	rec := journalRecord{Path: f.rel, ID: f.id, Mode: f.mode, Force: f.force, Atime: f.atime, Mtime: f.mtime}
-	if f.chown {
-		rec.Owner = &[2]int{f.uid, f.gid}
-	}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	// Written whole under a temporary name and renamed, not fsync'd: the
-	// journal (like the data files) is for a crash of the daemon, which the
-	// page cache survives; an fsync per first write of each file would cost
-	// about what a round trip to the box does (untar writes thousands).
-	name := filepath.Join(c.journalDir, strconv.FormatUint(f.id, 10)+".json")
-	tmp := name + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, name); err != nil {
-		return err
-	}
-	f.journal = true
-	return nil
-}
-
-func (f *file) rewriteJournal(c *Cache) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.journal && f.dirty {
-		if err := f.writeJournalLocked(c); err != nil {
-			c.log.Error("journal rewrite after rename failed", "path", f.rel, "err", err)
-		}
-	}
-}
-
-func (f *file) removeJournalLocked(c *Cache) {
-	if !f.journal {
-		return
-	}
-	os.Remove(filepath.Join(c.journalDir, strconv.FormatUint(f.id, 10)+".json"))
-	f.journal = false
-}
-
-// loadJournal reads what a previous process left dirty, and clears data
-// files nothing refers to.
-func (c *Cache) loadJournal() error {
-	ents, err := os.ReadDir(c.journalDir)
-	if err != nil {
-		return providers.E(providers.Unknown, "cache.loadJournal", err)
-	}
-	keep := map[uint64]bool{}
-	for _, e := range ents {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".json") {
-			os.Remove(filepath.Join(c.journalDir, name))
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(c.journalDir, name))
-		var rec journalRecord
-		if err == nil {
-			err = json.Unmarshal(b, &rec)
-		}
-		if err != nil || rec.Path == "" {
-			c.log.Error("unreadable journal record; left in place", "file", name, "err", err)
-			continue
-		}
-		st, err := os.Stat(c.dataPath(rec.ID))
-		if err != nil {
-			c.log.Error("journal names a missing data file; dropped", "path", rec.Path, "err", err)
-			os.Remove(filepath.Join(c.journalDir, name))
-			continue
-		}
-		keep[rec.ID] = true
-		f := &file{id: rec.ID, rel: rec.Path, valid: true, dirty: true, inBox: true, journal: true,
-			mode: rec.Mode, force: rec.Force, atime: rec.Atime, mtime: rec.Mtime, size: st.Size(), local: st.ModTime()}
-		if rec.Owner != nil {
-			f.chown, f.uid, f.gid = true, rec.Owner[0], rec.Owner[1]
-		}
-		if old := c.files[rec.Path]; old == nil || old.id < rec.ID {
-			c.files[rec.Path] = f
-		}
-		if rec.ID > c.nextID {
-			c.nextID = rec.ID
-		}
-	}
-	data, err := os.ReadDir(c.dataDir)
-	if err != nil {
-		return providers.E(providers.Unknown, "cache.loadJournal", err)
-	}
-	for _, e := range data {
-		id, err := strconv.ParseUint(e.Name(), 10, 64)
-		if err != nil || !keep[id] {
-			os.Remove(filepath.Join(c.dataDir, e.Name()))
-		}
-	}
-	return nil
-}
-
-// Close closes the cache's data files. Dirty files stay journaled.
+// Close closes the cache's data files and journal, and stops the
+// write-behind pusher. Dirty files stay journaled.
 func (c *Cache) Close() error {
+	if c.behind != nil {
+		c.behind.close()
+	}
+	if b := c.opts.Budget; b != nil {
+		b.forgetCache(c)
+	}
+	defer c.jnl.close()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, f := range c.files {
+	c.files.Range(func(_ string, f *file) bool {
 		f.mu.Lock()
 		if f.data != nil {
 			f.data.Close()
 			f.data = nil
 		}
 		f.mu.Unlock()
-	}
+		return true
+	})
 	return nil
 }
 

@@ -89,7 +89,7 @@ func (c *Cache) Forget(rel string) {
 	// forgetLocked took rel out of its directory's listing, which would
 	// now say it is not there.
 	dir, _ := split(rel)
-	if d := c.dirs[dir]; d != nil {
+	if d := c.dir(dir); d != nil {
 		d.fetched = time.Time{}
 	}
 }

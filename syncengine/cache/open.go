@@ -5,9 +5,10 @@ package cache
 func (c *Cache) OpenFiles() []string {
 	c.mu.Lock()
 	var fs []*file
-	for _, f := range c.files {
+	c.files.Range(func(_ string, f *file) bool {
 		fs = append(fs, f)
-	}
+		return true
+	})
 	c.mu.Unlock()
 	var out []string
 	for _, f := range fs {

@@ -38,7 +38,7 @@ func (c *Cache) prefetch(ctx context.Context, rel string) {
 	dir, name := split(rel)
 	c.mu.Lock()
 	sr := c.sr
-	d := c.dirs[dir]
+	d := c.dir(dir)
 	if sr == nil || d == nil {
 		c.mu.Unlock()
 		return
@@ -89,14 +89,16 @@ func (c *Cache) prefetch(ctx context.Context, rel string) {
 		return
 	}
 	for _, sf := range fill {
-		c.fileFor(join(dir, sf.Info.Name)).fill(c, sf)
+		if f := c.fileFor(join(dir, sf.Info.Name)); f.fill(c, sf) {
+			c.charged(f, int64(len(sf.Data)))
+		}
 	}
 }
 
 // holds reports whether the cache has rel's content as fi describes it.
 func (c *Cache) holds(rel string, fi providers.FileInfo) bool {
 	c.mu.Lock()
-	f := c.files[rel]
+	f := c.file(rel)
 	c.mu.Unlock()
 	return f != nil && f.holds(fi)
 }
@@ -115,17 +117,17 @@ func (f *file) holdsLocked(fi providers.FileInfo) bool {
 }
 
 // fill makes sf's data f's content, unless f holds writes of the host or
-// already has that content.
-func (f *file) fill(c *Cache, sf providers.SmallFile) {
+// already has that content; it reports whether it did.
+func (f *file) fill(c *Cache, sf providers.SmallFile) (filled bool) {
 	f.content.Lock()
 	defer f.content.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.gone || f.holdsLocked(sf.Info) {
-		return
+		return false
 	}
 	if err := f.openDataLocked(c, true); err != nil {
-		return
+		return false
 	}
 	if _, err := f.data.WriteAt(sf.Data, 0); err != nil {
 		f.valid = false
@@ -133,9 +135,11 @@ func (f *file) fill(c *Cache, sf providers.SmallFile) {
 		f.valid, f.boxSize, f.boxMtime, f.size = true, sf.Info.Size, sf.Info.Mtime, sf.Info.Size
 		f.mode, f.base = sf.Info.Mode.Perm(), sf.Info
 		f.version++
+		filled = true
 	}
 	if f.nopen == 0 {
 		f.data.Close()
 		f.data = nil
 	}
+	return filled
 }

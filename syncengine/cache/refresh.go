@@ -4,13 +4,14 @@ import (
 	"context"
 	"time"
 
+	"github.com/boxfs/boxfs/internal/pathmap"
 	"github.com/boxfs/boxfs/providers"
 )
 
 // Changes are the paths a refresh found different from what the cache knew.
 type Changes struct {
 	Added   []string // now present where the cache knew the directory (or knew the name missing, or another kind under it)
-	Changed []string // size, mode or mtime differ
+	Changed []string // size, mode, mtime or (for a file) link count differ
 	Removed []string // known, now gone (or of another kind now: then in Added too)
 }
 
@@ -71,9 +72,9 @@ func (c *Cache) installWalk(start uint64, list []providers.FileInfo) Changes {
 	c.overlayLocked(start, attrs, dirs, nil)
 	c.endFetchLocked()
 	c.lastWalk = now
-	for rel, a := range c.attrs {
+	c.attrs.Range(func(rel string, a attrEntry) bool {
 		if rel == "" {
-			continue
+			return true
 		}
 		nf, ok := attrs[rel]
 		switch {
@@ -91,34 +92,43 @@ func (c *Cache) installWalk(start uint64, list []providers.FileInfo) Changes {
 		case differs(a.fi, nf):
 			ch.Changed = append(ch.Changed, rel)
 		}
-	}
+		return true
+	})
 	for rel := range attrs {
-		if _, known := c.attrs[rel]; known {
+		if c.attrs.Has(rel) {
 			continue
 		}
 		dir, _ := split(rel)
-		if _, listed := c.dirs[dir]; listed {
+		if c.dirs.Has(dir) {
 			ch.Added = append(ch.Added, rel)
 		}
 	}
-	root, haveRoot := c.attrs[""]
-	c.attrs = make(map[string]attrEntry, len(attrs)+1)
+	root, haveRoot := c.attrGet("")
+	c.attrs = pathmap.New[attrEntry]()
+	clear(c.links)
 	for rel, fi := range attrs {
-		c.attrs[rel] = attrEntry{fi: fi, at: now}
+		c.setAttrLocked(rel, attrEntry{fi: fi, at: now})
 	}
 	if haveRoot {
 		root.at = time.Time{}
-		c.attrs[""] = root
+		c.attrs.Set("", root)
 	}
-	c.dirs = dirs
+	c.dirs = pathmap.New[*dirList]()
+	for rel, d := range dirs {
+		c.dirs.Set(rel, d)
+	}
 	sortStrings(ch.Added)
 	sortStrings(ch.Changed)
 	sortStrings(ch.Removed)
 	return ch
 }
 
+// differs reports whether a file's attributes changed in a way the host
+// must be told of: its content, its mode, or its names (a hard link made
+// or removed in the box changes the link count every name shows).
 func differs(a, b providers.FileInfo) bool {
-	return a.Mode != b.Mode || a.Size != b.Size || !a.Mtime.Equal(b.Mtime) || a.Target != b.Target
+	return a.Mode != b.Mode || a.Size != b.Size || !a.Mtime.Equal(b.Mtime) || a.Target != b.Target ||
+		(!a.IsDir() && a.Nlink != b.Nlink)
 }
 
 // revalidateDirs is how many directories the cache must know before a
@@ -135,7 +145,7 @@ const revalidateDirs = 8
 func (c *Cache) revalidate(ctx context.Context) bool {
 	c.mu.Lock()
 	cw := c.cw
-	ok := cw != nil && c.opts.WalkMax > 0 && len(c.dirs) >= revalidateDirs && !c.fresh(c.lastWalk) && !c.now().Before(c.walkOff)
+	ok := cw != nil && c.opts.WalkMax > 0 && c.dirs.Len() >= revalidateDirs && !c.fresh(c.lastWalk) && !c.now().Before(c.walkOff)
 	c.mu.Unlock()
 	if !ok {
 		return false

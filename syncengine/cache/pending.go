@@ -1,0 +1,253 @@
+package cache
+
+import (
+	"context"
+	"io/fs"
+	"sort"
+
+	"github.com/boxfs/boxfs/providers"
+)
+
+// What the host made or changed and the box does not have yet: files made
+// here and not pushed (news), and in write-behind directories made or
+// given attributes here (pdirs), which go with the next batch (made before
+// its files, their attributes set after them, as tar sets a directory's
+// times once it is filled). A listing or stat of the box never overwrites
+// them: they are laid over what the box says until they are pushed. A
+// directory made here is listed from the host alone until then.
+
+// specialBits are the mode bits chmod sets.
+const specialBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+
+// pendingDir is a directory made or changed here in write-behind.
+type pendingDir struct {
+	fi    providers.FileInfo     // what the host shows
+	mkdir bool                   // the box does not have it yet
+	perm  fs.FileMode            // its mode when made
+	set   providers.WriteOptions // attributes set since (ForceMode: the mode)
+	attrs bool                   // set holds something
+	seq   uint64                 // when it last changed
+	mkSeq uint64                 // when it was made: parents before children
+}
+
+// usable reports whether the listing d can answer without the box: fresh,
+// or of a directory the box does not have yet.
+func (c *Cache) usable(d *dirList) bool {
+	return d != nil && (d.local || c.fresh(d.fetched))
+}
+
+// pendingAttrLocked returns what the host shows of rel when the box does
+// not have it yet: a directory made or changed in write-behind. c.mu held.
+func (c *Cache) pendingAttrLocked(rel string) (providers.FileInfo, bool) {
+	if pd, ok := c.pdirs.Get(rel); ok {
+		return pd.fi, true
+	}
+	return providers.FileInfo{}, false
+}
+
+// overlayPendingLocked lays what the host made or changed under dir (its
+// direct children when children, else all below it) over what the cache
+// holds of the box, and gives each directory made here its listing back.
+// c.mu held.
+func (c *Cache) overlayPendingLocked(dir string, children bool) {
+	now := c.now()
+	put := func(p string, fi providers.FileInfo) {
+		c.setAttrLocked(p, attrEntry{fi: fi, at: now})
+		pdir, name := split(p)
+		if d := c.dir(pdir); d != nil {
+			d.entries[name] = fi
+		}
+	}
+	direct := func(p string) bool {
+		pd, _ := split(p)
+		return !children || pd == dir
+	}
+	var dirs []string
+	for _, p := range c.pdirs.Under(dir) {
+		if direct(p) {
+			dirs = append(dirs, p)
+		}
+	}
+	sort.Strings(dirs) // parents first
+	for _, p := range dirs {
+		pd, _ := c.pdirs.Get(p)
+		put(p, pd.fi)
+		if pd.mkdir && c.dir(p) == nil {
+			c.dirs.Set(p, &dirList{entries: map[string]providers.FileInfo{}, local: true})
+		}
+	}
+	for _, p := range c.news.Under(dir) {
+		if f, _ := c.news.Get(p); f != nil && direct(p) {
+			if fi, ok := f.localAttr(); ok {
+				put(p, fi)
+			}
+		}
+	}
+}
+
+// reoverlayLocked lays back what the host made or changed at or under rel
+// after what the cache knew of it was dropped. c.mu held.
+func (c *Cache) reoverlayLocked(rel string) {
+	if rel != "" {
+		if pd, ok := c.pdirs.Get(rel); ok {
+			c.recordLocked(rel, pd.fi, c.now())
+			if pd.mkdir && c.dir(rel) == nil {
+				c.dirs.Set(rel, &dirList{entries: map[string]providers.FileInfo{}, local: true})
+			}
+		} else if f, ok := c.news.Get(rel); ok {
+			if fi, ok := f.localAttr(); ok {
+				c.recordLocked(rel, fi, c.now())
+			}
+		}
+	}
+	c.overlayPendingLocked(rel, false)
+}
+
+// mkdirHere makes rel on the host only, in write-behind, when its parent's
+// listing vouches that the name is free; the next batch makes it in the
+// box. made false: ask the box.
+func (c *Cache) mkdirHere(rel string, perm fs.FileMode) (providers.FileInfo, bool) {
+	if c.behind == nil {
+		return providers.FileInfo{}, false
+	}
+	dir, name := split(rel)
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.dir(dir)
+	if !c.usable(d) || transient(name) || len(name) > nameMax || c.file(rel) != nil {
+		return providers.FileInfo{}, false
+	}
+	if _, taken := d.entries[name]; taken {
+		return providers.FileInfo{}, false
+	}
+	owner, _ := c.knownAttrLocked("") // the box's own user makes it
+	parent, _ := c.knownAttrLocked(dir)
+	fi := providers.FileInfo{Name: name, Mode: fs.ModeDir | perm.Perm(), Nlink: 2, UID: owner.UID, GID: owner.GID, Dev: parent.Dev,
+		Mtime: now, Atime: now, Ctime: now}
+	c.pseq++
+	c.pdirs.Set(rel, &pendingDir{fi: fi, mkdir: true, perm: perm, seq: c.pseq, mkSeq: c.pseq})
+	c.dirs.Set(rel, &dirList{entries: map[string]providers.FileInfo{}, local: true, fetched: now})
+	c.touchLocked(rel)
+	c.recordLocked(rel, fi, now)
+	c.behind.changed()
+	return fi, true
+}
+
+// setDirHere gives a directory attributes on the host only, in
+// write-behind: the next batch sets them in the box, after its files.
+// ok false: set them in the box.
+func (c *Cache) setDirHere(rel string, set func(fi *providers.FileInfo, o *providers.WriteOptions)) (providers.FileInfo, bool) {
+	if c.behind == nil {
+		return providers.FileInfo{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pd, ok := c.pdirs.Get(rel)
+	if !ok {
+		fi, known := c.knownAttrLocked(rel)
+		if !known || !fi.IsDir() {
+			return providers.FileInfo{}, false
+		}
+		pd = &pendingDir{fi: fi}
+		c.pdirs.Set(rel, pd)
+	}
+	set(&pd.fi, &pd.set)
+	pd.fi.Ctime = c.now()
+	pd.attrs = true
+	c.pseq++
+	pd.seq = c.pseq
+	c.touchLocked(rel)
+	c.recordLocked(rel, pd.fi, c.now())
+	c.behind.changed()
+	return pd.fi, true
+}
+
+// dirOp is one pending directory's part of a batch.
+type dirOp struct {
+	rel   string
+	pd    *pendingDir
+	seq   uint64
+	mkdir bool // make it (else: set its attributes)
+	o     providers.WriteOptions
+}
+
+// pendingDirOps returns the directory operations the next batch carries:
+// the directories to make, parents first, and the attributes to set.
+func (c *Cache) pendingDirOps() (mk, set []dirOp) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pdirs.Range(func(rel string, pd *pendingDir) bool {
+		if pd.mkdir {
+			mk = append(mk, dirOp{rel: rel, pd: pd, seq: pd.mkSeq, mkdir: true,
+				o: providers.WriteOptions{Perm: pd.perm, ForceMode: true}})
+		}
+		if pd.attrs {
+			set = append(set, dirOp{rel: rel, pd: pd, seq: pd.seq, o: pd.set})
+		}
+		return true
+	})
+	sort.Slice(mk, func(i, j int) bool { return mk[i].seq < mk[j].seq })
+	sort.Slice(set, func(i, j int) bool { return set[i].seq < set[j].seq })
+	return mk, set
+}
+
+// dirPushed records the box's answer to op: the directory made or its
+// attributes set; what changed here since stays pending.
+func (c *Cache) dirPushed(op dirOp, fi providers.FileInfo) {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pd, ok := c.pdirs.Get(op.rel)
+	if !ok || pd != op.pd {
+		return
+	}
+	if op.mkdir {
+		pd.mkdir = false
+		if d := c.dir(op.rel); d != nil && d.local {
+			d.local, d.fetched = false, now
+		}
+	} else if pd.seq == op.seq {
+		pd.attrs, pd.set = false, providers.WriteOptions{}
+	}
+	_, fi.Name = split(op.rel)
+	if !pd.mkdir && !pd.attrs {
+		c.pdirs.Delete(op.rel)
+		c.recordLocked(op.rel, fi, now)
+	}
+}
+
+// pushDir sends one directory operation, for a remote without batches.
+func (c *Cache) pushDir(ctx context.Context, op dirOp) (providers.FileInfo, error) {
+	c.intend(op.rel)
+	return providers.WriteDir(ctx, c.remote, providers.FileWrite{Name: c.abs(op.rel), Dir: true, Make: op.mkdir, Options: op.o})
+}
+
+// settle pushes everything pending when an operation the box must do
+// touches a path made or changed here in write-behind (at, under or above
+// one of rels): the box must have it first.
+func (c *Cache) settle(ctx context.Context, rels ...string) error {
+	if c.behind == nil {
+		return nil
+	}
+	c.mu.Lock()
+	touched := false
+	for _, rel := range rels {
+		if c.pdirs.HasUnder(rel) || c.news.HasUnder(rel) {
+			touched = true
+		}
+		for p := rel; ; p, _ = split(p) {
+			if c.pdirs.Has(p) || c.news.Has(p) {
+				touched = true
+			}
+			if p == "" {
+				break
+			}
+		}
+	}
+	c.mu.Unlock()
+	if !touched {
+		return nil
+	}
+	return c.FlushAll(ctx)
+}

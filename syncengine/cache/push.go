@@ -1,0 +1,268 @@
+package cache
+
+import (
+	"context"
+	"io"
+	"os"
+	"time"
+
+	"github.com/boxfs/boxfs/providers"
+)
+
+// pushJob is one dirty file made ready to push: what to write where.
+type pushJob struct {
+	f       *file
+	rel     string
+	o       providers.WriteOptions
+	src     *os.File
+	size    int64
+	inPlace bool // a name of a hard link: written in place, not replaced
+	inBox   bool
+}
+
+// push sends a dirty file to the box: the whole content, atomically (the box
+// writes a temporary name and renames it), with the attributes set while it
+// was dirty, and records what the box answers. On failure the file stays
+// dirty and the error is returned.
+func (f *file) push(ctx context.Context, c *Cache) error {
+	f.content.Lock()
+	defer f.content.Unlock()
+	j, err := f.prepare(ctx, c)
+	if j == nil || err != nil {
+		return err
+	}
+	defer j.src.Close()
+	var fi providers.FileInfo
+	if j.inPlace {
+		var replaced bool
+		if fi, replaced, err = c.writeLinked(ctx, j.rel, j.src, j.o); replaced {
+			j.inPlace = false
+		}
+	} else {
+		fi, err = c.sw.WriteFileStat(ctx, c.abs(j.rel), j.src, j.o)
+	}
+	return j.finish(c, fi, err)
+}
+
+// prepare readies a push of f, whose content lock the caller holds: nil
+// when f has nothing to push. A file an earlier process journaled is
+// checked against the box first (recoverCheck).
+func (f *file) prepare(ctx context.Context, c *Cache) (*pushJob, error) {
+	f.mu.Lock()
+	if !f.dirty || f.gone {
+		f.mu.Unlock()
+		return nil, nil
+	}
+	if f.recovered {
+		f.mu.Unlock()
+		if err := c.recoverCheck(ctx, f); err != nil {
+			f.mu.Lock()
+			f.pushErr = err
+			f.mu.Unlock()
+			return nil, err
+		}
+		f.mu.Lock()
+		if !f.dirty || f.gone {
+			f.mu.Unlock()
+			return nil, nil // the box had it already
+		}
+	}
+	j := &pushJob{f: f, rel: f.rel, inBox: f.inBox,
+		o: providers.WriteOptions{Perm: f.mode, ForceMode: f.force, Chown: f.chown, UID: f.uid, GID: f.gid, Atime: f.atime, Mtime: f.mtime,
+			Exclusive: f.excl && !f.inBox}}
+	links := f.base.Nlink
+	basedOn := providers.FileInfo{Size: f.boxSize, Mtime: f.boxMtime} // the box's file this copy started from
+	src, err := os.Open(c.dataPath(f.id))
+	f.mu.Unlock()
+	if err != nil {
+		return nil, providers.E(providers.Unknown, "cache.push", err)
+	}
+	st, err := src.Stat()
+	if err != nil {
+		src.Close()
+		return nil, providers.E(providers.Unknown, "cache.push", err)
+	}
+	j.src, j.size = src, st.Size()
+	if j.o.Perm == 0 && !j.o.ForceMode {
+		j.o.Perm = 0o644
+	}
+	if fi, ok := c.knownAttr(j.rel); ok {
+		links = max(links, fi.Nlink)
+		if j.inBox && !basedOn.Mtime.IsZero() && fi.IsRegular() && (fi.Size != basedOn.Size || !fi.Mtime.Equal(basedOn.Mtime)) {
+			// The later close wins (docs/namespace.md): said, not silent.
+			c.log.Warn("push replaces a change the box made to the file after the host read it", "path", j.rel,
+				"box_size", fi.Size, "box_mtime", fi.Mtime, "read_size", basedOn.Size, "read_mtime", basedOn.Mtime)
+			if c.opts.Overwrote != nil {
+				c.opts.Overwrote(j.rel)
+			}
+		}
+	}
+	// A name of a hard link: replacing it would split it from its other
+	// names. Written in place instead (not atomic, as on a disk).
+	j.inPlace = j.inBox && links > 1
+	c.intend(j.rel)
+	return j, nil
+}
+
+// finish records the outcome of j's write: what the box answered (fi), or
+// its error, which leaves the file dirty. It returns the error close(2)
+// reports.
+func (j *pushJob) finish(c *Cache, fi providers.FileInfo, err error) error {
+	f, rel := j.f, j.rel
+	if err != nil {
+		if j.o.Exclusive && providers.IsCode(err, providers.Exists) {
+			return f.lostCreate(c, rel, err)
+		}
+		f.mu.Lock()
+		f.pushErr = err
+		f.mu.Unlock()
+		return err
+	}
+	now := c.now()
+	f.mu.Lock()
+	f.boxSize, f.boxMtime = fi.Size, fi.Mtime
+	f.size, f.base = fi.Size, fi
+	f.valid = true
+	f.dirty = false
+	f.pushErr = nil
+	f.atime, f.mtime = time.Time{}, time.Time{}
+	f.force, f.chown = false, false
+	f.inBox, f.created, f.excl, f.started, f.recovered = true, false, false, nil, false
+	if f.nopen == 0 && f.data != nil {
+		f.data.Close()
+		f.data = nil
+	}
+	f.unjournalLocked(c)
+	f.mu.Unlock()
+	c.clean(f)
+	c.charged(f, fi.Size)
+	_, fi.Name = split(rel)
+	c.mu.Lock()
+	if g, _ := c.news.Get(rel); g == f {
+		c.news.Delete(rel)
+	}
+	c.touchLocked(rel)
+	c.recordLocked(rel, fi, now)
+	if !j.inPlace {
+		c.dirTouchedLocked(rel) // the push renamed a temporary name over rel
+	}
+	c.linksChangedLocked(rel, fi, true)
+	c.mu.Unlock()
+	return nil
+}
+
+// pushAll pushes files and what is pending of directories (made first,
+// parents before children; their attributes after the files): through the
+// remote's BatchWriter in one round trip where it has one (names of hard
+// links, written in place, one by one), else one call each. It returns the
+// first error; what fails stays pending, and report is told of each
+// failure.
+func (c *Cache) pushAll(ctx context.Context, files []*file, report func(rel string, err error)) error {
+	mk, set := c.pendingDirOps()
+	var first error
+	fail := func(rel string, err error) {
+		if err == nil {
+			return
+		}
+		if first == nil {
+			first = err
+		}
+		if report != nil {
+			report(rel, err)
+		}
+	}
+	dir := func(op dirOp, fi providers.FileInfo, err error) {
+		if err == nil {
+			c.dirPushed(op, fi)
+		}
+		fail(op.rel, err)
+	}
+	bw, batch := c.remote.(providers.BatchWriter)
+	if !batch {
+		for _, op := range mk {
+			fi, err := c.pushDir(ctx, op)
+			dir(op, fi, err)
+		}
+		for _, f := range files {
+			fail(f.path(), f.push(ctx, c))
+		}
+		for _, op := range set {
+			fi, err := c.pushDir(ctx, op)
+			dir(op, fi, err)
+		}
+		return first
+	}
+	var jobs []*pushJob
+	var writes []providers.FileWrite
+	for _, op := range mk {
+		c.intend(op.rel)
+		writes = append(writes, providers.FileWrite{Name: c.abs(op.rel), Dir: true, Make: true, Options: op.o})
+	}
+	for _, f := range files {
+		f.content.Lock()
+		j, err := f.prepare(ctx, c)
+		if j == nil || err != nil {
+			f.content.Unlock()
+			fail(f.path(), err)
+			continue
+		}
+		if j.inPlace {
+			fi, replaced, err := c.writeLinked(ctx, j.rel, j.src, j.o)
+			if replaced {
+				j.inPlace = false
+			}
+			j.src.Close()
+			fail(j.rel, j.finish(c, fi, err))
+			f.content.Unlock()
+			continue
+		}
+		jobs = append(jobs, j)
+		writes = append(writes, providers.FileWrite{Name: c.abs(j.rel), Data: j.src, Size: j.size, Options: j.o})
+	}
+	for _, op := range set {
+		c.intend(op.rel)
+		writes = append(writes, providers.FileWrite{Name: c.abs(op.rel), Dir: true, Options: op.o})
+	}
+	if len(writes) == 0 {
+		return first
+	}
+	res, err := bw.WriteFiles(ctx, writes)
+	if err == nil && len(res) != len(writes) {
+		err = providers.Errorf(providers.Unknown, "cache.push", "a batch of %d answered %d results", len(writes), len(res))
+	}
+	result := func(i int) (providers.FileInfo, error) {
+		if err != nil {
+			return providers.FileInfo{}, err
+		}
+		return res[i].Info, res[i].Err
+	}
+	for i, op := range mk {
+		fi, err := result(i)
+		dir(op, fi, err)
+	}
+	for i, j := range jobs {
+		j.src.Close()
+		fi, err := result(len(mk) + i)
+		fail(j.rel, j.finish(c, fi, err))
+		j.f.content.Unlock()
+	}
+	for i, op := range set {
+		fi, err := result(len(mk) + len(jobs) + i)
+		dir(op, fi, err)
+	}
+	return first
+}
+
+// writeLinked writes src over rel, a name of a file with several, in
+// place. Where the box will not (another of its names is outside the
+// workspace: Unsafe), the name is replaced instead and leaves the link;
+// replaced says so.
+func (c *Cache) writeLinked(ctx context.Context, rel string, src *os.File, o providers.WriteOptions) (fi providers.FileInfo, replaced bool, err error) {
+	fi, err = c.writeInPlace(ctx, c.abs(rel), src, o)
+	if !providers.IsCode(err, providers.Unsafe) {
+		return fi, false, err
+	}
+	c.log.Warn("a hard-linked file with a name outside the workspace is replaced, not written in place", "path", rel, "err", err)
+	fi, err = c.sw.WriteFileStat(ctx, c.abs(rel), io.NewSectionReader(src, 0, 1<<62), o)
+	return fi, true, err
+}
