@@ -92,6 +92,12 @@ type Cache struct {
 	cw     providers.CappedWalker // remote's, if it has one (c.mu); nil once it said Unsupported
 	hr     providers.HostReader   // remote's, if it has one (c.mu); nil once it said Unsupported
 
+	// swept are the directories whose boxfs temporaries an earlier
+	// process left were removed (recover.go), started when this one began.
+	sweptMu sync.Mutex
+	swept   map[string]bool
+	started time.Time
+
 	walkMu   sync.Mutex // one revalidating walk at a time
 	lastWalk time.Time  // when the last walk's listing was installed (c.mu)
 	walkOff  time.Time  // no revalidating walk before this: the tree was too large (c.mu)
@@ -220,7 +226,9 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 		touched: map[string]map[string]uint64{},
 		mine:    map[string]time.Time{},
 		echoes:  map[string]bool{},
+		swept:   map[string]bool{},
 	}
+	c.started = c.now()
 	for _, d := range []string{c.dataDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, providers.E(providers.Unknown, op, err)
