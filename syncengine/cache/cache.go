@@ -48,8 +48,10 @@ type Options struct {
 	// stats the one name instead of re-listing the directory (default 2,000).
 	BigDir int
 	// WalkMax is the largest workspace (in entries) whose listings are all
-	// renewed by one walk when one of them goes stale (default 20,000;
-	// negative: never).
+	// renewed by one walk when one of them goes stale (default 4,000;
+	// negative: never). The walk saves a round trip per directory on a small
+	// tree; on a large one it would cost the whole tree once per attribute
+	// timeout, so a larger tree is renewed directory by directory.
 	WalkMax int
 	Logger  *slog.Logger
 	// Overwrote, when set, is told of each push that replaced a change the
@@ -182,7 +184,7 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 		opts.BigDir = 2000
 	}
 	if opts.WalkMax == 0 {
-		opts.WalkMax = 20000
+		opts.WalkMax = 4000
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
