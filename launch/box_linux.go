@@ -194,14 +194,25 @@ func (bl *boxLaunch) readFirst(name string) string {
 // lock takes the launch's lock (a directory, with its owner in it): the
 // lock of the sh supervisor too. A lock whose owner died is taken over.
 func (bl *boxLaunch) lock() error {
+	unowned := 0
 	for i := 0; ; i++ {
 		if err := os.Mkdir(bl.path("lock"), 0o700); err == nil {
 			break
 		} else if !os.IsExist(err) {
 			return fail(exitPermission, "cannot lock %s: %v", bl.d, err)
 		}
-		if f := strings.Fields(bl.readFirst("lock/owner")); len(f) == 2 && !alive(f[0], f[1]) {
+		f := strings.Fields(bl.readFirst("lock/owner"))
+		if len(f) == 2 && !alive(f[0], f[1]) {
 			os.Remove(bl.path("lock/owner"))
+			os.Remove(bl.path("lock"))
+			continue
+		}
+		// A holder killed between its mkdir and its owner line leaves a
+		// lock no one owns: broken after 100 looks, as the sh supervisor does.
+		if unowned++; len(f) == 2 {
+			unowned = 0
+		} else if unowned > 100 {
+			unowned = 0
 			os.Remove(bl.path("lock"))
 			continue
 		}

@@ -120,12 +120,24 @@ save() {
 cat_state() { cat "$d/state"; }
 
 lock() {
-	lk_i=0
+	lk_i=0 lk_none=0
 	while ! mkdir "$d/lock" 2>/dev/null; do
-		if IFS=' ' read -r lk_p lk_s 2>/dev/null <"$d/lock/owner" && ! alive "$lk_p" "$lk_s"; then
-			rm -f "$d/lock/owner"
-			rmdir "$d/lock" 2>/dev/null
-			continue
+		if IFS=' ' read -r lk_p lk_s 2>/dev/null <"$d/lock/owner"; then
+			lk_none=0
+			if ! alive "$lk_p" "$lk_s"; then
+				rm -f "$d/lock/owner"
+				rmdir "$d/lock" 2>/dev/null
+				continue
+			fi
+		else
+			# A holder killed between its mkdir and its owner line
+			# leaves a lock no one owns: broken after 100 looks.
+			lk_none=$((lk_none + 1))
+			if [ "$lk_none" -gt 100 ]; then
+				lk_none=0
+				rmdir "$d/lock" 2>/dev/null
+				continue
+			fi
 		fi
 		lk_i=$((lk_i + 1))
 		[ "$lk_i" -gt 1200 ] && die 85 "the launch $name stays locked"

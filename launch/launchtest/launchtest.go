@@ -68,6 +68,7 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentStarts", s.concurrentStarts},
 		{"Restart", s.restart},
 		{"WatchdogRevivesSupervisor", s.watchdogRevives},
+		{"OwnerlessLockBroken", s.ownerlessLock},
 		{"SecretsAndStdin", s.secretsAndStdin},
 		{"SecretsLostWithSupervisor", s.secretsLost},
 		{"Environment", s.environment},
@@ -515,6 +516,24 @@ func (s *suite) watchdogRevives(t *testing.T) {
 	wait(t, l, name, 30*time.Second, "watched again", func(x launch.State) bool {
 		return x.Watchdog != 0 && x.Watchdog != st.Watchdog
 	})
+}
+
+// ownerlessLock: a supervisor killed between taking the launch's lock and
+// naming itself its owner leaves a lock no one owns; the watchdog breaks
+// it and brings a supervisor back all the same.
+func (s *suite) ownerlessLock(t *testing.T) {
+	l := s.launcher(t, nil)
+	name, _ := s.start(t, l, "", launch.Spec{Argv: sh(`exec sleep 300`)})
+	first := wait(t, l, name, 20*time.Second, "running with a watchdog", func(st launch.State) bool {
+		return st.Phase == launch.Running && st.Watchdog != 0
+	})
+	lock := fmt.Sprintf("%s/%s/lock", s.spool(t, ""), name)
+	s.sh(t, fmt.Sprintf("i=0; until mkdir %s 2>/dev/null; do i=$((i+1)); [ $i -lt 200 ] || exit 1; sleep 0.05; done; kill -9 %d", lock, first.Supervisor))
+	back := wait(t, l, name, 60*time.Second, "supervised again", func(st launch.State) bool {
+		return st.Supervisor != 0 && st.Supervisor != first.Supervisor
+	})
+	assert.Equal(t, launch.Running, back.Phase)
+	assert.Equal(t, first.PID, back.PID, "the program ran on")
 }
 
 // secretProg prints the SHA-256 of its secrets (from BOXFS_SECRETS_FD) and
