@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/boxfs/boxfs/providers"
 	_ "github.com/boxfs/boxfs/providers/all"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestBoxChangesShowWithoutWaiting: a change made in a box with the agent
@@ -118,5 +122,59 @@ func behindTheBack(t *testing.T, b *boxT, script string) {
 	}
 	if code, err := proc.Wait(); err != nil || code != 0 {
 		t.Fatalf("%s: exit %d, %v: %s", script, code, err, out.String())
+	}
+}
+
+// TestGitGCWatched: git gc through the mount, again and again, with the
+// workspace watched: gc packs loose objects, removes them and their
+// directories, and renames packs and refs while the watch reports each
+// change; every run must succeed and leave a repository fsck accepts.
+func TestGitGCWatched(t *testing.T) {
+	needTool(t, "git")
+	m := startMountAttr(t, "docker", 20*time.Second, time.Second, true)
+	b := m.newBox(t, "gc")
+	repo := filepath.Join(b.work, "repo")
+	host(t, b.work, "git", "init", "-q", "-b", "main", "repo")
+	for i := 0; i < 20; i++ {
+		for f := 0; f < 5; f++ {
+			name := filepath.Join(repo, fmt.Sprintf("d%d", f%2), fmt.Sprintf("f%d", f))
+			require.NoError(t, os.MkdirAll(filepath.Dir(name), 0o755))
+			require.NoError(t, os.WriteFile(name, []byte(fmt.Sprintf("run %d file %d\n", i, f)), 0o644))
+		}
+		host(t, repo, "git", "add", "-A")
+		host(t, repo, "git", "commit", "-qm", fmt.Sprintf("c%d", i))
+		args := []string{"gc", "-q", "--prune=now"}
+		if i%4 == 3 {
+			args = append(args, "--aggressive")
+		}
+		if out, err := hostErr(repo, "git", args...); err != nil {
+			t.Fatalf("run %d: git %v: %v\n%s\nmount log:\n%s", i, args, err, out, m.log.String())
+		}
+		host(t, repo, "git", "fsck", "--strict", "--no-dangling")
+		assert.Equal(t, fmt.Sprint(i+1), strings.TrimSpace(host(t, repo, "git", "rev-list", "--count", "HEAD")), "run %d", i)
+	}
+}
+
+// TestGitWorkflowRepeated runs the git workflow of TestClients (clone,
+// rebase, stash, worktree, gc, checkouts, a box-side change, format-patch,
+// am, apply) again and again on one watched box: a failure that shows
+// once in many runs (a stale change time, a report racing a rename) shows
+// here.
+func TestGitWorkflowRepeated(t *testing.T) {
+	n := 20
+	if testing.Short() {
+		n = 3
+	}
+	m := startMountAttr(t, "docker", 20*time.Second, time.Second, true)
+	b := m.newBox(t, "gw")
+	for i := 0; i < n; i++ {
+		dir := filepath.Join(b.work, fmt.Sprintf("run%d", i))
+		require.NoError(t, os.Mkdir(dir, 0o755))
+		sub := *b
+		sub.work = dir
+		if !t.Run(fmt.Sprintf("run=%d", i), func(t *testing.T) { testClientGit(t, &sub) }) {
+			t.Logf("mount log:\n%s", m.log.String())
+			break
+		}
 	}
 }
