@@ -33,9 +33,10 @@ const (
 	envAgent    = "BOXFS_IT_AGENT"    // agent binary
 	envOpTime   = "BOXFS_IT_OPTIMEOUT"
 	envAttrTime = "BOXFS_IT_ATTRTIMEOUT"
-	envWatch    = "BOXFS_IT_WATCH"
-	envWrite    = "BOXFS_IT_WRITE" // the mount's write mode
-	envBudget   = "BOXFS_IT_CACHE" // the content cache's bound, bytes
+	envWatch    = "BOXFS_IT_WATCH"    // "0": no watch
+	envWrite    = "BOXFS_IT_WRITE"    // the mount's write mode
+	envBudget   = "BOXFS_IT_CACHE"    // the content cache's bound, bytes
+	envWatchMax = "BOXFS_IT_WATCHMAX" // the directories one watch covers
 )
 
 // fakeProviders open the providers whose service is played by an in-process
@@ -68,6 +69,7 @@ func serve(mnt string) error {
 		attrTimeout = d
 	}
 	budget, _ := strconv.ParseInt(os.Getenv(envBudget), 10, 64)
+	watchLimit, _ := strconv.Atoi(os.Getenv(envWatchMax))
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	m, err := boxes.New(boxes.Options{
 		StateDir:        state,
@@ -80,7 +82,8 @@ func serve(mnt string) error {
 			return providers.Open(name, cfg)
 		},
 		AttrTimeout: attrTimeout,
-		Watch:       os.Getenv(envWatch) == "1",
+		NoWatch:     os.Getenv(envWatch) == "0",
+		WatchLimit:  watchLimit,
 		WriteBehind: os.Getenv(envWrite) == boxes.WriteBehind,
 		CacheBudget: budget,
 		OpTimeout:   opTimeout,

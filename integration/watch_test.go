@@ -17,17 +17,21 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestBoxChangesShowWithoutWaiting: a change made in a box with the agent
-// behind boxfs's back (not through its exec: a background job, docker
-// exec) shows through the mount at once, though the mount trusts what it
-// has seen for an hour (the attribute timeout): the agent watches the
-// workspace and boxfs drops what it knows of each changed path. (A local
-// box's files are the host's own, reached without the agent: no watch.)
+// TestBoxChangesShowWithoutWaiting: a change made in a box behind boxfs's
+// back (not through its exec: a background job, docker exec, a program on
+// the host in a local box's directory) shows through the mount at once,
+// though the mount trusts what it has seen for an hour (the attribute
+// timeout): the box's workspace is watched (the agent's inotify in a
+// Docker box, the daemon's own on a local box's directory) and boxfs drops
+// what it knows of each changed path.
 func TestBoxChangesShowWithoutWaiting(t *testing.T) {
-	for _, prov := range []string{"docker"} {
+	for _, prov := range []string{"local", "docker"} {
 		t.Run("provider="+prov, func(t *testing.T) {
 			m := startMountAttr(t, prov, 8*time.Second, time.Hour, true)
 			b := m.newBox(t, "w")
+			f := waitFreshness(t, b, "watch")
+			assert.Positive(t, f.FreshnessMs)
+			assert.Less(t, f.FreshnessMs, 1000.0)
 			for name, body := range map[string]string{"f": "one\n", "gone": "x\n"} {
 				if err := os.WriteFile(filepath.Join(b.work, name), []byte(body), 0o644); err != nil {
 					t.Fatal(err)
@@ -44,6 +48,7 @@ func TestBoxChangesShowWithoutWaiting(t *testing.T) {
 			time.Sleep(2500 * time.Millisecond) // past the window for the host's own writes' echo
 
 			behindTheBack(t, b, `echo two, longer > f; echo new > g; mkdir -p d/e; echo deep > d/e/x; rm gone`)
+			t0 := time.Now()
 
 			deadline := time.Now().Add(10 * time.Second)
 			for {
@@ -52,6 +57,7 @@ func TestBoxChangesShowWithoutWaiting(t *testing.T) {
 				x, _ := os.ReadFile(filepath.Join(b.work, "d", "e", "x"))
 				_, gerr := os.Stat(filepath.Join(b.work, "gone"))
 				if string(f) == "two, longer\n" && string(g) == "new\n" && string(x) == "deep\n" && os.IsNotExist(gerr) {
+					t.Logf("the box's change showed %v after its command ended", time.Since(t0))
 					break
 				}
 				if time.Now().After(deadline) {
@@ -90,6 +96,32 @@ func TestBoxChangesShowWithoutWaiting(t *testing.T) {
 				t.Errorf("the listing after the change: %v", names)
 			}
 		})
+	}
+}
+
+// freshFacts is what facts.json says of how the box's changes reach the host.
+type freshFacts struct {
+	Freshness     string  `json:"freshness"`
+	FreshnessMs   float64 `json:"freshnessMs"`
+	FreshnessNote string  `json:"freshnessNote"`
+}
+
+// waitFreshness waits (10 s at most) for facts.json to say mode.
+func waitFreshness(t *testing.T, b *boxT, mode string) freshFacts {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var f freshFacts
+		raw, err := os.ReadFile(filepath.Join(b.dir, "facts.json"))
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(raw, &f))
+		if f.Freshness == mode {
+			return f
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("facts.json says freshness %+v, want %s", f, mode)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -177,4 +209,37 @@ func TestGitWorkflowRepeated(t *testing.T) {
 			break
 		}
 	}
+}
+
+// TestWatchOverflowFallsBack: a workspace that outgrows its watch (here
+// made to, with a limit of a few directories) is served with timeouts:
+// facts.json says "timeout" and why, and a change made in the box behind
+// boxfs's back still shows, after the attribute timeout.
+func TestWatchOverflowFallsBack(t *testing.T) {
+	m := startMountCfg(t, mountCfg{provider: "docker", opTimeout: 20 * time.Second, attr: time.Second, watchMax: 4})
+	b := m.newBox(t, "o")
+	waitFreshness(t, b, "watch")
+	for i := 0; i < 6; i++ {
+		require.NoError(t, os.MkdirAll(filepath.Join(b.work, fmt.Sprintf("d%d", i), "sub"), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(b.work, "d5", "sub", "f"), []byte("one\n"), 0o644))
+	f := waitFreshness(t, b, "timeout")
+	assert.Equal(t, 1000.0, f.FreshnessMs)
+	assert.NotEmpty(t, f.FreshnessNote)
+	assert.Equal(t, "one\n", readString(t, filepath.Join(b.work, "d5", "sub", "f")))
+
+	behindTheBack(t, b, `echo two > d5/sub/f; mkdir d9; echo new > d9/g`)
+	start := time.Now()
+	for {
+		f, _ := os.ReadFile(filepath.Join(b.work, "d5", "sub", "f"))
+		g, _ := os.ReadFile(filepath.Join(b.work, "d9", "g"))
+		if string(f) == "two\n" && string(g) == "new\n" {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("10 s after the box changed, the host reads f=%q g=%q", f, g)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	assert.Equal(t, "timeout", waitFreshness(t, b, "timeout").Freshness, "the watch is not set again at once")
 }
