@@ -276,6 +276,14 @@ func (c *Cache) fresh(t time.Time) bool {
 // which answers every other lookup in it too (git status looks up every name).
 // A missing path is NotFound with ENOENT.
 func (c *Cache) Lookup(ctx context.Context, rel string) (providers.FileInfo, error) {
+	fi, err := c.lookup(ctx, rel)
+	if err != nil {
+		return fi, err
+	}
+	return c.shown(rel, fi), nil
+}
+
+func (c *Cache) lookup(ctx context.Context, rel string) (providers.FileInfo, error) {
 	if f := c.localFile(rel); f != nil {
 		if fi, ok := f.localAttr(); ok {
 			return fi, nil
@@ -356,6 +364,37 @@ func (c *Cache) notFound(op, rel string) error {
 // yet pushed, else what the box said within the attribute timeout, else a new
 // stat of the box.
 func (c *Cache) Getattr(ctx context.Context, rel string) (providers.FileInfo, error) {
+	fi, err := c.getattr(ctx, rel)
+	if err != nil {
+		return fi, err
+	}
+	return c.shown(rel, fi), nil
+}
+
+// shown returns fi, the box's attributes of rel, as the host reports them:
+// a file the host wrote keeps the modification and change times the host
+// reported while it was dirty (when it was last written here), for as long
+// as the box holds the file the push made, unchanged. The box's own times
+// are those of the push, later: git records what fstat said of each file
+// a checkout wrote, before the close, and takes a file whose times moved
+// for one changed (git am refuses to apply to it).
+func (c *Cache) shown(rel string, fi providers.FileInfo) providers.FileInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.shownLocked(rel, fi)
+}
+
+func (c *Cache) shownLocked(rel string, fi providers.FileInfo) providers.FileInfo {
+	f := c.file(rel)
+	if f == nil || !fi.IsRegular() {
+		return fi
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.shownLocked(fi)
+}
+
+func (c *Cache) getattr(ctx context.Context, rel string) (providers.FileInfo, error) {
 	if f := c.localFile(rel); f != nil {
 		if fi, ok := f.localAttr(); ok {
 			return fi, nil
@@ -809,6 +848,8 @@ func (c *Cache) entriesLocked(rel string, d *dirList) []providers.FileInfo {
 		if f := c.file(join(rel, name)); f != nil {
 			if lfi, ok := f.localAttr(); ok {
 				fi = lfi
+			} else {
+				fi = c.shownLocked(join(rel, name), fi)
 			}
 		}
 		out = append(out, fi)
