@@ -189,25 +189,31 @@ func TestGitGCWatched(t *testing.T) {
 
 // TestGitWorkflowRepeated runs the git workflow of TestClients (clone,
 // rebase, stash, worktree, gc, checkouts, a box-side change, format-patch,
-// am, apply) again and again on one watched box: a failure that shows
-// once in many runs (a stale change time, a report racing a rename) shows
-// here.
+// am, apply) again and again on one box, watched and not: a failure that
+// shows once in many runs (a stale change time, a report racing a rename)
+// shows here.
 func TestGitWorkflowRepeated(t *testing.T) {
 	n := 20
 	if testing.Short() {
 		n = 3
 	}
-	m := startMountAttr(t, "docker", 20*time.Second, time.Second, true)
-	b := m.newBox(t, "gw")
-	for i := 0; i < n; i++ {
-		dir := filepath.Join(b.work, fmt.Sprintf("run%d", i))
-		require.NoError(t, os.Mkdir(dir, 0o755))
-		sub := *b
-		sub.work = dir
-		if !t.Run(fmt.Sprintf("run=%d", i), func(t *testing.T) { testClientGit(t, &sub) }) {
-			t.Logf("mount log:\n%s", m.log.String())
-			break
-		}
+	for _, row := range []struct {
+		prov  string
+		watch bool
+	}{{"local", true}, {"docker", true}, {"local", false}, {"docker", false}} {
+		t.Run(fmt.Sprintf("provider=%s/watch=%v", row.prov, row.watch), func(t *testing.T) {
+			m := startMountAttr(t, row.prov, 20*time.Second, time.Second, row.watch)
+			b := m.newBox(t, "gw")
+			for i := 0; i < n; i++ {
+				dir := filepath.Join(b.work, fmt.Sprintf("run%d", i))
+				require.NoError(t, os.Mkdir(dir, 0o755))
+				sub := *b
+				sub.work = dir
+				if !t.Run(fmt.Sprintf("run=%d", i), func(t *testing.T) { testClientGit(t, &sub) }) {
+					break
+				}
+			}
+		})
 	}
 }
 
