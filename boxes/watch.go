@@ -64,7 +64,9 @@ const (
 // watch has the box report what changes in its workspace, and tells the
 // view of each changed path at once (and the cache), so a change not made
 // through exec (a background job, a docker exec, another mount) shows at
-// the next look instead of after the attribute timeout. A watch that
+// the next look instead of after the attribute timeout. While the watch is
+// healthy the cache trusts what it fetches until a report says otherwise
+// (cache.Trust): no round trip revalidates a listing. A watch that
 // stops or loses changes is started again; meanwhile the attribute timeout
 // keeps the host's view as fresh as without a watch, and facts.json says
 // so.
@@ -136,6 +138,7 @@ func (b *Box) watchOnce(ctx context.Context, h *hands.Hands, c *cache.Cache, roo
 			return
 		}
 		run.ready = true
+		c.Trust(true)
 		b.setFresh(freshness{watching: true})
 	}, func(paths []string, all bool) {
 		if run.lost {
@@ -146,6 +149,7 @@ func (b *Box) watchOnce(ctx context.Context, h *hands.Hands, c *cache.Cache, roo
 			// cover the tree: everything is asked again, and a new watch
 			// is set.
 			run.lost, run.early = true, !run.ready
+			c.Trust(false)
 			b.setFresh(freshness{note: "the watch lost changes; it is set again"})
 			c.BoxChanged(nil, true)
 			b.allChanged()
@@ -154,6 +158,7 @@ func (b *Box) watchOnce(ctx context.Context, h *hands.Hands, c *cache.Cache, roo
 		}
 		b.pathsChanged(c.BoxChanged(paths, false))
 	})
+	c.Trust(false)
 	return run
 }
 

@@ -150,12 +150,20 @@ type Cache struct {
 	echoes map[string]bool
 	// allGen is the gen at which the box said anything may have changed.
 	allGen uint64
+	// trusting: a healthy watch reports every change of the box (Trust),
+	// so what was fetched since trustGen, with no report of a change
+	// while the fetch was in flight (evGen, the gen of the last report),
+	// stays fresh past the attribute timeout until a report says
+	// otherwise (c.mu).
+	trusting        bool
+	trustGen, evGen uint64
 }
 
 type dirList struct {
 	entries map[string]providers.FileInfo
 	fetched time.Time
 	local   bool // made here, not in the box yet: the host's listing is the truth
+	trust   bool // fetched while a watch reported every change (see Cache.trusting)
 }
 
 type attrEntry struct {
@@ -163,6 +171,7 @@ type attrEntry struct {
 	at    time.Time
 	neg   bool // the path was found missing at `at`
 	stale bool // set by a setattr here (right in what it set, not in ctime) or a change in the directory: ask the box when asked
+	trust bool // fetched while a watch reported every change (see Cache.trusting)
 }
 
 // Open opens the cache for one box. It reads the journal of dirty files a
@@ -271,6 +280,35 @@ func (c *Cache) fresh(t time.Time) bool {
 	return !t.IsZero() && c.now().Sub(t) < c.opts.AttrTimeout
 }
 
+// freshAttr reports whether a can answer without the box: within the
+// attribute timeout, or trusted while the watch is (a report of a change
+// makes it stale or zeroes its time). c.mu held.
+func (c *Cache) freshAttr(a attrEntry) bool {
+	return c.fresh(a.at) || (a.trust && c.trusting && !a.at.IsZero() && !a.stale)
+}
+
+// Trust says whether a watch of the box now reports every change it makes
+// (on: it is set and healthy) or may miss some (off: it lost changes or
+// ended). While on, what is fetched from the box from then on stays fresh
+// past the attribute timeout until a report (BoxChanged) says otherwise:
+// a listing or stat needs no round trip to be revalidated. A fetch in
+// flight while a report comes is installed, but only for the timeout: its
+// answer may be older than the change reported.
+func (c *Cache) Trust(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.trusting = on
+	c.gen++
+	c.trustGen = c.gen
+}
+
+// trustableLocked reports whether what a fetch begun at generation start
+// brought may be trusted: the watch was healthy when it began and nothing
+// was reported changed while it ran. c.mu held.
+func (c *Cache) trustableLocked(start uint64) bool {
+	return c.trusting && start >= c.trustGen && start >= c.evGen
+}
+
 // Lookup returns the attributes of rel, from the listing while it is fresh,
 // else from the box: a stale directory is listed again in one round trip,
 // which answers every other lookup in it too (git status looks up every name).
@@ -298,7 +336,7 @@ func (c *Cache) lookup(ctx context.Context, rel string) (providers.FileInfo, err
 		c.mu.Unlock()
 		return fi, nil
 	}
-	if a, ok := c.attrGet(rel); ok && c.fresh(a.at) {
+	if a, ok := c.attrGet(rel); ok && c.freshAttr(a) {
 		c.mu.Unlock()
 		if a.stale {
 			return c.stat(ctx, rel)
@@ -405,7 +443,7 @@ func (c *Cache) getattr(ctx context.Context, rel string) (providers.FileInfo, er
 		c.mu.Unlock()
 		return fi, nil
 	}
-	if a, ok := c.attrGet(rel); ok && c.fresh(a.at) {
+	if a, ok := c.attrGet(rel); ok && c.freshAttr(a) {
 		c.mu.Unlock()
 		if a.stale {
 			return c.stat(ctx, rel)
@@ -439,16 +477,22 @@ func (c *Cache) stat(ctx context.Context, rel string) (providers.FileInfo, error
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	newer := c.touchedSinceLocked(rel, start)
+	trust := c.trustableLocked(start)
 	c.endFetchLocked()
 	if err != nil {
 		if providers.CodeOf(err) == providers.NotFound && !newer {
-			c.setAttrLocked(rel, attrEntry{at: now, neg: true})
+			c.setAttrLocked(rel, attrEntry{at: now, neg: true, trust: trust})
 		}
 		return providers.FileInfo{}, err
 	}
 	_, fi.Name = split(rel)
 	if !newer {
 		c.recordLocked(rel, fi, now)
+		if trust {
+			a, _ := c.attrGet(rel)
+			a.trust = true
+			c.attrs.Set(rel, a)
+		}
 	}
 	return fi, nil
 }
@@ -829,10 +873,11 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 	}
 	c.mu.Lock()
 	c.overlayLocked(start, attrs, map[string]*dirList{rel: d}, []string{rel})
+	d.trust = c.trustableLocked(start)
 	c.endFetchLocked()
 	c.dirs.Set(rel, d)
 	for p, fi := range attrs {
-		c.setAttrLocked(p, attrEntry{fi: fi, at: now})
+		c.setAttrLocked(p, attrEntry{fi: fi, at: now, trust: d.trust})
 	}
 	c.overlayPendingLocked(rel, true)
 	out := c.entriesLocked(rel, d)
@@ -863,7 +908,7 @@ func (c *Cache) Readlink(ctx context.Context, rel string) (string, error) {
 	c.mu.Lock()
 	a, ok := c.attrGet(rel)
 	c.mu.Unlock()
-	if ok && !a.neg && c.fresh(a.at) && a.fi.IsSymlink() && a.fi.Target != "" {
+	if ok && !a.neg && c.freshAttr(a) && a.fi.IsSymlink() && a.fi.Target != "" {
 		return a.fi.Target, nil
 	}
 	return c.remote.Readlink(ctx, c.abs(rel))
@@ -928,6 +973,7 @@ func (c *Cache) BoxChanged(rels []string, all bool) []string {
 		c.invalidateLocked()
 		c.gen++
 		c.allGen = c.gen // no fetch in flight is installed
+		c.evGen = c.gen
 		clear(c.echoes)
 		return nil
 	}
@@ -968,6 +1014,9 @@ func (c *Cache) DueEchoes() []string {
 // (a fetch older than the change may then be trusted for the attribute
 // timeout, as without a watch). c.mu held.
 func (c *Cache) boxChangedLocked(rel string, now time.Time) {
+	// A fetch in flight is no longer trusted past the timeout.
+	c.gen++
+	c.evGen = c.gen
 	// rel's own attributes are asked of the box at their next use, whether
 	// they came from a stat or a listing.
 	if a, ok := c.attrGet(rel); ok {
