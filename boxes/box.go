@@ -756,4 +756,3 @@ func (b *Box) ReceiptJSON(ctx context.Context) ([]byte, error) {
 	}
 	return b.m.opts.Meter.ReceiptJSON(ctx, rec.Provider, rec.ID)
 }
-
