@@ -69,16 +69,7 @@ func TestTrustWhileWatched(t *testing.T) {
 	defer c.Close()
 	c.Watched()
 	ctx := t.Context()
-	names := func() map[string]bool {
-		t.Helper()
-		list, err := c.ReadDir(ctx, "")
-		require.NoError(t, err)
-		m := map[string]bool{}
-		for _, fi := range list {
-			m[fi.Name] = true
-		}
-		return m
-	}
+	names := func() map[string]bool { t.Helper(); return rootNames(t, c) }
 	boxWrite(t, r, "f", "1")
 
 	// Fetched before the watch is healthy: the timeout holds.
@@ -142,4 +133,16 @@ func TestTrustWhileWatched(t *testing.T) {
 	advance(2 * time.Second)
 	names()
 	assert.Equal(t, 1, r.count())
+}
+
+// rootNames lists the workspace's root through the cache.
+func rootNames(t *testing.T, c *cache.Cache) map[string]bool {
+	t.Helper()
+	list, err := c.ReadDir(t.Context(), "")
+	require.NoError(t, err)
+	m := map[string]bool{}
+	for _, fi := range list {
+		m[fi.Name] = true
+	}
+	return m
 }
