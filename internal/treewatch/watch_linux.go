@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -49,14 +50,20 @@ func Watch(ctx context.Context, root string, opts Options) error {
 	defer unix.Close(stop[0])
 	defer unix.Close(stop[1])
 	done := make(chan struct{})
-	defer close(done)
+	var waker sync.WaitGroup
+	waker.Add(1)
 	go func() {
+		defer waker.Done()
 		select {
 		case <-ctx.Done():
 			unix.Write(stop[1], []byte{0})
 		case <-done:
 		}
 	}()
+	// The waker is gone before the pipe is closed: its descriptor number
+	// may be reused at once.
+	defer waker.Wait()
+	defer close(done)
 	w := &watcher{fd: fd, root: root, opts: opts, dirs: map[int32]string{}, wds: map[string]int32{}, seen: map[string]bool{}}
 	if !w.add("") {
 		return &os.PathError{Op: "watch", Path: root, Err: unix.ENOTDIR}
