@@ -432,6 +432,8 @@ func (c *Cache) shownLocked(rel string, fi providers.FileInfo) providers.FileInf
 	return f.shownLocked(fi)
 }
 
+// getattr is Getattr with the box's own times: what the cache compares
+// with what it holds.
 func (c *Cache) getattr(ctx context.Context, rel string) (providers.FileInfo, error) {
 	if f := c.localFile(rel); f != nil {
 		if fi, ok := f.localAttr(); ok {

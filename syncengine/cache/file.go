@@ -214,7 +214,7 @@ func (f *file) ensure(ctx context.Context, c *Cache) error {
 
 	// One stat (often answered by a fresh listing) says whether the cache
 	// is still the box's content.
-	fi, err := c.Getattr(ctx, rel)
+	fi, err := c.getattr(ctx, rel)
 	if err != nil {
 		return err
 	}

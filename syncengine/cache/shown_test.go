@@ -1,7 +1,10 @@
 package cache_test
 
 import (
+	"context"
 	"errors"
+	"io"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -26,7 +29,7 @@ func TestTimesReportedBeforeCloseStay(t *testing.T) {
 	p := fake.New(fake.WithClock(boxClock))
 	box, err := p.Create(t.Context(), providers.Spec{})
 	require.NoError(t, err)
-	r := box.(cache.Remote)
+	r := &readCounter{Remote: box.(cache.Remote)}
 	if err := r.Mkdir(t.Context(), root, 0o755); err != nil && !errors.Is(err, syscall.EEXIST) {
 		t.Fatal(err)
 	}
@@ -52,6 +55,9 @@ func TestTimesReportedBeforeCloseStay(t *testing.T) {
 	list, err := c.ReadDir(ctx, "")
 	require.NoError(t, err)
 	require.Len(t, list, 1)
+	got, _ := read(t, c, "f")
+	assert.Equal(t, "checked out\n", got)
+	assert.Zero(t, r.reads.Load(), "the content pushed is still the box's: no fetch")
 	assert.True(t, list[0].Ctime.Equal(before.Ctime), "listed ctime %v, before the close %v", list[0].Ctime, before.Ctime)
 
 	// The box changes the file's mode: its own change time shows.
@@ -61,4 +67,15 @@ func TestTimesReportedBeforeCloseStay(t *testing.T) {
 	changed, err := c.Getattr(ctx, "f")
 	require.NoError(t, err)
 	assert.True(t, changed.Ctime.After(before.Ctime.Add(time.Second)), "ctime after the box's chmod %v", changed.Ctime)
+}
+
+// readCounter counts the file contents the cache fetches.
+type readCounter struct {
+	cache.Remote
+	reads atomic.Int32
+}
+
+func (r *readCounter) ReadFile(ctx context.Context, name string) (io.ReadCloser, error) {
+	r.reads.Add(1)
+	return r.Remote.ReadFile(ctx, name)
 }
