@@ -48,6 +48,8 @@ type Box struct {
 	cmds    *Commands
 	resumed *resumedFrom // how this process got the box back, if it did
 
+	launches launches // names made and input pending, host-side
+
 	stopWatch context.CancelFunc // ends the watch of the workspace; nil without one
 	fresh     freshness          // how box-side changes reach the host
 }
@@ -263,14 +265,16 @@ func (b *Box) openCache(h *hands.Hands, rec record) (*cache.Cache, error) {
 		return nil, providers.Errorf(providers.Unsupported, "boxes.connect", "box %q reports no workspace", b.name)
 	}
 	return cache.Open(h, cache.Options{
-		Dir:         b.m.cacheDir(rec),
-		Root:        root,
-		Box:         b.name,
-		AttrTimeout: b.m.opts.AttrTimeout,
-		Logger:      b.m.log,
-		Now:         b.m.opts.Now,
-		WriteBehind: b.WriteMode() == WriteBehind,
-		Budget:      b.m.budget,
+		Dir:           b.m.cacheDir(rec),
+		Root:          root,
+		Box:           b.name,
+		AttrTimeout:   b.m.opts.AttrTimeout,
+		Logger:        b.m.log,
+		Now:           b.m.opts.Now,
+		WriteBehind:   b.WriteMode() == WriteBehind,
+		BehindDelay:   b.m.opts.BehindDelay,
+		BehindMaxWait: b.m.opts.BehindDelay,
+		Budget:        b.m.budget,
 		PushFailed: func(rel string, err error) {
 			b.SetErr(fmt.Errorf("work/%s: not pushed (write-behind; the file stays dirty, is tried again, and the next flush, fsync or command fails until it is pushed): %w", rel, err))
 		},

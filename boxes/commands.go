@@ -58,6 +58,7 @@ type Command struct {
 	proc   providers.Process
 	killed bool
 	ended  time.Time
+	atEnd  bool // the box gives a command's output only when it ends
 }
 
 // newCommands finds the commands kept in dir; "" is a box not made yet,
@@ -168,7 +169,7 @@ func (t *Commands) Start(ctx context.Context, line string) (*Command, error) {
 	n := t.next
 	t.next++
 	t.mu.Unlock()
-	cmd := &Command{t: t, n: n, line: line, started: time.Now(), dir: dir, status: StatusRunning, grow: make(chan struct{})}
+	cmd := &Command{t: t, n: n, line: line, started: time.Now(), dir: dir, status: StatusRunning, grow: make(chan struct{}), atEnd: outputAtEnd(h.Facts())}
 	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.cmd", n)), []byte(line+"\n"), 0o600); err != nil {
 		return nil, providers.E(providers.Unknown, "boxes.Start", err)
 	}
@@ -389,4 +390,44 @@ func (c *Command) Kill(ctx context.Context) error {
 	p := c.proc
 	c.mu.Unlock()
 	return p.Kill(ctx)
+}
+
+// AtEndNote is the line an open of cmds/N/out starts with while the
+// command runs on a box that gives a command's output only when it ends.
+const AtEndNote = "[boxfs: this box gives a command's output when the command ends; it follows this line then]\n"
+
+// outputAtEnd reports whether a box's facts say a command's output
+// arrives only when it ends: no process lives past its own call.
+func outputAtEnd(f providers.Facts) bool {
+	return f.LiveProcesses != nil && !*f.LiveProcesses
+}
+
+// OutputReader reads a command's output for one open of cmds/N/out.
+type OutputReader struct {
+	c    *Command
+	note string
+}
+
+// Output returns a reader of the command's output for one open. Opened
+// while the command runs on a box whose output arrives when it ends, its
+// reads start with AtEndNote, so that a reader following the command
+// sees why nothing comes yet; the output follows the note, its offsets
+// moved by the note's length.
+func (c *Command) Output() *OutputReader {
+	r := &OutputReader{c: c}
+	if c.atEnd && c.Running() {
+		r.note = AtEndNote
+	}
+	return r
+}
+
+// ReadAt reads at off as Command.ReadAt does, the note (if any) first;
+// at is in the same offsets as off.
+func (r *OutputReader) ReadAt(ctx context.Context, p []byte, off int64) (n int, at int64, err error) {
+	size := int64(len(r.note))
+	if off < size {
+		return copy(p, r.note[off:]), off, nil
+	}
+	n, at, err = r.c.ReadAt(ctx, p, off-size)
+	return n, at + size, err
 }

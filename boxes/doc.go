@@ -41,6 +41,14 @@
 // The box's changes are brought into the cache before a reader sees the
 // end of a command's output.
 //
+// # Launches
+//
+// A box's launches (programs its supervisor keeps alive, package launch)
+// are driven through the box's hands: the agent's command stream and
+// binary where the box has them, else the sh supervisor. The manager keeps
+// only what has no place in the box: the names made and not started, and
+// the secrets and stdin written for a launch's next start, in memory.
+//
 // # Views and meters
 //
 // The manager presents nothing itself: a View (the FUSE layer) is told of

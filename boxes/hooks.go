@@ -16,8 +16,10 @@ import (
 type Meter interface {
 	// Created says provider made the box id from spec; facts are what the
 	// box reported just after (zero when it did not, or when the create
-	// failed but left the box behind).
-	Created(provider, id string, spec providers.Spec, facts providers.Facts)
+	// failed but left the box behind). calls is the box's own count of its
+	// billed calls, where it keeps one (providers.CallCounter), else nil:
+	// the calls its file operations make reach no Exec to be told of.
+	Created(provider, id string, spec providers.Spec, facts providers.Facts, calls providers.CallCounter)
 	// Exec says an Exec call to the box id returned err.
 	Exec(provider, id string, err error)
 	// Ended says the box id ended at at (zero: now): destroyed, or found

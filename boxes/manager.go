@@ -38,6 +38,11 @@ type Options struct {
 	// close(2) returns once the bytes are journaled, and dirty files are
 	// pushed in batches (boxes.WriteBehind).
 	WriteBehind bool
+	// BehindDelay, when set, is how long a write-behind batch waits after
+	// the last close, and the longest a close waits for its batch (default:
+	// the cache's, 100 ms and 1 s): a long one leaves pushing to the
+	// barriers and full batches.
+	BehindDelay time.Duration
 	// NoWatch turns off the watch of the boxes' workspaces. With it on (the
 	// default), each box that can be watched (the agent's inotify, a local
 	// box's in-process inotify, the provider's own watch) reports its
@@ -372,7 +377,7 @@ func (m *Manager) make(ctx context.Context, p providers.Provider, provider strin
 	if err != nil {
 		var e *providers.Error
 		if errors.As(err, &e) && e.Box != "" {
-			m.opts.Meter.Created(provider, e.Box, spec, providers.Facts{})
+			m.opts.Meter.Created(provider, e.Box, spec, providers.Facts{}, nil)
 		}
 		return nil, err
 	}
@@ -381,7 +386,8 @@ func (m *Manager) make(ctx context.Context, p providers.Provider, provider strin
 		m.log.Warn("no facts for a new box; metered from its spec, from when create answered", "id", box.ID(), "err", ferr)
 		facts = providers.Facts{}
 	}
-	m.opts.Meter.Created(provider, box.ID(), spec, facts)
+	calls, _ := box.(providers.CallCounter)
+	m.opts.Meter.Created(provider, box.ID(), spec, facts, calls)
 	return box, nil
 }
 

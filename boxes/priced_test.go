@@ -16,9 +16,15 @@ import (
 	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/ledger"
 	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/providers/archil"
+	"github.com/boxfs/boxfs/providers/archil/archiltest"
 	"github.com/boxfs/boxfs/providers/daytona"
 	"github.com/boxfs/boxfs/providers/daytona/daytonatest"
+	"github.com/boxfs/boxfs/providers/e2b"
+	"github.com/boxfs/boxfs/providers/e2b/e2btest"
 	"github.com/boxfs/boxfs/providers/local"
+	"github.com/boxfs/boxfs/providers/modal"
+	"github.com/boxfs/boxfs/providers/modal/modaltest"
 )
 
 var _ boxes.Meter = (*ledger.Ledger)(nil)
@@ -30,6 +36,9 @@ type providerRow struct {
 	// open returns the provider and the spec its boxes take here.
 	open func(t *testing.T) (providers.Provider, providers.Spec)
 }
+
+// billedPerCall are the providers that bill a box per call, not per second.
+var billedPerCall = map[string]bool{"archil": true}
 
 var providerRows = []providerRow{
 	{"local", func(t *testing.T) (providers.Provider, providers.Spec) {
@@ -45,6 +54,36 @@ var providerRows = []providerRow{
 		require.NoError(t, err)
 		// The fake's sandboxes share this machine's file system.
 		return p, providers.Spec{Workspace: t.TempDir()}
+	}},
+	{"modal", func(t *testing.T) (providers.Provider, providers.Spec) {
+		srv, err := modaltest.New(modaltest.Options{})
+		require.NoError(t, err)
+		t.Cleanup(srv.Close)
+		p, err := modal.New(providers.Config{Options: map[string]string{
+			"server_url": srv.URL(), "token_id": srv.TokenID(), "token_secret": srv.TokenSecret()}})
+		require.NoError(t, err)
+		// The fake's sandboxes share this machine's file system.
+		return p, providers.Spec{Workspace: t.TempDir()}
+	}},
+	{"e2b", func(t *testing.T) (providers.Provider, providers.Spec) {
+		srv := e2btest.New(e2btest.Options{Dir: t.TempDir()})
+		t.Cleanup(srv.Close)
+		p, err := e2b.New(providers.Config{Options: map[string]string{
+			"api_key": srv.APIKey(), "api_url": srv.APIURL(), "sandbox_url": srv.SandboxURL()}})
+		require.NoError(t, err)
+		return p, providers.Spec{}
+	}},
+	{"kubernetes", func(t *testing.T) (providers.Provider, providers.Spec) {
+		return testbox.Kubernetes(t, nil), providers.Spec{}
+	}},
+	{"archil", func(t *testing.T) (providers.Provider, providers.Spec) {
+		srv := archiltest.New(archiltest.Options{SharedMode: true})
+		t.Cleanup(srv.Close)
+		p, err := archil.New(providers.Config{Options: map[string]string{
+			"api_url": srv.URL(), "s3_url": srv.URL(), "api_key": srv.APIKey(), "disk": "work", "create_disk": "true",
+		}})
+		require.NoError(t, err)
+		return p, providers.Spec{}
 	}},
 }
 
@@ -100,9 +139,13 @@ func TestPricedBoxKeepsItsRoute(t *testing.T) {
 			}
 			state := t.TempDir()
 			rate := 0.001
+			price := ledger.Price{USDPerSecond: &rate, Source: "test", Priced: "2026-12-01"}
+			if billedPerCall[row.name] {
+				price = ledger.Price{USDPerCall: &rate, Source: "test", Priced: "2026-12-01"}
+			}
 			l, err := ledger.Open(ledger.Config{
 				StateDir: state,
-				Prices:   ledger.Prices{p.Name(): {USDPerSecond: &rate, Source: "test", Priced: "2026-12-01"}},
+				Prices:   ledger.Prices{p.Name(): price},
 				Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 			})
 			require.NoError(t, err)
@@ -122,6 +165,13 @@ func TestPricedBoxKeepsItsRoute(t *testing.T) {
 			require.Len(t, rs, 1, "the priced box's receipt")
 			assert.Equal(t, p.Name(), rs[0].Provider)
 			assert.NotNil(t, rs[0].CostUSD)
+			if billedPerCall[row.name] {
+				// The box was sent no Exec, yet its create and its removal
+				// were billed calls: the receipt counts the box's own calls.
+				require.NotNil(t, rs[0].Calls, "a receipt priced per call")
+				assert.GreaterOrEqual(t, *rs[0].Calls, int64(2))
+				assert.InDelta(t, float64(*rs[0].Calls)*rate, *rs[0].CostUSD, 1e-9)
+			}
 		})
 	}
 }

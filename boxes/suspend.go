@@ -408,7 +408,8 @@ func (b *Box) reopen(ctx context.Context, op string, sp providers.Suspender, box
 	}
 	if box.ID() != was.Box && b.m.opts.Meter != nil {
 		if f, err := box.Facts(ctx); err == nil {
-			b.m.opts.Meter.Created(b.record().Provider, box.ID(), providers.Spec{}, f)
+			calls, _ := box.(providers.CallCounter)
+			b.m.opts.Meter.Created(b.record().Provider, box.ID(), providers.Spec{}, f, calls)
 		}
 	}
 	b.setState(StateReady)

@@ -393,7 +393,7 @@ func (o *outFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint
 	if err != nil {
 		return nil, 0, toErrno(err)
 	}
-	return &outHandle{c: c}, fuse.FOPEN_DIRECT_IO, 0
+	return &outHandle{c: c.Output()}, fuse.FOPEN_DIRECT_IO, 0
 }
 
 // outHandle is one open of cmds/N/out. Where the output cap cut the
@@ -401,7 +401,7 @@ func (o *outFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint
 // offsets are moved by as much: a reader going on from where the kernel
 // says it is reads on, not the same bytes again.
 type outHandle struct {
-	c     *boxes.Command
+	c     *boxes.OutputReader
 	mu    sync.Mutex
 	shift int64 // added to the kernel's offsets
 }

@@ -8,8 +8,9 @@
 // kernel. The root holds ctl (new, attach, forget; read: one line per box)
 // and err, and one directory per box, made by `new` or mkdir. A box's
 // directory holds ctl (destroy, release, flush, sync, kill, suspend,
-// resume, snapshot; read: one key=value status line), exec, cmds/,
-// facts.json, receipt.json, snapshots, err and work/. Control files and the work tree never share a directory.
+// resume, snapshot, launch; read: one key=value status line), exec, cmds/,
+// launch/, facts.json, receipt.json, snapshots, err and work/. Control
+// files and the work tree never share a directory.
 //
 // # Control files
 //
@@ -38,6 +39,13 @@
 // A write of one line to exec starts a command (the box's Commands); a
 // read on the same open follows its output to the end. cmds/N/ keeps each
 // command's line, output, status and a ctl that kills it.
+//
+// # Launches
+//
+// launch/PROG/ is a program the box keeps alive (package launch, driven by
+// the box's manager): ctl (start, stop, restart, remove; read: a status line),
+// state (JSON), out.log (followed while the launch runs), and the
+// write-only secrets and stdin, held in memory for the next start.
 //
 // # Work tree
 //

@@ -1,13 +1,11 @@
 package fs
 
 import (
-	"context"
 	"os"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/boxfs/boxfs/providers"
-	"github.com/boxfs/boxfs/syncengine/cache"
 )
 
 // The permission model. The mount asks the kernel to check every request
@@ -19,7 +17,8 @@ import (
 //     (err, facts.json, receipt.json, cmds/N/*), and with a group given at
 //     mount that group gets the owner's access too (0660, 0440);
 //   - work/ shows the box's own owners and modes, and what another user
-//     than the one who mounted makes there is made theirs in the box;
+//     than the one who mounted makes there is made theirs in the box
+//     (settle, in work_posix.go);
 //   - on a mount by a user who is not root, the owner of the box's
 //     workspace (the user the box acts as) is shown as the user who
 //     mounted, and the other way round for chown: the box's files are
@@ -29,10 +28,11 @@ import (
 type ownership struct {
 	uid, gid uint32 // the user who mounted
 	group    bool   // gid is the group given at mount: it shares the owner's access
+	self     uint32 // the group of the user who mounted
 }
 
 func processOwnership() ownership {
-	return ownership{uid: uint32(os.Geteuid()), gid: uint32(os.Getegid())}
+	return ownership{uid: uint32(os.Geteuid()), gid: uint32(os.Getegid()), self: uint32(os.Getegid())}
 }
 
 // fill sets a's owner, and its mode from the owner's bits perm (the group
@@ -43,16 +43,6 @@ func (o ownership) fill(a *fuse.Attr, kind, perm uint32) {
 		perm |= (perm & 0o700) >> 3
 	}
 	a.Mode = kind | perm
-}
-
-// other returns the caller of the request ctx carries, and whether it is
-// another user than the one who mounted.
-func (o ownership) other(ctx context.Context) (fuse.Owner, bool) {
-	c, ok := fuse.FromContext(ctx)
-	if !ok || c.Uid == o.uid {
-		return fuse.Owner{}, false
-	}
-	return c.Owner, true
 }
 
 // idmap shows the box's own user as the user who mounted: on a mount by a
@@ -118,43 +108,7 @@ func (v *boxView) learnOwner(fi providers.FileInfo) {
 func (v *boxView) fillAttr(a *fuse.Attr, fi providers.FileInfo, ino uint64) {
 	fillAttr(a, fi, ino)
 	a.Uid, a.Gid = v.ids().toHost(a.Uid, a.Gid)
-}
-
-// giveAway makes rel, which a request of another user than the one who
-// mounted just made in the box (as the box's own user), that user's: their
-// uid and gid, or their uid alone in a set-group-ID directory (whose group
-// the new name took). A box that cannot is answered with its error and
-// what was made is removed: the caller would otherwise own nothing of what
-// they made.
-func (n *workNode) giveAway(ctx context.Context, c *cache.Cache, rel string, fi providers.FileInfo) (providers.FileInfo, error) {
-	who, other := n.v.fs.own.other(ctx)
-	if !other {
-		return fi, nil
-	}
-	uid, gid := n.v.ids().toBox(int(who.Uid), int(who.Gid))
-	dir, _ := splitRel(rel)
-	if pfi, err := c.Getattr(ctx, dir); err == nil && pfi.Mode&os.ModeSetgid != 0 {
-		gid = -1
-	}
-	if uid == int(fi.UID) && (gid < 0 || gid == int(fi.GID)) {
-		return fi, nil
-	}
-	var owned providers.FileInfo
-	var err error
-	if fi.IsSymlink() {
-		owned, err = c.Lchown(ctx, rel, uid, gid)
-	} else {
-		owned, err = c.Chown(ctx, rel, uid, gid)
-	}
-	if err == nil {
-		return owned, nil
-	}
-	if fi.IsDir() {
-		c.Rmdir(ctx, rel)
-	} else {
-		c.Remove(ctx, rel)
-	}
-	return providers.FileInfo{}, providers.E(0, "fs.create", err).WithPath(rel)
+	a.Rdev = fuseDev(fi.Rdev)
 }
 
 // chownIDs turns a setattr's uid and gid (each -1 when not asked) into the

@@ -281,6 +281,7 @@ func (d *boxDir) OnAdd(ctx context.Context) {
 	}, syscall.S_IFREG)
 	add("exec", &execFile{v: v}, syscall.S_IFREG)
 	add("cmds", &cmdsDir{v: v}, syscall.S_IFDIR)
+	add("launch", &launchDir{v: v}, syscall.S_IFDIR)
 	add("facts.json", textFile(own, b.FactsJSON), syscall.S_IFREG)
 	add("receipt.json", textFile(own, b.ReceiptJSON), syscall.S_IFREG)
 	add("snapshots", textFile(own, func(ctx context.Context) ([]byte, error) { return b.SnapshotsText(), nil }), syscall.S_IFREG)
@@ -318,12 +319,19 @@ func statusLine(st boxes.Status) string {
 // ctl runs a write to the box's ctl: every message is parsed first, then
 // they run in order; the first failure stops the rest.
 func (v *boxView) ctl(ctx context.Context, data []byte) error {
-	cmds, err := parseBoxCtl(string(data))
+	msgs, err := parseBoxMsgs(string(data))
 	if err != nil {
 		return err
 	}
 	ctx = context.WithoutCancel(ctx)
-	for _, c := range cmds {
+	for _, m := range msgs {
+		if m.launch != "" {
+			if _, err := v.b.StartLaunch(ctx, m.launch, m.spec); err != nil {
+				return providers.E(0, "ctl launch "+m.launch, err)
+			}
+			continue
+		}
+		c := m.cmd
 		if err := v.runVerb(ctx, c); err != nil {
 			return providers.E(0, strings.TrimSpace("ctl "+c.verb+" "+c.arg), err)
 		}

@@ -76,11 +76,18 @@ func joinRel(dir, name string) string {
 }
 
 // run performs one cache operation within the box's bounds, recording a
-// failure in the box's err file. A missing name, or a name taken (EEXIST,
-// ENOTEMPTY), is an answer, not a failure: git's lock files and its rmdir
-// of every directory a checkout left would otherwise bury the last real
-// error (a push that failed at close) under routine ones.
+// failure in the box's err file. One that changes nothing goes on when
+// its caller is interrupted by a signal that does not end it (patient).
+// A missing name, or a name taken (EEXIST, ENOTEMPTY), is an answer, not
+// a failure: git's lock files and its rmdir of every directory a checkout
+// left would otherwise bury the last real error (a push that failed at
+// close) under routine ones.
 func (n *workNode) run(ctx context.Context, mutation bool, extra time.Duration, fn func(ctx context.Context, c *cache.Cache) error) syscall.Errno {
+	if !mutation {
+		var done context.CancelFunc
+		ctx, done = patient(ctx)
+		defer done()
+	}
 	_, c, err := n.v.b.Parts(ctx)
 	if err == nil {
 		err = n.v.b.Do(ctx, mutation, extra, func(ctx context.Context) error { return fn(ctx, c) })
@@ -138,7 +145,7 @@ func (n *workNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		fi, err = c.Lookup(ctx, rel)
 		return err
 	}); errno != 0 {
-		return nil, errno
+		return nil, missing(name, errno)
 	}
 	return n.child(ctx, rel, fi, out), 0
 }
@@ -146,7 +153,7 @@ func (n *workNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 func (n *workNode) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	wh, _ := f.(*workHandle)
 	if wh != nil {
-		if fi, ok := wh.h.Attr(); ok {
+		if fi, ok := wh.h.Attr(); ok && n.sameKind(fi) {
 			wh.remember(fi)
 			n.v.fillAttr(&out.Attr, fi, n.StableAttr().Ino)
 			return 0
@@ -168,6 +175,9 @@ func (n *workNode) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.Att
 		return err
 	}); errno != 0 {
 		return errno
+	}
+	if !n.sameKind(fi) {
+		return n.replacedAttr(wh, &out.Attr)
 	}
 	if wh != nil {
 		wh.remember(fi)
@@ -193,6 +203,9 @@ func (n *workNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetA
 	if size, ok := in.GetSize(); ok {
 		if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
 			fi, have, err = n.truncate(ctx, c, rel, wh, int64(size))
+			if err == nil && relErr == 0 {
+				fi, have, err = n.dropSetgid(ctx, c, rel, fi, have)
+			}
 			return err
 		}); errno != 0 {
 			return errno
@@ -412,6 +425,9 @@ func (n *workNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		}
 		wh.remember(before)
 	}
+	if write && int(flags)&syscall.O_TRUNC != 0 {
+		wh.dropSetgid(ctx)
+	}
 	return wh, fuseFlags, 0
 }
 
@@ -426,7 +442,7 @@ func (n *workNode) Create(ctx context.Context, name string, flags uint32, mode u
 	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
 		h, fi, err = c.Create(ctx, rel, int(flags), providers.FileModeFromUnix(mode).Perm())
 		if err == nil {
-			if fi, err = n.giveAway(ctx, c, rel, fi); err != nil {
+			if fi, err = n.settle(ctx, c, rel, fi, mode&0o7777); err != nil {
 				h.Release(ctx)
 			}
 		}
@@ -443,8 +459,7 @@ func (n *workNode) Create(ctx context.Context, name string, flags uint32, mode u
 
 func (n *workNode) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if mode&syscall.S_IFMT != syscall.S_IFREG {
-		n.v.b.SetErr(providers.Errorf(providers.Unsupported, "mknod", "only regular files can be made in a box's work tree"))
-		return nil, syscall.EPERM
+		return n.mknodSpecial(ctx, name, mode, dev, out)
 	}
 	ch, fh, _, errno := n.Create(ctx, name, syscall.O_CREAT|syscall.O_EXCL|syscall.O_WRONLY, mode&0o7777, out)
 	if errno == 0 {
@@ -462,7 +477,7 @@ func (n *workNode) Mkdir(ctx context.Context, name string, mode uint32, out *fus
 	var fi providers.FileInfo
 	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
 		if fi, err = c.Mkdir(ctx, rel, providers.FileModeFromUnix(mode).Perm()); err == nil {
-			fi, err = n.giveAway(ctx, c, rel, fi)
+			fi, err = n.settle(ctx, c, rel, fi, mode&0o7777)
 		}
 		return err
 	}); errno != 0 {
@@ -543,7 +558,7 @@ func (n *workNode) Symlink(ctx context.Context, target, name string, out *fuse.E
 	var fi providers.FileInfo
 	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) (err error) {
 		if fi, err = c.Symlink(ctx, target, rel); err == nil {
-			fi, err = n.giveAway(ctx, c, rel, fi)
+			fi, err = n.settle(ctx, c, rel, fi, ^uint32(0))
 		}
 		return err
 	}); errno != 0 {
@@ -705,7 +720,9 @@ func (wh *workHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 		wh.mu.Lock()
 		known := wh.last.Size // the size this open's last fstat saw
 		wh.mu.Unlock()
-		rerr := b.Do(ctx, false, transferTime(max(known, off+int64(len(dest)))), func(ctx context.Context) (err error) {
+		pctx, done := patient(ctx)
+		defer done()
+		rerr := b.Do(pctx, false, transferTime(max(known, off+int64(len(dest)))), func(ctx context.Context) (err error) {
 			renewed, err = wh.h.Renew(ctx)
 			return err
 		})
@@ -719,6 +736,7 @@ func (wh *workHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 }
 
 func (wh *workHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	wh.dropSetgid(ctx)
 	n, err := wh.h.WriteAt(data, off)
 	if n > 0 {
 		wh.wrote(off + int64(n))

@@ -73,6 +73,9 @@ func info(fi providers.FileInfo, partial, times bool) string {
 	if fi.IsSymlink() {
 		fmt.Fprintf(&b, " target=%q", fi.Target)
 	}
+	if fi.Mode&os.ModeDevice != 0 && !partial {
+		fmt.Fprintf(&b, " rdev=%d:%d", providers.DevMajor(fi.Rdev), providers.DevMinor(fi.Rdev))
+	}
 	if times {
 		fmt.Fprintf(&b, " mtime=%d", fi.Mtime.UnixNano())
 		if !partial {
@@ -346,6 +349,16 @@ var steps = []step{
 			s3 = info(fi, p, true)
 		}
 		return strings.Join([]string{errs(e1), s1, errs(e2), s2, errs(e3), errs(e4), s3, s4}, "\n")
+	}},
+	{"mknod", mknodStep},
+	{"mkdir in a set-group-ID directory", func(ctx context.Context, f providers.Files, r string, p bool) string {
+		e1 := f.Mkdir(ctx, r+"/sg", 0o755)
+		e2 := f.Chmod(ctx, r+"/sg", 0o775|os.ModeSetgid)
+		e3 := f.Mkdir(ctx, r+"/sg/sub", 0o700)
+		fi, serr := f.Lstat(ctx, r+"/sg/sub")
+		e4 := f.Rmdir(ctx, r+"/sg/sub")
+		e5 := f.Rmdir(ctx, r+"/sg")
+		return strings.Join([]string{errs(e1), errs(e2), errs(e3), statStr(fi, serr, p), errs(e4), errs(e5)}, " ")
 	}},
 	{"readdir", func(ctx context.Context, f providers.Files, r string, p bool) string {
 		return dirStr(ctx, f, r+"/d", p) + "\n" + dirStr(ctx, f, r+"/d/f", p) + "\n" + dirStr(ctx, f, r+"/missing", p) + "\n" + dirStr(ctx, f, r+"/e/sub", p)

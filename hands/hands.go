@@ -123,7 +123,7 @@ func New(ctx context.Context, box providers.Box, opts Options) (*Hands, error) {
 			return p, err
 		}
 	}
-	h.sh = &scripts{box: box, exec: h.exec, liveness: h.liveness}
+	h.sh = &scripts{box: box, exec: h.exec, liveness: h.liveness, noStdin: !facts.HasStdin()}
 
 	bf, boxHasFiles := box.(providers.Files)
 	agentOK := facts.Runs(runtime.GOOS, runtime.GOARCH) && facts.HasLiveProcesses() && facts.HasStdin() && opts.AgentBinary != ""

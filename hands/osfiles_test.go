@@ -39,7 +39,7 @@ func infoOf(name string, fi os.FileInfo) providers.FileInfo {
 		Name: name, Mode: providers.FileModeFromUnix(st.Mode), Size: st.Size,
 		Mtime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec), Atime: time.Unix(st.Atim.Sec, st.Atim.Nsec),
 		Ctime: time.Unix(st.Ctim.Sec, st.Ctim.Nsec), Ino: st.Ino, Nlink: uint32(st.Nlink),
-		UID: st.Uid, GID: st.Gid, Dev: st.Dev,
+		UID: st.Uid, GID: st.Gid, Dev: st.Dev, Rdev: st.Rdev,
 	}
 }
 
@@ -160,7 +160,12 @@ func (osFiles) Mkdir(ctx context.Context, name string, perm providers.FileMode) 
 	if err := syscall.Mkdir(name, 0o700); err != nil {
 		return oserr("Mkdir", name, err)
 	}
-	return oserr("Mkdir", name, syscall.Chmod(name, providers.UnixMode(perm)&0o7777))
+	mode := providers.UnixMode(perm) & 0o7777
+	var st syscall.Stat_t
+	if err := syscall.Stat(name, &st); err == nil {
+		mode |= st.Mode & syscall.S_ISGID // a set-group-ID parent's, passed on
+	}
+	return oserr("Mkdir", name, syscall.Chmod(name, mode))
 }
 
 func (osFiles) Remove(ctx context.Context, name string) error {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"path"
 	"slices"
 	"strconv"
@@ -21,6 +22,7 @@ type scripts struct {
 	box      providers.Box
 	exec     execFunc // box.Exec, telling Options.OnExec
 	liveness time.Duration
+	noStdin  bool // the box's facts say Exec takes no stdin: GetFiles passes names as arguments
 }
 
 var (
@@ -105,12 +107,13 @@ nospc() {
 	return 0
 }
 gnu() { stat --version >/dev/null 2>&1; }
-# st FLAG P: "mode size atime mtime ctime ino nlink uid gid dev", times s.ns
+# st FLAG P: "mode size atime mtime ctime ino nlink uid gid dev major
+# minor", times s.ns, the device numbers in hex
 st() {
 	if gnu; then
-		stat $1 -c '%f %s %.9X %.9Y %.9Z %i %h %u %g %d' -- "$2"
+		stat $1 -c '%f %s %.9X %.9Y %.9Z %i %h %u %g %d %t %T' -- "$2"
 	else
-		stat $1 -c '%f %s %X %Y %Z %i %h %u %g %d' -- "$2"
+		stat $1 -c '%f %s %X %Y %Z %i %h %u %g %d %t %T' -- "$2"
 	fi
 }
 # mvT O N: rename O to N, N never taken as a directory to move into (GNU
@@ -172,7 +175,7 @@ exec find "$p" -mindepth 1 -exec sh -c "$2" sh "$p" {} +
 	walkEntries = `p=$1
 shift
 for f; do
-	printf 'B\0%s\0' "$(stat -c '%f %s %X %Y %Z %i %h %u %g %d' -- "$f")"
+	printf 'B\0%s\0' "$(stat -c '%f %s %X %Y %Z %i %h %u %g %d %t %T' -- "$f")"
 	if [ -L "$f" ]; then l=$(readlink -- "$f"; echo x); printf '%s' "${l%?x}"; fi
 	printf '\0%s\0' "${f#"$p"/}"
 done
@@ -249,6 +252,8 @@ par "$p"
 has "$p" && e 17
 canw "$d"
 mkdir -m "$2" -- "$p" || { nospc "$d"; exit 1; }
+# mkdir(2) passes a set-group-ID parent's bit on, which -m's chmod took
+if [ -g "$d" ]; then chmod g+s -- "$p" || exit 1; fi
 `
 	// PATH
 	scriptRemove = `p=$1
@@ -538,18 +543,28 @@ func (s *scripts) stat(ctx context.Context, op, name, follow string) (providers.
 	return fi, nil
 }
 
-// parseStat reads "mode size atime mtime ctime ino nlink uid gid dev" with
-// the mode in hex and times as stat prints them.
+// parseStat reads "mode size atime mtime ctime ino nlink uid gid dev major
+// minor" with the mode and the device numbers in hex and times as stat
+// prints them.
 func parseStat(line string) (providers.FileInfo, error) {
 	f := strings.Fields(line)
-	if len(f) != 10 {
-		return providers.FileInfo{}, fmt.Errorf("stat printed %q, want 10 fields", line)
+	if len(f) != 12 {
+		return providers.FileInfo{}, fmt.Errorf("stat printed %q, want 12 fields", line)
 	}
 	mode, err := strconv.ParseUint(f[0], 16, 32)
 	if err != nil {
 		return providers.FileInfo{}, fmt.Errorf("stat printed %q: %v", line, err)
 	}
-	return parseAttrs(uint32(mode), f[1:], parseTime)
+	major, err1 := strconv.ParseUint(f[10], 16, 32)
+	minor, err2 := strconv.ParseUint(f[11], 16, 32)
+	if err1 != nil || err2 != nil {
+		return providers.FileInfo{}, fmt.Errorf("stat printed %q: bad device numbers", line)
+	}
+	fi, err := parseAttrs(uint32(mode), f[1:10], parseTime)
+	if fi.Mode&fs.ModeDevice != 0 {
+		fi.Rdev = providers.Mkdev(uint32(major), uint32(minor))
+	}
+	return fi, err
 }
 
 // parseAttrs reads "size atime mtime ctime ino nlink uid gid dev".
@@ -693,7 +708,7 @@ func (s *scripts) ReadDir(ctx context.Context, name string) ([]providers.FileInf
 		return nil, providers.E(providers.Unknown, op, err).WithBox(s.box.ID()).WithPath(p)
 	}
 	slices.SortFunc(infos, func(a, b providers.FileInfo) int { return strings.Compare(a.Name, b.Name) })
-	return infos, nil
+	return infos, s.devNumbers(ctx, op, p, infos)
 }
 
 // Walk lists the tree under root with one exec of find.
@@ -712,7 +727,7 @@ func (s *scripts) Walk(ctx context.Context, root string) ([]providers.FileInfo, 
 		return nil, providers.E(providers.Unknown, op, err).WithBox(s.box.ID()).WithPath(p)
 	}
 	sortTree(infos)
-	return infos, nil
+	return infos, s.devNumbers(ctx, op, p, infos)
 }
 
 // sortTree orders a walk: parents before children, siblings in byte order
@@ -1060,7 +1075,8 @@ func (s *scripts) GetArchive(ctx context.Context, name string) (io.ReadCloser, e
 
 // GetFiles returns one tar of paths (relative to root, slash-separated),
 // each member named by its path and a directory as itself without its
-// contents: one exec of GNU tar with the names on stdin.
+// contents: one exec of GNU tar with the names on stdin, or on a box that
+// takes no stdin, with the names as arguments (getFilesByArgs).
 func (s *scripts) GetFiles(ctx context.Context, root string, paths []string) (io.ReadCloser, error) {
 	const op = "hands.GetFiles"
 	p, err := checkPath(op, s.box.ID(), root)
@@ -1074,6 +1090,9 @@ func (s *scripts) GetFiles(ctx context.Context, root string, paths []string) (io
 		}
 		names.WriteString(rel)
 		names.WriteByte(0)
+	}
+	if s.noStdin {
+		return s.getFilesByArgs(ctx, op, p, paths)
 	}
 	return s.stream(ctx, op, p, scriptGetFiles, &names, p)
 }

@@ -1,8 +1,11 @@
 package hands
 
 import (
+	"os"
 	"testing"
 	"time"
+
+	"github.com/boxfs/boxfs/providers"
 )
 
 func TestParseTimes(t *testing.T) {
@@ -73,12 +76,13 @@ func TestComparePaths(t *testing.T) {
 func TestParseListing(t *testing.T) {
 	gnu := "644\x00f\x003\x001.5\x002.25\x003.0\x0010\x001\x000\x000\x0066\x00\x00name\x00" +
 		"777\x00l\x001\x001\x001\x001\x0011\x001\x000\x000\x0066\x00tgt\nx\x00link\x00"
-	bb := "B\x0081a4 7 1 2 3 12 1 5 6 66\x00\x00bb\x00B\x00a1ff 1 1 2 3 13 1 5 6 66\x00t\x00ln\x00"
+	bb := "B\x0081a4 7 1 2 3 12 1 5 6 66 0 0\x00\x00bb\x00B\x00a1ff 1 1 2 3 13 1 5 6 66 0 0\x00t\x00ln\x00" +
+		"B\x0021b6 0 1 2 3 14 1 0 0 66 88 1f\x00\x00tty\x00"
 	infos, err := parseListing([]byte(gnu + bb))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(infos) != 4 {
+	if len(infos) != 5 {
 		t.Fatalf("%d entries", len(infos))
 	}
 	if infos[0].Name != "name" || infos[0].Size != 3 || infos[0].Mode != 0o644 || infos[0].Mtime.UnixNano() != 2250000000 {
@@ -92,6 +96,9 @@ func TestParseListing(t *testing.T) {
 	}
 	if !infos[3].IsSymlink() || infos[3].Target != "t" {
 		t.Errorf("busybox symlink: %+v", infos[3])
+	}
+	if infos[4].Mode&os.ModeCharDevice == 0 || infos[4].Rdev != providers.Mkdev(0x88, 0x1f) {
+		t.Errorf("busybox character device: %+v", infos[4])
 	}
 	if _, err := parseListing([]byte("644\x00f\x00")); err == nil {
 		t.Error("a short record was taken")

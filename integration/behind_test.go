@@ -28,14 +28,33 @@ var behindRows = []string{"local", "docker"}
 // by docker exec for a Docker box.
 func boxSees(t *testing.T, b *boxT, script string) string {
 	t.Helper()
-	ws, _ := factsMap(t, b)["workspace"].(string)
+	return whereIs(t, b).sh(t, script)
+}
+
+// boxWhere is how to reach a box's workspace without the mount, which may
+// be gone by the time it is used.
+type boxWhere struct{ provider, id, ws string }
+
+// whereIs reads b's provider, id and workspace through the mount.
+func whereIs(t *testing.T, b *boxT) boxWhere {
+	t.Helper()
+	facts := factsMap(t, b)
+	ws, _ := facts["workspace"].(string)
 	require.NotEmpty(t, ws, "facts.json names no workspace")
+	prov, _ := facts["provider"].(string)
+	return boxWhere{provider: prov, id: boxID(t, b), ws: ws}
+}
+
+// sh runs script in the workspace: on the host for a local box, by docker
+// exec for a Docker box.
+func (w boxWhere) sh(t *testing.T, script string) string {
+	t.Helper()
 	var cmd *exec.Cmd
-	if factsMap(t, b)["provider"] == "docker" {
-		cmd = exec.Command("docker", "exec", "-w", ws, boxID(t, b), "sh", "-c", script)
+	if w.provider == "docker" {
+		cmd = exec.Command("docker", "exec", "-w", w.ws, w.id, "sh", "-c", script)
 	} else {
 		cmd = exec.Command("sh", "-c", script)
-		cmd.Dir = ws
+		cmd.Dir = w.ws
 	}
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "in the box: %s\n%s", script, out)
@@ -63,19 +82,30 @@ func burst(t *testing.T, dir string, n int) string {
 // hashScript is what the box holds under dir, as burst lists it.
 const hashScript = "find . -type f | LC_ALL=C sort | xargs sha256sum"
 
+// notYet checks that the box lacks some of what a burst under dir wrote:
+// with the batch delay long, only a barrier sends them.
+func notYet(t *testing.T, b *boxT, dir, want string) {
+	t.Helper()
+	got := boxSees(t, b, "cd "+dir+" 2>/dev/null && "+hashScript+"; true")
+	require.NotEqual(t, want, sortLines(got), "the box had the burst before the barrier: the test shows nothing")
+}
+
 // In write=behind a close returns before the box has the bytes, and every
 // barrier pushes everything first: a command started through exec right
 // after a burst of writes sees all of them, and so does the box after an
-// fsync, a ctl flush, a ctl release and an unmount.
+// fsync of a file or a directory, a ctl flush, sync or release, and an
+// unmount. The batch delay is long, so what reaches the box is what a
+// barrier sent.
 func TestWriteBehindBarriers(t *testing.T) {
 	for _, prov := range behindRows {
 		t.Run("provider="+prov, func(t *testing.T) {
-			m := startMountCfg(t, mountCfg{provider: prov, opTimeout: 20 * time.Second, write: "behind"})
+			m := startMountCfg(t, mountCfg{provider: prov, opTimeout: 20 * time.Second, write: "behind", behindDelay: time.Hour})
 			b := m.newBox(t, "wb", "provider="+prov)
 			assert.Equal(t, "behind", factsMap(t, b)["write"], "facts.json says the mode")
 
 			t.Run("exec", func(t *testing.T) {
 				want := burst(t, filepath.Join(b.work, "exec"), 300)
+				notYet(t, b, "exec", want)
 				got := b.must(t, "cd exec && "+hashScript)
 				assert.Equal(t, want, sortLines(got), "a command started right after the writes")
 			})
@@ -86,6 +116,7 @@ func TestWriteBehindBarriers(t *testing.T) {
 				require.NoError(t, err)
 				_, err = f.WriteString("synced\n")
 				require.NoError(t, err)
+				notYet(t, b, "fsync", want)
 				require.NoError(t, f.Sync())
 				assert.Equal(t, "synced\n", boxSees(t, b, "cat fsync/last"), "the file fsync'd")
 				assert.Equal(t, want, sortLines(boxSees(t, b, "cd fsync && "+hashScript+" | grep -v ' ./last$'")), "files closed before")
@@ -94,39 +125,46 @@ func TestWriteBehindBarriers(t *testing.T) {
 			t.Run("fsync-dir", func(t *testing.T) {
 				dir := filepath.Join(b.work, "fsyncdir")
 				want := burst(t, dir, 20)
+				notYet(t, b, "fsyncdir", want)
 				d, err := os.Open(dir)
 				require.NoError(t, err)
 				require.NoError(t, d.Sync())
 				d.Close()
 				assert.Equal(t, want, sortLines(boxSees(t, b, "cd fsyncdir && "+hashScript)))
 			})
-			t.Run("ctl-flush", func(t *testing.T) {
-				want := burst(t, filepath.Join(b.work, "flush"), 50)
-				require.NoError(t, ctlWrite(filepath.Join(b.dir, "ctl"), "flush\n"))
-				assert.Equal(t, want, sortLines(boxSees(t, b, "cd flush && "+hashScript)))
+			for _, verb := range []string{"flush", "sync"} {
+				t.Run("ctl-"+verb, func(t *testing.T) {
+					want := burst(t, filepath.Join(b.work, verb), 50)
+					notYet(t, b, verb, want)
+					require.NoError(t, ctlWrite(filepath.Join(b.dir, "ctl"), verb+"\n"))
+					assert.Equal(t, want, sortLines(boxSees(t, b, "cd "+verb+" && "+hashScript)))
+				})
+			}
+			t.Run("ctl-release", func(t *testing.T) {
+				r := m.newBox(t, "wr", "provider="+prov)
+				where := whereIs(t, r)
+				if prov == "docker" {
+					// Released, the box is not the mount's to end.
+					t.Cleanup(func() { dockerCLI(t, "rm", where.id) })
+				}
+				want := burst(t, filepath.Join(r.work, "release"), 50)
+				notYet(t, r, "release", want)
+				require.NoError(t, ctlWrite(filepath.Join(r.dir, "ctl"), "release\n"))
+				assert.Equal(t, want, sortLines(where.sh(t, "cd release && "+hashScript)))
 			})
 			t.Run("umount", func(t *testing.T) {
 				want := burst(t, filepath.Join(b.work, "umount"), 50)
+				notYet(t, b, "umount", want)
 				m.keepBoxes = true
-				ws, _ := factsMap(t, b)["workspace"].(string)
-				id, provider := boxID(t, b), factsMap(t, b)["provider"]
+				where := whereIs(t, b)
 				m.cmd.Process.Signal(syscall.SIGTERM)
 				select {
 				case <-m.ended:
 				case <-time.After(60 * time.Second):
 					t.Fatal("the mount did not end within 60 s of SIGTERM")
 				}
-				var out []byte
-				var err error
-				if provider == "docker" {
-					out, err = exec.Command("docker", "exec", "-w", ws, id, "sh", "-c", "cd umount && "+hashScript).CombinedOutput()
-				} else {
-					cmd := exec.Command("sh", "-c", "cd umount && "+hashScript)
-					cmd.Dir = ws
-					out, err = cmd.CombinedOutput()
-				}
-				require.NoError(t, err, "%s", out)
-				assert.Equal(t, want, sortLines(string(out)))
+				out := where.sh(t, "cd umount && "+hashScript)
+				assert.Equal(t, want, sortLines(out))
 				m.keepBoxes = false
 			})
 		})
@@ -179,14 +217,19 @@ func TestWriteBehindKill9(t *testing.T) {
 	for _, prov := range behindRows {
 		t.Run("provider="+prov, func(t *testing.T) {
 			state := t.TempDir()
-			m := startMountCfg(t, mountCfg{provider: prov, opTimeout: 20 * time.Second, write: "behind", state: state})
+			// A long delay: what the kill finds is full batches in flight and
+			// the last files only in the journal.
+			m := startMountCfg(t, mountCfg{provider: prov, opTimeout: 20 * time.Second, write: "behind", state: state, behindDelay: time.Hour})
 			b := m.newBox(t, "k", "provider="+prov)
 			m.keepBoxes = true
 			// Enough files that batches go while the writes go on.
 			want := burst(t, filepath.Join(b.work, "k9"), 2500)
+			where := whereIs(t, b)
 			require.NoError(t, m.cmd.Process.Kill())
 			<-m.ended
 			exec.Command("umount", "-l", m.mnt).Run()
+			require.NotEqual(t, want, sortLines(where.sh(t, "cd k9 2>/dev/null && "+hashScript+"; true")),
+				"the box had every file at the kill: the test shows nothing")
 
 			m2 := startMountCfg(t, mountCfg{provider: prov, opTimeout: 20 * time.Second, write: "behind", state: state})
 			b2 := &boxT{m: m2, name: "k", dir: filepath.Join(m2.mnt, "k"), work: filepath.Join(m2.mnt, "k", "work")}

@@ -358,6 +358,7 @@ except OSError as e: print(errno.errorcode[e.errno])
 // disk leave the same tree.
 func testGitHeavy(t *testing.T, b *boxT) {
 	needTool(t, "git")
+	b.needCheapFileOps(t)
 	up := t.TempDir()
 	host(t, up, "git", "init", "-q", "-b", "main")
 	for d := 0; d < 12; d++ {
@@ -483,6 +484,9 @@ func testHostAndBoxWrite(t *testing.T, b *boxT) {
 	// A command still running while the host rewrites the file: the host's
 	// close lands first (the command waits for a gate file the host makes
 	// after it), the command's append after it; nothing waits on a clock.
+	// Where no process outlives its command, a write is itself a command
+	// and waits for the running one.
+	b.needLiveProcesses(t)
 	ex, err := os.OpenFile(filepath.Join(b.dir, "exec"), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)

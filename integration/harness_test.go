@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -88,6 +89,13 @@ func startMountOn(t *testing.T, mnt, state, provider string, opTimeout, attr tim
 	return startMountCfg(t, mountCfg{provider: provider, opTimeout: opTimeout, attr: attr, noWatch: !watch, mnt: mnt, state: state})
 }
 
+// startMountEnv is startMountOn with serve-mode settings env (envWatch=1,
+// envAllowOther=1) for the serving process.
+func startMountEnv(t *testing.T, mnt, state, provider string, opTimeout, attr time.Duration, env ...string) *mountT {
+	t.Helper()
+	return startMountCfg(t, mountCfg{provider: provider, opTimeout: opTimeout, attr: attr, mnt: mnt, state: state, env: env})
+}
+
 // mountCfg is how startMountCfg serves a namespace.
 type mountCfg struct {
 	provider        string
@@ -97,6 +105,10 @@ type mountCfg struct {
 	write           string // the mount's write mode; "" for the default
 	mnt, state      string // the mount point and state directory; "" for new ones
 	budget          int64  // the content cache's bound; 0 for the default
+	// behindDelay is write-behind's batch delay; 0 for the default. A long
+	// one leaves pushing to the barriers and full batches.
+	behindDelay time.Duration
+	env         []string // more serve-mode settings (envAllowOther=1)
 }
 
 // startMountCfg serves a namespace as cfg says.
@@ -127,9 +139,13 @@ func startMountCfg(t *testing.T, cfg mountCfg) *mountT {
 	if cfg.write != "" {
 		m.cmd.Env = append(m.cmd.Env, envWrite+"="+cfg.write)
 	}
+	if cfg.behindDelay != 0 {
+		m.cmd.Env = append(m.cmd.Env, envBehind+"="+cfg.behindDelay.String())
+	}
 	if cfg.budget != 0 {
 		m.cmd.Env = append(m.cmd.Env, envBudget+"="+strconv.FormatInt(cfg.budget, 10))
 	}
+	m.cmd.Env = append(m.cmd.Env, cfg.env...)
 	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -291,6 +307,45 @@ func (b *boxT) must(t *testing.T, line string) string {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// liveProcesses reports what the box's facts.json says of processes
+// outliving their command: where they do not, a command's output arrives
+// when it ends, and nothing runs between commands.
+func (b *boxT) liveProcesses(t *testing.T) bool {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(b.dir, "facts.json"))
+	if err != nil {
+		t.Fatalf("facts.json: %v", err)
+	}
+	var f providers.Facts
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatalf("facts.json: %v\n%s", err, data)
+	}
+	return f.HasLiveProcesses()
+}
+
+// needCheapFileOps skips a test that makes thousands of file operations
+// through the mount (a git clone, gc and repack), on a box whose facts say
+// no process lives past its command: with no agent there, every operation
+// the box's own file API does not serve is one serverless call, and such
+// a test runs far past its bounds.
+func (b *boxT) needCheapFileOps(t *testing.T) {
+	t.Helper()
+	if !b.liveProcesses(t) {
+		t.Skip("the box's facts say liveProcesses: false; each file operation is a call of its own")
+	}
+}
+
+// needLiveProcesses skips a test whose steps need a process that outlives
+// its command, a command's output while it runs, or other work in the box
+// while a command runs, on a box whose facts say no process lives past
+// its own command (one serverless call per command, one at a time).
+func (b *boxT) needLiveProcesses(t *testing.T) {
+	t.Helper()
+	if !b.liveProcesses(t) {
+		t.Skip("the box's facts say liveProcesses: false; this needs a process that outlives its command")
+	}
+}
 
 // host runs a host tool with its working directory in dir (on the mount)
 // and returns its combined output; it fails the test on a non-zero exit.

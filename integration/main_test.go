@@ -33,10 +33,14 @@ const (
 	envAgent    = "BOXFS_IT_AGENT"    // agent binary
 	envOpTime   = "BOXFS_IT_OPTIMEOUT"
 	envAttrTime = "BOXFS_IT_ATTRTIMEOUT"
-	envWatch    = "BOXFS_IT_WATCH"    // "0": no watch
-	envWrite    = "BOXFS_IT_WRITE"    // the mount's write mode
-	envBudget   = "BOXFS_IT_CACHE"    // the content cache's bound, bytes
-	envWatchMax = "BOXFS_IT_WATCHMAX" // the directories one watch covers
+	envWatch    = "BOXFS_IT_WATCH"        // "0": no watch
+	envWatchMax = "BOXFS_IT_WATCHMAX"     // the directories one watch covers
+	envWrite    = "BOXFS_IT_WRITE"        // the mount's write mode
+	envBudget   = "BOXFS_IT_CACHE"        // the content cache's bound, bytes
+	envBehind   = "BOXFS_IT_BEHIND_DELAY" // write-behind's batch delay
+	// envAllowOther=1 mounts with allow_other: other users get in, as
+	// the modes allow.
+	envAllowOther = "BOXFS_IT_ALLOW_OTHER"
 )
 
 // fakeProviders open the providers whose service is played by an in-process
@@ -46,6 +50,9 @@ const (
 var fakeProviders = map[string]func(cfg providers.Config) (providers.Provider, error){}
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envPosixSteps) != "" {
+		os.Exit(posixChild(os.Args[1:]))
+	}
 	if mnt := os.Getenv(envServe); mnt != "" {
 		if err := serve(mnt); err != nil {
 			fmt.Fprintln(os.Stderr, "serve:", err)
@@ -70,6 +77,7 @@ func serve(mnt string) error {
 	}
 	budget, _ := strconv.ParseInt(os.Getenv(envBudget), 10, 64)
 	watchLimit, _ := strconv.Atoi(os.Getenv(envWatchMax))
+	behindDelay, _ := time.ParseDuration(os.Getenv(envBehind))
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	m, err := boxes.New(boxes.Options{
 		StateDir:        state,
@@ -85,6 +93,7 @@ func serve(mnt string) error {
 		NoWatch:     os.Getenv(envWatch) == "0",
 		WatchLimit:  watchLimit,
 		WriteBehind: os.Getenv(envWrite) == boxes.WriteBehind,
+		BehindDelay: behindDelay,
 		CacheBudget: budget,
 		OpTimeout:   opTimeout,
 		AgentBinary: os.Getenv(envAgent),
@@ -93,7 +102,7 @@ func serve(mnt string) error {
 	if err != nil {
 		return err
 	}
-	server, err := boxfs.New(m).Mount(mnt, boxfs.MountOptions{})
+	server, err := boxfs.New(m).Mount(mnt, boxfs.MountOptions{AllowOther: os.Getenv(envAllowOther) == "1"})
 	if err != nil {
 		return err
 	}

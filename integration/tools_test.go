@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -21,6 +22,12 @@ import (
 // providerRows are the providers every tool runs against.
 var providerRows = []string{"local", "docker"}
 
+// toolOnlyRows are providers TestTools runs against but the client suites
+// do not: boxes reached without an agent, where every file operation is a
+// command of its own, so the clients' workloads (git clone, a Python
+// script's thousands of calls) outlast the suites' bounds.
+var toolOnlyRows []string
+
 // suiteCase is one entry of a suite run on every provider row: fn gets a
 // box whose work is a fresh directory of its own.
 type suiteCase struct {
@@ -30,7 +37,12 @@ type suiteCase struct {
 
 // runSuite runs suite on a box of each provider row, one mount per row.
 func runSuite(t *testing.T, suite []suiteCase) {
-	for _, prov := range providerRows {
+	runSuiteOn(t, providerRows, suite)
+}
+
+// runSuiteOn runs suite on a box of each provider in rows, one mount per row.
+func runSuiteOn(t *testing.T, rows []string, suite []suiteCase) {
+	for _, prov := range rows {
 		t.Run("provider="+prov, func(t *testing.T) {
 			m := startMount(t, prov, 20*time.Second)
 			b := m.newBox(t, "box", "provider="+prov)
@@ -64,7 +76,9 @@ var toolSuite = []suiteCase{
 	{"freshness", testFreshness},
 }
 
-func TestTools(t *testing.T) { runSuite(t, toolSuite) }
+func TestTools(t *testing.T) {
+	runSuiteOn(t, append(slices.Clone(providerRows), toolOnlyRows...), toolSuite)
+}
 
 // relBox is the box-side path of a work/ path, relative to the workspace.
 func (b *boxT) relBox(p string) string {

@@ -15,10 +15,13 @@
 // cost is unknown, never 0.
 //
 // A box billed per second costs seconds × usd_per_second; one billed per
-// call (Archil exec) costs calls × usd_per_call, counting every Exec sent
-// to the box except one refused before it was made. Costs are rounded to 9
-// decimals. A box's start is the time it reports (Facts.StartedAt), else
-// when create answered; its end is capped at the end of its lifetime.
+// call (Archil exec) costs calls × usd_per_call. Its calls are the box's
+// own count where it keeps one (providers.CallCounter: an Archil box's
+// file operations, create and removal make billed calls no Exec shows),
+// else every Exec sent to the box except one refused before it was made.
+// Costs are rounded to 9 decimals. A box's start is the time it reports
+// (Facts.StartedAt), else when create answered; its end is capped at the
+// end of its lifetime.
 //
 // Estimate and Final serve a box's receipt.json while it lives and after
 // it ends (ReceiptJSON renders it); ReadAll and Totals serve `boxfs

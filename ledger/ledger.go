@@ -124,6 +124,7 @@ type entry struct {
 	from     time.Time
 	lifetime time.Duration
 	calls    int64
+	counter  providers.CallCounter // the box's own count of billed calls; nil: count Execs
 	ended    bool
 	to       time.Time
 	final    *Receipt // the receipt written when it ended (priced boxes)
@@ -234,6 +235,17 @@ func (l *Ledger) lookup(provider, id string) *entry {
 	return l.entries[key(provider, id)]
 }
 
+// billedCalls is the calls a box billed per call has made: its own count
+// where it keeps one (a box whose file operations, create and removal make
+// billed calls that never pass through Exec), else the Execs the ledger
+// was told of. A box that ended keeps the count its receipt priced.
+func (e *entry) billedCalls() int64 {
+	if e.counter != nil && e.final == nil {
+		e.calls = e.counter.BilledCalls()
+	}
+	return e.calls
+}
+
 // counted adds one billed call.
 func (l *Ledger) counted(e *entry) {
 	l.mu.Lock()
@@ -296,7 +308,7 @@ func (e *entry) receiptLocked(to time.Time) Receipt {
 		Seconds:  round9(bigSeconds(d)),
 	}
 	if e.price != nil {
-		r.price(*e.price, d, e.calls)
+		r.price(*e.price, d, e.billedCalls())
 	}
 	return r
 }

@@ -58,7 +58,8 @@ func created(t *testing.T, l *ledger.Ledger, p providers.Provider, spec provider
 	require.NoError(t, err)
 	f, err := b.Facts(context.Background())
 	require.NoError(t, err)
-	l.Created(p.Name(), b.ID(), spec, f)
+	calls, _ := b.(providers.CallCounter)
+	l.Created(p.Name(), b.ID(), spec, f, calls)
 	return b
 }
 
@@ -319,7 +320,7 @@ func TestLabelsAcrossLedgers(t *testing.T) {
 		wg.Go(func() {
 			l := ls[i%2]
 			id := providers.NewID(8)
-			l.Created(fk.Name(), id, providers.Spec{}, providers.Facts{})
+			l.Created(fk.Name(), id, providers.Spec{}, providers.Facts{}, nil)
 			l.Ended(fk.Name(), id, time.Time{})
 		})
 	}
@@ -363,7 +364,7 @@ func TestHostLabelAndKind(t *testing.T) {
 // is metered from when the ledger was told, and receipted when it ends.
 func TestCreatedWithoutFacts(t *testing.T) {
 	e := newEnv(t, ledger.Prices{"fake": {USDPerSecond: usd(1), Source: "s", Priced: "2026-11-30"}})
-	e.l.Created("fake", "left-behind", providers.Spec{}, providers.Facts{})
+	e.l.Created("fake", "left-behind", providers.Spec{}, providers.Facts{}, nil)
 	e.clk.Advance(7 * time.Second)
 	e.l.Ended("fake", "left-behind", time.Time{})
 	rs := readAll(t, e.dir)

@@ -14,8 +14,10 @@ import (
 // answered). Its label is the host's (Config.Label) or the next box-N; its
 // kind comes from facts, and from spec where the box did not report its
 // GPU or isolation. A box whose create failed but left it behind is
-// metered the same, with zero facts.
-func (l *Ledger) Created(provider, id string, spec providers.Spec, facts providers.Facts) {
+// metered the same, with zero facts. A box that keeps its own count of
+// billed calls (calls, nil otherwise) is priced per call by that count;
+// any other by the Execs the ledger is told of.
+func (l *Ledger) Created(provider, id string, spec providers.Spec, facts providers.Facts, calls providers.CallCounter) {
 	from := facts.StartedAt
 	if from.IsZero() {
 		from = l.now()
@@ -23,11 +25,13 @@ func (l *Ledger) Created(provider, id string, spec providers.Spec, facts provide
 	l.track(&entry{
 		provider: provider, id: id, label: l.label(spec),
 		kind: l.kind(spec, facts), from: from, lifetime: spec.LifetimeOrDefault(),
+		counter: calls,
 	})
 }
 
 // Exec counts an Exec call on a box billed per call, unless the call was
-// refused before it was made (see made). An Exec that says the box is gone
+// refused before it was made (see made); a box that keeps its own count of
+// calls is priced by that count instead. An Exec that says the box is gone
 // ends the box's metering.
 func (l *Ledger) Exec(provider, id string, err error) {
 	e := l.lookup(provider, id)

@@ -29,18 +29,30 @@ type Facts struct {
 	LiveProcesses *bool `json:"liveProcesses,omitempty"` // processes keep running between commands
 	Stdin         *bool `json:"stdin,omitempty"`         // Exec streams stdin while the process runs
 
-	StartedAt  time.Time `json:"startedAt,omitzero"`
-	MaxExecMs  int       `json:"maxExecMs,omitempty"`  // the provider's own cap on one command; 0 none known
-	SecretsVia string    `json:"secretsVia,omitempty"` // how secrets reach the box ("env", "file"); "" none
+	StartedAt time.Time `json:"startedAt,omitzero"`
+	MaxExecMs int       `json:"maxExecMs,omitempty"` // the provider's own cap on one command; 0 none known
+	// SecretsVia is how secrets can reach a program in the box: "fd" when
+	// Exec streams a real stdin (a pipe the program reads, nothing staged
+	// in a file), which a launch hands on as an inherited descriptor; ""
+	// when the box can take none.
+	SecretsVia string `json:"secretsVia,omitempty"`
 	// LifetimeVia names what ends the box at its lifetime without a call
 	// from the host ("activeDeadlineSeconds"); "" where the provider does
 	// not say.
 	LifetimeVia string `json:"lifetimeVia,omitempty"`
+	// FilesSharedWith names who else reads and writes the box's files:
+	// SharedDisk when every box on the same disk can; "" when none but
+	// the box (or not known).
+	FilesSharedWith string `json:"filesSharedWith,omitempty"`
 
 	// Suspend is what the box keeps while suspended (SuspendMemory,
 	// SuspendFilesystem, SuspendSnapshot); "" when it cannot be suspended.
 	Suspend string `json:"suspend,omitempty"`
 }
+
+// SharedDisk is Facts.FilesSharedWith for a box whose files are on a disk
+// every box on it can read and write.
+const SharedDisk = "disk"
 
 // Bool returns a fact pointer for a literal: Facts{FUSE: Bool(true)}.
 func Bool(v bool) *bool { return &v }
@@ -72,6 +84,10 @@ func (f Facts) PtraceRestricted() bool { return f.PtraceScope != nil && *f.Ptrac
 func (f Facts) Runs(goos, goarch string) bool {
 	return f.OS != "" && f.Arch != "" && f.OS == goos && f.Arch == goarch
 }
+
+// TakesSecrets reports whether secrets can reach a program in the box on
+// a real stdin (SecretsVia "fd"). Absent: false.
+func (f Facts) TakesSecrets() bool { return f.SecretsVia == "fd" }
 
 // HasShell reports whether a shell is known to be in the box.
 func (f Facts) HasShell() bool { return f.Shell != "" }

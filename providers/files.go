@@ -23,6 +23,9 @@ type FileInfo struct {
 	UID   uint32    `json:"uid"`
 	GID   uint32    `json:"gid"`
 	Dev   uint64    `json:"dev,omitempty"`
+	// Rdev is a device node's device number, as Linux's 64-bit dev_t
+	// (unix.Mkdev); 0 for anything else.
+	Rdev uint64 `json:"rdev,omitempty"`
 	// Target is a symlink's target where the listing carried it.
 	Target string `json:"target,omitempty"`
 }

@@ -282,6 +282,15 @@ type PathStater interface {
 	StatPath(ctx context.Context, path string) (FileInfo, error)
 }
 
+// CallCounter is an optional part of a Box whose provider bills it per
+// call (an Archil box: each command is one billed exec call). It counts
+// the billed calls this process has made for the box, including those its
+// file operations, create and removal made, which never pass through
+// Box.Exec; a ledger prices calls by it rather than by counting Execs.
+type CallCounter interface {
+	BilledCalls() int64
+}
+
 // Endpointer reaches a port the box listens on.
 type Endpointer interface {
 	Endpoint(ctx context.Context, port int) (string, error)

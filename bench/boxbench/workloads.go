@@ -99,10 +99,11 @@ func (x *rep) sh(dir, script string) (string, time.Duration, error) {
 	return stdout.String(), d, nil
 }
 
-// waitBox polls script in the box until its output is want; it returns the
-// time from t0 until then.
+// waitBox polls script in the box until its output is want, for at most
+// bound from now (the command it follows may itself have taken longer); it
+// returns the time from t0 until then.
 func (x *rep) waitBox(t0 time.Time, script, want string, bound time.Duration, pause time.Duration) (time.Duration, error) {
-	deadline := t0.Add(bound)
+	deadline := time.Now().Add(bound)
 	var last string
 	for {
 		ctx, cancel := context.WithTimeout(x.ctx, time.Minute)

@@ -9,6 +9,8 @@
 //	boxfs new NAME [key=value ...] [--env ENV]       make a box
 //	boxfs ls [--json]                                list the boxes
 //	boxfs exec NAME [--] CMD [ARG ...]               run a command in a box, exit with its status
+//	boxfs launch NAME PROG [flags] -- ARGV...        keep a program running in a box
+//	boxfs launch stop|restart|status|logs NAME PROG  control and read it; launch ls NAME
 //	boxfs rm NAME | release NAME | facts NAME        destroy, stop presenting, describe a box
 //	boxfs suspend [--force] NAME | resume NAME       suspend a box, resume it
 //	boxfs snapshot NAME [SNAPSHOT]                   save a box's filesystem as a snapshot

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/boxfs/boxfs/hands/agent"
+	"github.com/boxfs/boxfs/launch"
 	_ "github.com/boxfs/boxfs/providers/all"
 )
 
@@ -106,6 +107,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			newCommand(),
 			lsCommand(),
 			execCommand(),
+			launchCommand(),
 			rmCommand(),
 			releaseCommand(),
 			suspendCommand(),
@@ -121,9 +123,16 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Name:   "agent",
 				Usage:  "serve this box's files over SFTP on stdin/stdout (run by boxfs inside a box)",
 				Hidden: true,
-				// agent.Main parses its own flags (-sha256).
+				// agent.Main parses its own flags (-sha256); -launch is
+				// the launch supervisor (package launch).
 				SkipFlagParsing: true,
 				Action: func(c *cli.Context) error {
+					if args := c.Args().Slice(); len(args) > 0 && args[0] == "-launch" {
+						if code := launch.BoxMain(args[1:]); code != 0 {
+							return exitCodeError(code)
+						}
+						return nil
+					}
 					return agent.Main(c.Args().Slice())
 				},
 			},

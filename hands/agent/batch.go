@@ -30,11 +30,11 @@ import (
 const (
 	opBatch    = "batch"
 	batchQuery = "BOXFS.q"
-	// batchMax is the most files one batch carries: the answer (136 bytes
+	// batchMax is the most files one batch carries: the answer (152 bytes
 	// of hex a file) stays within pkg/sftp's 256 KiB packet.
 	batchMax = 1000
-	// batchRecord is one member's answer, before hex.
-	batchRecord = 4 + 64
+	// batchRecord is one member's answer, before hex: an errno and a stat.
+	batchRecord = 4 + statNSLen
 )
 
 // batchStatusCode marks a batch's answer.

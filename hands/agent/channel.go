@@ -706,6 +706,11 @@ func (ch *Channel) WriteFileStat(ctx context.Context, name string, r io.Reader, 
 	return with(ctx, ch, "agent.WriteFile", func(c *Client) (providers.FileInfo, error) { return c.WriteFileStat(ctx, name, r, o) })
 }
 
+// Mknod makes a named pipe, socket or device.
+func (ch *Channel) Mknod(ctx context.Context, name string, mode providers.FileMode, dev uint64) error {
+	return ch.do(ctx, "agent.Mknod", func(c *Client) error { return c.Mknod(ctx, name, mode, dev) })
+}
+
 // Mkdir makes a directory.
 func (ch *Channel) Mkdir(ctx context.Context, name string, perm providers.FileMode) error {
 	return ch.do(ctx, "agent.Mkdir", func(c *Client) error { return c.Mkdir(ctx, name, perm) })

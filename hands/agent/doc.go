@@ -22,7 +22,7 @@
 //
 //   - Every attribute block carries the extended attribute stat-ns@boxfs:
 //     st_mode, uid, gid, nlink, size, mtime, atime and ctime in
-//     nanoseconds, ino and dev (64 bytes, big-endian). SFTP's own fields
+//     nanoseconds, ino, dev and rdev (72 bytes, big-endian). SFTP's own fields
 //     carry mtime in whole seconds and no inode. LSTAT answers carry a
 //     symlink's target in target@boxfs.
 //   - SETSTAT with utimes-ns@boxfs sets atime and mtime to the nanosecond,
@@ -37,7 +37,7 @@
 //     listing with attributes and symlink targets (STAT walk, list), a read
 //     of up to 192 KiB (STAT read), a SHA-256 (STAT sha256), an atomic
 //     replace carrying the data (SETSTAT write), a write at an offset
-//     (SETSTAT pwrite), mkdir and create with a mode, unlink (SFTP's REMOVE
+//     (SETSTAT pwrite), mkdir, create and mknod with a mode, unlink (SFTP's REMOVE
 //     may remove a directory), fsync. Data rides in the data@boxfs
 //     extended attribute. Larger data goes through OPEN, concurrent READs
 //     or WRITEs and CLOSE; a large atomic replace is an OPEN of
@@ -59,7 +59,7 @@
 //
 // # Mode bits
 //
-// Mkdir, Create and a new file of WriteFile get their mode under the
+// Mkdir, Create, Mknod and a new file of WriteFile get their mode under the
 // agent's umask, as open(2) and mkdir(2) (and the os package) do; Chmod
 // sets bits exactly. WriteFile keeps the mode, and where the agent may the
 // owner, of a file it replaces.

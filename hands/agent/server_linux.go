@@ -614,6 +614,8 @@ func (h *handlers) syntheticCmd(r *sftp.Request, op string, q url.Values) error 
 		return h.commit(q)
 	case opMkdir, opCreate:
 		return makeAt(op, p, q)
+	case opMknod:
+		return mknodAt(p, q)
 	case opUnlink:
 		return toWire(unix.Unlink(p))
 	case opLchown, opLutimes:
@@ -1043,7 +1045,7 @@ func statNSOf(st *unix.Stat_t) statNS {
 		Mode: st.Mode, UID: st.Uid, GID: st.Gid, Nlink: uint32(st.Nlink),
 		Size:  st.Size,
 		Mtime: st.Mtim.Nano(), Atime: st.Atim.Nano(), Ctime: st.Ctim.Nano(),
-		Ino: st.Ino, Dev: uint64(st.Dev),
+		Ino: st.Ino, Dev: uint64(st.Dev), Rdev: uint64(st.Rdev),
 	}
 }
 
@@ -1052,7 +1054,7 @@ func statNSOfInfo(fi providers.FileInfo) statNS {
 		Mode: providers.UnixMode(fi.Mode), UID: fi.UID, GID: fi.GID, Nlink: fi.Nlink,
 		Size:  fi.Size,
 		Mtime: fi.Mtime.UnixNano(), Atime: fi.Atime.UnixNano(), Ctime: fi.Ctime.UnixNano(),
-		Ino: fi.Ino, Dev: fi.Dev,
+		Ino: fi.Ino, Dev: fi.Dev, Rdev: fi.Rdev,
 	}
 }
 

@@ -56,6 +56,9 @@ const (
 	// wrote), and opWrite's options: tmp replaces path as an opAtomic's
 	// CLOSE would.
 	opCommit = "commit"
+	// A named pipe, socket or device: mknod(2) of path with mode (the
+	// st_mode, type bits included, in octal) and dev (decimal dev_t).
+	opMknod = "mknod" // path, mode, dev
 	// A symbolic link's own owner and times, never following it (a
 	// dangling link works): lchown(2) and utimensat(2) with
 	// AT_SYMLINK_NOFOLLOW. A missing uid, gid, atime or mtime is left as
@@ -112,18 +115,18 @@ func parseSynthetic(p string) (op string, q url.Values, ok bool, err error) {
 	return op, q, true, err
 }
 
-// statNS is the payload of extStatNS, 64 bytes big-endian:
+// statNS is the payload of extStatNS, 72 bytes big-endian:
 //
 //	mode u32 (Linux st_mode) | uid u32 | gid u32 | nlink u32 | size i64 |
-//	mtime i64 ns | atime i64 ns | ctime i64 ns | ino u64 | dev u64
+//	mtime i64 ns | atime i64 ns | ctime i64 ns | ino u64 | dev u64 | rdev u64
 type statNS struct {
 	Mode, UID, GID, Nlink uint32
 	Size                  int64
 	Mtime, Atime, Ctime   int64
-	Ino, Dev              uint64
+	Ino, Dev, Rdev        uint64
 }
 
-const statNSLen = 64
+const statNSLen = 72
 
 func (s statNS) marshal() string {
 	b := make([]byte, 0, statNSLen)
@@ -137,6 +140,7 @@ func (s statNS) marshal() string {
 	b = binary.BigEndian.AppendUint64(b, uint64(s.Ctime))
 	b = binary.BigEndian.AppendUint64(b, s.Ino)
 	b = binary.BigEndian.AppendUint64(b, s.Dev)
+	b = binary.BigEndian.AppendUint64(b, s.Rdev)
 	return string(b)
 }
 
@@ -151,7 +155,7 @@ func unmarshalStatNS(d string) (statNS, error) {
 		Mode: u32(0), UID: u32(4), GID: u32(8), Nlink: u32(12),
 		Size:  int64(u64(16)),
 		Mtime: int64(u64(24)), Atime: int64(u64(32)), Ctime: int64(u64(40)),
-		Ino: u64(48), Dev: u64(56),
+		Ino: u64(48), Dev: u64(56), Rdev: u64(64),
 	}, nil
 }
 
@@ -169,6 +173,7 @@ func (s statNS) info(name string) providers.FileInfo {
 		UID:   s.UID,
 		GID:   s.GID,
 		Dev:   s.Dev,
+		Rdev:  s.Rdev,
 	}
 }
 
@@ -314,7 +319,7 @@ func parseSmall(b []byte) ([]smallFile, error) {
 
 // The walk listing, answering opWalk and opList: one record per entry,
 //
-//	"<st_mode> <size> <mtime ns> <atime ns> <ctime ns> <ino> <nlink> <uid> <gid> <dev>" NUL
+//	"<st_mode> <size> <mtime ns> <atime ns> <ctime ns> <ino> <nlink> <uid> <gid> <dev> <rdev>" NUL
 //	<path relative to the root, or the base name for opList> NUL
 //	<symlink target, empty for anything else> NUL
 //
@@ -342,6 +347,8 @@ func appendWalkRecord(b []byte, s statNS, rel, target string) []byte {
 	b = strconv.AppendUint(b, uint64(s.GID), 10)
 	b = append(b, ' ')
 	b = strconv.AppendUint(b, s.Dev, 10)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, s.Rdev, 10)
 	b = append(b, 0)
 	b = append(b, rel...)
 	b = append(b, 0)
@@ -364,13 +371,13 @@ func parseWalk(b []byte) ([]providers.FileInfo, error) {
 			fields[i], b = b[:j], b[j+1:]
 		}
 		nums := bytes.Fields(fields[0])
-		if len(nums) != 10 || len(fields[1]) == 0 {
+		if len(nums) != 11 || len(fields[1]) == 0 {
 			return nil, errBadListing
 		}
-		var v [10]int64
+		var v [11]int64
 		for i, n := range nums {
 			var err error
-			if i == 5 || i == 9 { // ino, dev: unsigned 64-bit
+			if i == 5 || i >= 9 { // ino, dev, rdev: unsigned 64-bit
 				var u uint64
 				u, err = strconv.ParseUint(string(n), 10, 64)
 				v[i] = int64(u)
@@ -383,7 +390,7 @@ func parseWalk(b []byte) ([]providers.FileInfo, error) {
 		}
 		s := statNS{
 			Mode: uint32(v[0]), Size: v[1], Mtime: v[2], Atime: v[3], Ctime: v[4],
-			Ino: uint64(v[5]), Nlink: uint32(v[6]), UID: uint32(v[7]), GID: uint32(v[8]), Dev: uint64(v[9]),
+			Ino: uint64(v[5]), Nlink: uint32(v[6]), UID: uint32(v[7]), GID: uint32(v[8]), Dev: uint64(v[9]), Rdev: uint64(v[10]),
 		}
 		fi := s.info(string(fields[1]))
 		fi.Target = string(fields[2])

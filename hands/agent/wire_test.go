@@ -35,7 +35,7 @@ func TestSyntheticPathSurvivesCleaning(t *testing.T) {
 
 func TestStatNSRoundTrip(t *testing.T) {
 	s := statNS{Mode: 0o100644, UID: 1000, GID: 1001, Nlink: 3, Size: 1 << 40,
-		Mtime: 1714979289123456789, Atime: -1, Ctime: 1, Ino: 1<<63 + 5, Dev: 1<<64 - 1}
+		Mtime: 1714979289123456789, Atime: -1, Ctime: 1, Ino: 1<<63 + 5, Dev: 1<<64 - 1, Rdev: 1<<40 + 3}
 	got, err := unmarshalStatNS(s.marshal())
 	if err != nil || got != s {
 		t.Fatalf("round trip: %+v %v", got, err)
@@ -44,7 +44,7 @@ func TestStatNSRoundTrip(t *testing.T) {
 		t.Error("a short stat-ns accepted")
 	}
 	fi := s.info("x")
-	if fi.Mtime.UnixNano() != s.Mtime || fi.Mode != 0o644 || fi.Ino != s.Ino {
+	if fi.Mtime.UnixNano() != s.Mtime || fi.Mode != 0o644 || fi.Ino != s.Ino || fi.Rdev != s.Rdev {
 		t.Errorf("info %+v", fi)
 	}
 }
@@ -78,15 +78,16 @@ func TestWalkListing(t *testing.T) {
 	s := statNS{Mode: 0o120777, Size: 3, Mtime: 10, Atime: 11, Ctime: 12, Ino: 1<<64 - 2, Nlink: 1, UID: 2, GID: 3, Dev: 1<<64 - 1}
 	b := appendWalkRecord(nil, s, "a/odd \n\xff name", "tar get")
 	b = appendWalkRecord(b, statNS{Mode: 0o040755}, "b", "")
+	b = appendWalkRecord(b, statNS{Mode: 0o060600, Rdev: 1<<64 - 3}, "dev", "")
 	fis, err := parseWalk(b)
-	if err != nil || len(fis) != 2 {
+	if err != nil || len(fis) != 3 {
 		t.Fatalf("parse: %v %v", fis, err)
 	}
 	if fis[0].Name != "a/odd \n\xff name" || fis[0].Target != "tar get" || fis[0].Ino != s.Ino || fis[0].Dev != s.Dev ||
-		fis[0].Mtime.UnixNano() != 10 || !fis[0].IsSymlink() || !fis[1].IsDir() {
+		fis[0].Mtime.UnixNano() != 10 || !fis[0].IsSymlink() || !fis[1].IsDir() || fis[2].Rdev != 1<<64-3 {
 		t.Errorf("parsed %+v", fis)
 	}
-	for _, bad := range []string{"1 2 3\x00a\x00\x00", "1 2 3 4 5 6 7 8 9 10\x00a\x00", "x 2 3 4 5 6 7 8 9 10\x00a\x00\x00", "1 2 3 4 5 6 7 8 9 10\x00\x00\x00"} {
+	for _, bad := range []string{"1 2 3\x00a\x00\x00", "1 2 3 4 5 6 7 8 9 10 11\x00a\x00", "x 2 3 4 5 6 7 8 9 10 11\x00a\x00\x00", "1 2 3 4 5 6 7 8 9 10 11\x00\x00\x00", "1 2 3 4 5 6 7 8 9 10\x00a\x00\x00"} {
 		if _, err := parseWalk([]byte(bad)); err == nil {
 			t.Errorf("malformed listing %q accepted", bad)
 		}

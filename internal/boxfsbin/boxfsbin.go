@@ -3,6 +3,8 @@
 package boxfsbin
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,10 +26,12 @@ var (
 func Path(t testing.TB) string {
 	t.Helper()
 	once.Do(func() {
-		// One fixed place, so test runs do not leave a binary each; every
-		// process builds to its own name and renames it into place, so a
-		// concurrent reader always finds a whole file.
-		dir := filepath.Join(os.TempDir(), "boxfs-testbin")
+		// One fixed place per checkout, so test runs do not leave a
+		// binary each and a run in another checkout (other sources) never
+		// replaces this one's; every process builds to its own name and
+		// renames it into place, so a concurrent reader always finds a
+		// whole file.
+		dir := filepath.Join(os.TempDir(), "boxfs-testbin", checkout())
 		if err = os.MkdirAll(dir, 0o755); err != nil {
 			return
 		}
@@ -45,4 +49,24 @@ func Path(t testing.TB) string {
 		t.Fatalf("building boxfs: %v\n%s", err, out)
 	}
 	return path
+}
+
+// checkout names the module's directory: a short hash of its path (the
+// nearest directory above the working directory holding go.mod).
+func checkout() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "unknown"
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			dir = d
+			break
+		}
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	sum := sha256.Sum256([]byte(dir))
+	return hex.EncodeToString(sum[:6])
 }

@@ -80,6 +80,38 @@ killgroup() {
 }
 `
 
+// Unescape is the inverse of Escape, as printf %b reads it: each \0 with
+// up to three octal digits after it is the byte they give. Any other
+// backslash is an error (Escape writes none).
+func Unescape(s string) (string, error) {
+	i := strings.IndexByte(s, '\\')
+	if i < 0 {
+		return s, nil
+	}
+	b := make([]byte, 0, len(s))
+	for i = 0; i < len(s); i++ {
+		if s[i] != '\\' {
+			b = append(b, s[i])
+			continue
+		}
+		if i+1 >= len(s) || s[i+1] != '0' {
+			return "", fmt.Errorf("shell: %q: a backslash not followed by 0", s)
+		}
+		i++
+		v, n := 0, 0
+		for n < 3 && i+1 < len(s) && s[i+1] >= '0' && s[i+1] <= '7' {
+			v = v*8 + int(s[i+1]-'0')
+			i++
+			n++
+		}
+		if v > 0xff {
+			return "", fmt.Errorf("shell: %q: an escape past \\0377", s)
+		}
+		b = append(b, byte(v))
+	}
+	return string(b), nil
+}
+
 // KillExit classifies how a kill script built on KillGroup ended: exit 0
 // (the group is gone) and 3 (nothing recorded: the command had ended) are
 // success, and so is a box that is Gone (nothing of it runs); exit 4 (a

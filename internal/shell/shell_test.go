@@ -85,3 +85,17 @@ func TestKillExit(t *testing.T) {
 		assert.Equal(t, tc.want, providers.CodeOf(err), "exit %d, err %v: %v", tc.code, tc.err, err)
 	}
 }
+
+func TestUnescape(t *testing.T) {
+	var all []byte
+	for c := 0; c < 256; c++ {
+		all = append(all, byte(c))
+	}
+	got, err := shell.Unescape(shell.Escape(string(all)))
+	require.NoError(t, err)
+	assert.Equal(t, string(all), got, "Unescape(Escape(x)) == x for every byte")
+	for _, bad := range []string{`a\`, `\n`, `\0400`} {
+		_, err := shell.Unescape(bad)
+		assert.Error(t, err, "Unescape(%q)", bad)
+	}
+}

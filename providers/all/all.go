@@ -3,6 +3,7 @@
 package all
 
 import (
+	_ "github.com/boxfs/boxfs/providers/archil"     // directories of an Archil work disk (API key)
 	_ "github.com/boxfs/boxfs/providers/daytona"    // Daytona sandboxes (API key)
 	_ "github.com/boxfs/boxfs/providers/docker"     // Docker containers
 	_ "github.com/boxfs/boxfs/providers/e2b"        // E2B sandboxes (API key)

@@ -421,7 +421,7 @@ func (b *Box) WriteFile(ctx context.Context, name string, r io.Reader, perm prov
 		return b.fileErr(op, name, err, false)
 	}
 	dir := path.Dir(name)
-	if err := b.parentDir(ctx, op, name, dir); err != nil {
+	if _, err := b.parentDir(ctx, op, name, dir); err != nil {
 		return err
 	}
 	if perm&special != 0 {
@@ -462,17 +462,18 @@ func (b *Box) WriteFile(ctx context.Context, name string, r io.Reader, perm prov
 	return nil
 }
 
-// parentDir checks that dir, name's parent, is a directory: ENOENT when it
-// is missing, ENOTDIR when it is something else.
-func (b *Box) parentDir(ctx context.Context, op, name, dir string) error {
+// parentDir checks that dir, name's parent, is a directory, and returns
+// what files/info says of it: ENOENT when it is missing, ENOTDIR when it
+// is something else.
+func (b *Box) parentDir(ctx context.Context, op, name, dir string) (infoDTO, error) {
 	d, err := b.info(ctx, dir)
 	switch {
 	case err == nil && d.IsDir:
-		return nil
+		return d, nil
 	case err == nil:
-		return providers.PathError(op, b.id, name, syscall.ENOTDIR)
+		return d, providers.PathError(op, b.id, name, syscall.ENOTDIR)
 	}
-	return b.fileErr(op, name, err, true)
+	return d, b.fileErr(op, name, err, true)
 }
 
 // Rename moves oldname to newname through files/move, when both are in one
@@ -547,8 +548,14 @@ func (b *Box) Mkdir(ctx context.Context, name string, perm providers.FileMode) e
 	} else if statusOf(err) != http.StatusNotFound {
 		return b.fileErr(op, name, err, false)
 	}
-	if err := b.parentDir(ctx, op, name, path.Dir(name)); err != nil {
+	parent, err := b.parentDir(ctx, op, name, path.Dir(name))
+	if err != nil {
 		return err
+	}
+	if pm, err := parseMode(parent.Mode); err != nil || pm&fs.ModeSetgid != 0 {
+		// The permissions call after the folder's would drop the bit
+		// mkdir(2) passes on.
+		return b.unsettled(op, name, fmt.Errorf("the toolbox cannot keep a set-group-ID parent's bit"))
 	}
 	if err := b.folder(ctx, name, perm); err != nil {
 		return b.fileErr(op, name, err, false)

@@ -208,6 +208,7 @@ func (b *Box) Facts(ctx context.Context) (providers.Facts, error) {
 		f.TmpDir = tmpDir
 		f.LiveProcesses = providers.Bool(true)
 		f.Stdin = providers.Bool(true)
+		f.SecretsVia = "fd"
 		f.Suspend = providers.SuspendFilesystem
 		b.mu.Lock()
 		b.facts = &f

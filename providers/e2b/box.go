@@ -202,6 +202,9 @@ func (b *Box) Facts(ctx context.Context) (providers.Facts, error) {
 		f.OS = "linux"
 		f.LiveProcesses = providers.Bool(true)
 		f.Stdin = providers.Bool(b.closesStdin())
+		if b.closesStdin() {
+			f.SecretsVia = "fd" // a real stdin, closed at its end
+		}
 		f.Suspend = providers.SuspendMemory
 		f.Network = providers.NetworkMode(b.labels[labelNetwork])
 		if f.Network == "" {

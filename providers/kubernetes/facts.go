@@ -64,6 +64,7 @@ func (b *Box) Facts(ctx context.Context) (providers.Facts, error) {
 		f.TmpDir = tmpDir
 		f.LiveProcesses = providers.Bool(true)
 		f.Stdin = providers.Bool(true)
+		f.SecretsVia = "fd" // a real stdin, its end carried (WebSocket v5, SPDY)
 		f.LifetimeVia = LifetimeVia
 		b.mu.Lock()
 		b.facts = &f

@@ -107,6 +107,7 @@ func (b *Box) Facts(ctx context.Context) (providers.Facts, error) {
 		PtraceScope:   ptraceScope(),
 		LiveProcesses: providers.Bool(true),
 		Stdin:         providers.Bool(true),
+		SecretsVia:    "fd",
 		StartedAt:     rec.Created,
 	}, nil
 }

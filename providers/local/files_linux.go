@@ -179,6 +179,7 @@ func fileInfo(name string, st *unix.Stat_t) providers.FileInfo {
 		UID:   st.Uid,
 		GID:   st.Gid,
 		Dev:   st.Dev,
+		Rdev:  st.Rdev,
 	}
 }
 
@@ -188,7 +189,7 @@ func fromFileInfo(name string, fi fs.FileInfo) providers.FileInfo {
 		return providers.FileInfo{Name: name, Mode: fi.Mode(), Size: fi.Size(), Mtime: fi.ModTime()}
 	}
 	return fileInfo(name, &unix.Stat_t{
-		Mode: st.Mode, Size: st.Size, Ino: st.Ino, Nlink: st.Nlink, Uid: st.Uid, Gid: st.Gid, Dev: st.Dev,
+		Mode: st.Mode, Size: st.Size, Ino: st.Ino, Nlink: st.Nlink, Uid: st.Uid, Gid: st.Gid, Dev: st.Dev, Rdev: st.Rdev,
 		Mtim: unix.Timespec(st.Mtim), Atim: unix.Timespec(st.Atim), Ctim: unix.Timespec(st.Ctim),
 	})
 }
@@ -524,7 +525,8 @@ func (b *Box) danglingTarget(r *os.Root, rel string) (string, bool) {
 	return "", false
 }
 
-// Mkdir makes a directory with mode perm, exactly.
+// Mkdir makes a directory with mode perm, exactly, plus the set-group-ID
+// bit a set-group-ID parent passes on.
 func (b *Box) Mkdir(ctx context.Context, name string, perm providers.FileMode) error {
 	const op = "local.Mkdir"
 	r, rel, err := b.open(ctx, op, name)
@@ -534,7 +536,11 @@ func (b *Box) Mkdir(ctx context.Context, name string, perm providers.FileMode) e
 	if err := r.Mkdir(rel, perm&fs.ModePerm); err != nil {
 		return b.pathErr(op, name, err)
 	}
-	if err := r.Chmod(rel, perm&specialBits); err != nil {
+	mode := perm & specialBits
+	if fi, err := r.Lstat(rel); err == nil && fi.Mode()&fs.ModeSetgid != 0 {
+		mode |= fs.ModeSetgid // a set-group-ID parent's, which mkdir(2) passes on
+	}
+	if err := r.Chmod(rel, mode); err != nil {
 		return b.pathErr(op, name, err)
 	}
 	return nil

@@ -86,7 +86,7 @@ func (b *Box) base() providers.Facts {
 	return providers.Facts{
 		Provider: Name, ID: b.id, Isolation: b.isolation, OS: "linux",
 		Workspace: b.workspace, TmpDir: tmpDir, StartedAt: b.startedAt(),
-		LiveProcesses: providers.Bool(true), Stdin: providers.Bool(true), SecretsVia: "env",
+		LiveProcesses: providers.Bool(true), Stdin: providers.Bool(true), SecretsVia: "fd",
 		Suspend: providers.SuspendSnapshot,
 	}
 }

@@ -120,6 +120,9 @@
 // See Harness: Provider, Spec (the base of every box), Unsupported (spec
 // fields refused, each tried with a sample value of the suite's choosing),
 // Refused (further specs refused, for fields supported only in part),
-// NoStdin, StagedStdin, Lifetime and LifetimeSlack, LargeOutput, Reopen,
-// RemoveSnapshot.
+// NoStdin, StagedStdin, OutputAtEnd (a command's output arrives when it
+// ends: the kill subtests check that the group's work stops, with
+// ScriptTicks and ScriptStill), Serial (one command at a time: the
+// concurrency subtest checks they never overlap, with ScriptAlone),
+// Lifetime and LifetimeSlack, LargeOutput, Reopen, RemoveSnapshot.
 package providertest

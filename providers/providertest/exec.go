@@ -290,6 +290,10 @@ func testExecDir(t *testing.T, s *suite) {
 // groupEnds starts ScriptGroup, ends it with end, and checks that Wait
 // returns what want accepts and that no process of the group survives.
 func groupEnds(t *testing.T, s *suite, ctx context.Context, end func(providers.Process), want func(code int, err error) bool, what string) {
+	if s.h.OutputAtEnd {
+		ticksEnd(t, s, ctx, end, want, what)
+		return
+	}
 	b := s.box(t, nil)
 	p, pids := startGroup(t, ctx, b)
 	if got := alive(t, b, pids); len(got) != len(pids) {
@@ -303,6 +307,28 @@ func groupEnds(t *testing.T, s *suite, ctx context.Context, end func(providers.P
 	// Wait returned, so the group must be gone already: no polling here.
 	if got := alive(t, b, pids); len(got) > 0 {
 		t.Errorf("after %s and Wait: processes %v of the group %v are still alive", what, got, pids)
+	}
+}
+
+// ticksEnd is groupEnds for a provider whose output arrives at the end:
+// it starts ScriptTicks, ends it with end, checks Wait, and then that the
+// group's background work has stopped.
+func ticksEnd(t *testing.T, s *suite, ctx context.Context, end func(providers.Process), want func(code int, err error) bool, what string) {
+	b := s.box(t, nil)
+	const ticks = "boxfs-conformance-ticks"
+	p, err := b.Exec(ctx, providers.ExecRequest{Argv: sh(ScriptTicks, ticks)})
+	if err != nil {
+		t.Fatalf("Exec(ScriptTicks): %v", err)
+	}
+	end(p)
+	code, err := waitWithin(t, p, endBound, what)
+	if !want(code, err) {
+		t.Errorf("after %s: Wait = %d, %v (code %v)", what, code, err, providers.CodeOf(err))
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), endBound)
+	defer cancel()
+	if r := execute(cctx, b, providers.ExecRequest{Argv: sh(ScriptStill, ticks)}); r.err != nil || r.code != 0 {
+		t.Errorf("after %s and Wait: the group's background work goes on: %v", what, r)
 	}
 }
 
@@ -343,6 +369,10 @@ func testExecKill(t *testing.T, s *suite) {
 func testExecConcurrent(t *testing.T, s *suite) {
 	ctx := testCtx(t)
 	b := s.box(t, nil)
+	if s.h.Serial {
+		serialExecs(t, ctx, b)
+		return
+	}
 	const n, secs = 6, 2
 	start := time.Now()
 	results := make([]result, n)
@@ -366,4 +396,25 @@ func testExecConcurrent(t *testing.T, s *suite) {
 		t.Errorf("%d concurrent commands of %ds took %v: they did not run at the same time", n, secs, took)
 	}
 	t.Logf("%d concurrent commands of %ds took %v", n, secs, took.Round(time.Millisecond))
+}
+
+// serialExecs starts commands at once on a box that runs one at a time,
+// and checks that none overlapped another and each got its own output.
+func serialExecs(t *testing.T, ctx context.Context, b providers.Box) {
+	const n = 6
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = execute(ctx, b, providers.ExecRequest{Argv: sh(ScriptAlone, fmt.Sprintf("command %d", i))})
+		}()
+	}
+	wg.Wait()
+	for i, r := range results {
+		if want := fmt.Sprintf("command %d", i); r.err != nil || r.code != 0 || string(r.stdout) != want {
+			t.Errorf("command %d of a box that runs one at a time: %v; want exit 0 and %q (exit 99: two ran at once)", i, r, want)
+		}
+	}
 }

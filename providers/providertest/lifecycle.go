@@ -266,7 +266,7 @@ func testDestroy(t *testing.T, s *suite) {
 	if err != nil {
 		t.Fatalf("Facts: %v", err)
 	}
-	p, _ := startGroup(t, ctx, b)
+	p := s.startLong(t, ctx, b)
 	if err := b.Destroy(ctx); err != nil {
 		t.Fatalf("Destroy: %v", err)
 	}
@@ -315,7 +315,7 @@ func testLifetime(t *testing.T, s *suite) {
 	lifetime, slack := s.h.Lifetime, s.h.LifetimeSlack
 	start := time.Now()
 	b := s.box(t, func(sp *providers.Spec) { sp.Lifetime = lifetime })
-	p, _ := startGroup(t, context.Background(), b)
+	p := s.startLong(t, context.Background(), b)
 	// From here on the host does nothing: no call reaches the provider
 	// until the command's Wait (called once, below) returns on its own.
 	code, err := waitWithin(t, p, time.Until(start.Add(lifetime+slack)), "a command in a box past its lifetime of "+lifetime.String())
@@ -340,4 +340,19 @@ func testLifetime(t *testing.T, s *suite) {
 	}
 	r := execute(ctx, b, providers.ExecRequest{Argv: []string{"printf", PrintfNUL, "x"}})
 	wantCode(t, r.err, providers.Gone, "Exec after the lifetime")
+}
+
+// startLong starts a command that runs for ever: ScriptGroup, read until
+// it runs, or where output arrives at the end, a plain long sleep.
+func (s *suite) startLong(t *testing.T, ctx context.Context, b providers.Box) providers.Process {
+	t.Helper()
+	if !s.h.OutputAtEnd {
+		p, _ := startGroup(t, ctx, b)
+		return p
+	}
+	p, err := b.Exec(ctx, providers.ExecRequest{Argv: sh(ScriptGroup)})
+	if err != nil {
+		t.Fatalf("Exec(ScriptGroup): %v", err)
+	}
+	return p
 }

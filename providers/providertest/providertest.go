@@ -33,6 +33,14 @@ const (
 	ScriptLarge = `head -c "$1" /dev/urandom | tee /dev/stderr`
 	// ScriptSleepPrint sleeps $1 seconds, then prints $2.
 	ScriptSleepPrint = `sleep "$1"; printf %s "$2"`
+	// ScriptTicks appends a line to the file $1 every 50 ms from a
+	// background process, and waits for ever: a group whose work shows.
+	ScriptTicks = `(while :; do echo t >> "$1"; sleep 0.05; done) & sleep 300; wait`
+	// ScriptStill exits 0 when the file $1 does not grow over a second.
+	ScriptStill = `a=$(wc -c < "$1" 2>/dev/null || echo 0); sleep 1; b=$(wc -c < "$1" 2>/dev/null || echo 0); [ "$a" = "$b" ]`
+	// ScriptAlone fails (exit 99) when another command runs ScriptAlone in
+	// the same directory at the same time; else it prints $1.
+	ScriptAlone = `mkdir boxfs-conformance-alone 2>/dev/null || exit 99; sleep 0.2; rmdir boxfs-conformance-alone; printf %s "$1"`
 	// MissingProgram is a program no box has.
 	MissingProgram = "boxfs-conformance-no-such-program"
 )
@@ -69,6 +77,17 @@ type Harness struct {
 	// provider, and Facts.Stdin must not be true, since nothing that needs
 	// a live stdin (an agent channel) can use it.
 	StagedStdin bool
+	// OutputAtEnd declares that a command's output arrives only when it
+	// ends (a box without live processes, one call per command): the
+	// subtests that end a running command then check that its process
+	// group's work stops, instead of reading its pids while it runs, and
+	// Reconnect finds the box again while a command runs without looking
+	// at the command's processes.
+	OutputAtEnd bool
+	// Serial declares that a box runs one command at a time, in the order
+	// they were started: ExecConcurrent then checks that they never
+	// overlap, instead of that they do.
+	Serial bool
 	// Lifetime is the shortest lifetime the provider takes; the Lifetime
 	// subtest makes a box with it. Default 3s.
 	Lifetime time.Duration

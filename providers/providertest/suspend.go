@@ -213,11 +213,34 @@ func testSnapshot(t *testing.T, s *suite) {
 // testReconnect finds a box again from a fresh provider, as a new process
 // of boxfs does after the one that made it died with a command running:
 // the box runs, takes commands, and the command left running still runs
-// (nothing the earlier process started was ended by its death).
+// (nothing the earlier process started was ended by its death). Where a
+// command's output arrives at its end, and a box runs one command at a
+// time, the command left running cannot be seen from another command: the
+// box is found again while it runs, and takes commands once it ends.
 func testReconnect(t *testing.T, s *suite) {
 	ctx := testCtx(t)
 	b := s.box(t, nil)
+	if s.h.OutputAtEnd {
+		p := s.startLong(t, ctx, b)
+		rb := reconnect(t, ctx, s, b)
+		require.NoError(t, p.Kill(ctx), "Kill of the command left running")
+		waitWithin(t, p, endBound, "Kill")
+		out := mustRun(t, ctx, rb, providers.ExecRequest{Argv: []string{"printf", PrintfNUL, "reconnected"}})
+		assert.Equal(t, "reconnected\x00", string(out))
+		return
+	}
 	p, pids := startGroup(t, ctx, b)
+	rb := reconnect(t, ctx, s, b)
+	assert.ElementsMatch(t, pids, alive(t, rb, pids), "the command left running, seen from the reconnected box")
+	out := mustRun(t, ctx, rb, providers.ExecRequest{Argv: []string{"printf", PrintfNUL, "reconnected"}})
+	assert.Equal(t, "reconnected\x00", string(out))
+	require.NoError(t, p.Kill(ctx), "Kill of the command left running")
+	assert.Empty(t, alive(t, rb, pids), "the command's processes after Kill")
+}
+
+// reconnect attaches to b from a fresh provider and checks that it runs.
+func reconnect(t *testing.T, ctx context.Context, s *suite, b providers.Box) providers.Box {
+	t.Helper()
 	prov := s.h.Provider
 	if s.h.Reopen != nil {
 		prov = s.h.Reopen(t)
@@ -228,9 +251,5 @@ func testReconnect(t *testing.T, s *suite) {
 	st, err := rb.Status(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, providers.StateRunning, st.State)
-	assert.ElementsMatch(t, pids, alive(t, rb, pids), "the command left running, seen from the reconnected box")
-	out := mustRun(t, ctx, rb, providers.ExecRequest{Argv: []string{"printf", PrintfNUL, "reconnected"}})
-	assert.Equal(t, "reconnected\x00", string(out))
-	require.NoError(t, p.Kill(ctx), "Kill of the command left running")
-	assert.Empty(t, alive(t, rb, pids), "the command's processes after Kill")
+	return rb
 }

@@ -48,8 +48,10 @@ type Options struct {
 	// stats the one name instead of re-listing the directory (default 2,000).
 	BigDir int
 	// WalkMax is the largest workspace (in entries) whose listings are all
-	// renewed by one walk when one of them goes stale (default 20,000;
-	// negative: never).
+	// renewed by one walk when one of them goes stale (default 4,000;
+	// negative: never). The walk saves a round trip per directory on a small
+	// tree; on a large one it would cost the whole tree once per attribute
+	// timeout, so a larger tree is renewed directory by directory.
 	WalkMax int
 	Logger  *slog.Logger
 	// Overwrote, when set, is told of each push that replaced a change the
@@ -91,6 +93,12 @@ type Cache struct {
 	cold   map[string]int         // directory -> files fetched from it (c.mu)
 	cw     providers.CappedWalker // remote's, if it has one (c.mu); nil once it said Unsupported
 	hr     providers.HostReader   // remote's, if it has one (c.mu); nil once it said Unsupported
+
+	// swept are the directories whose boxfs temporaries an earlier
+	// process left were removed (recover.go), started when this one began.
+	sweptMu sync.Mutex
+	swept   map[string]bool
+	started time.Time
 
 	walkMu   sync.Mutex // one revalidating walk at a time
 	lastWalk time.Time  // when the last walk's listing was installed (c.mu)
@@ -185,7 +193,7 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 		opts.BigDir = 2000
 	}
 	if opts.WalkMax == 0 {
-		opts.WalkMax = 20000
+		opts.WalkMax = 4000
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -229,7 +237,9 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 		touched: map[string]map[string]uint64{},
 		mine:    map[string]time.Time{},
 		echoes:  map[string]bool{},
+		swept:   map[string]bool{},
 	}
+	c.started = c.now()
 	for _, d := range []string{c.dataDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, providers.E(providers.Unknown, op, err)
@@ -1325,7 +1335,8 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 	c.setAttrLocked(oldrel, attrEntry{at: now, neg: true})
 	if haveKept {
 		_, kept.Name = split(newrel)
-		c.setAttrLocked(newrel, attrEntry{fi: kept, at: now})
+		// rename(2) moved the file's change time: asked of the box.
+		c.setAttrLocked(newrel, attrEntry{fi: kept, at: now, stale: true})
 		dir, name := split(newrel)
 		if d := c.dir(dir); d != nil {
 			d.entries[name] = kept

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/syncengine/cache"
 )
 
@@ -177,4 +178,27 @@ func TestRecoverMakesLostDirectories(t *testing.T) {
 	c2, _ := reopen(t, r, dir)
 	require.NoError(t, c2.Recover(t.Context()))
 	assert.Equal(t, "acknowledged", boxRead(t, r, "d/e/f"))
+}
+
+// A daemon killed during a push leaves the writer's temporary beside the
+// file; the next process removes it when it recovers a journaled file of
+// that directory, and leaves alone a temporary written since it began
+// (another writer's, in flight).
+func TestRecoverRemovesAnEarlierProcesssTemporaries(t *testing.T) {
+	_, _, r := fakeBox(t)
+	dir := t.TempDir()
+	write(t, open(t, r, dir), "f", "host")
+	boxWrite(t, r, ".boxfs-tmp-dead", "half")
+	old := time.Now().Add(-time.Minute)
+	require.NoError(t, r.Utimes(t.Context(), root+"/.boxfs-tmp-dead", old, old))
+	c, _ := reopen(t, r, dir)
+	boxWrite(t, r, ".boxfs-tmp-live", "in flight")
+	future := time.Now().Add(time.Minute)
+	require.NoError(t, r.Utimes(t.Context(), root+"/.boxfs-tmp-live", future, future))
+
+	require.NoError(t, c.Recover(t.Context()))
+	assert.Equal(t, "host", boxRead(t, r, "f"))
+	_, err := r.Lstat(t.Context(), root+"/.boxfs-tmp-dead")
+	assert.True(t, providers.IsCode(err, providers.NotFound), "the earlier process's temporary: %v", err)
+	assert.Equal(t, "in flight", boxRead(t, r, ".boxfs-tmp-live"))
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"path"
 	"strconv"
 
 	"github.com/boxfs/boxfs/providers"
@@ -27,6 +28,7 @@ func (c *Cache) recoverCheck(ctx context.Context, f *file) error {
 	if !check {
 		return nil
 	}
+	c.sweepTemps(ctx, rel)
 	fi, err := c.remote.Lstat(ctx, c.abs(rel))
 	missing := providers.IsCode(err, providers.NotFound)
 	if err != nil && !missing {
@@ -158,5 +160,40 @@ func (c *Cache) sameContent(ctx context.Context, f *file, fi providers.FileInfo)
 		if err != nil {
 			return false
 		}
+	}
+}
+
+// sweepTemps removes, once per directory, the temporary files boxfs's
+// writers make beside a file they replace (transient names) that are older
+// than this process: an earlier daemon killed during a push leaves its
+// temporary behind, and nothing else would ever remove it. A temporary
+// written since this process began may be another writer's, in flight,
+// and is left alone. Failures are logged: the push goes on.
+func (c *Cache) sweepTemps(ctx context.Context, rel string) {
+	dir, _ := split(rel)
+	c.sweptMu.Lock()
+	done := c.swept[dir]
+	c.swept[dir] = true
+	c.sweptMu.Unlock()
+	if done {
+		return
+	}
+	entries, err := c.remote.ReadDir(ctx, c.abs(dir))
+	if err != nil {
+		if !providers.IsCode(err, providers.NotFound) {
+			c.log.Warn("listing a journaled file's directory for stale temporaries", "dir", dir, "err", err)
+		}
+		return
+	}
+	for _, e := range entries {
+		if !transient(e.Name) || !e.IsRegular() || !e.Mtime.Before(c.started) {
+			continue
+		}
+		p := path.Join(dir, e.Name)
+		if err := c.remote.Remove(ctx, c.abs(p)); err != nil && !providers.IsCode(err, providers.NotFound) {
+			c.log.Warn("removing a temporary an earlier process left", "path", p, "err", err)
+			continue
+		}
+		c.log.Info("removed a temporary an earlier process left", "path", p)
 	}
 }

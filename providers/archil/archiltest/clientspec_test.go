@@ -1,0 +1,43 @@
+package archiltest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestClientSpec re-checks every fact the fake relies on against the
+// vendor's published client, fetched with npm. Where npm is missing or
+// cannot reach the registry, it skips and says why.
+func TestClientSpec(t *testing.T) {
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Skip("npm is not installed: the client spec table is not re-checked here")
+	}
+	dir := t.TempDir()
+	out, err := exec.Command(npm, "pack", ClientPackage, "--pack-destination", dir, "--silent").CombinedOutput()
+	if err != nil {
+		t.Skipf("npm pack %s failed (no registry here?): %v\n%s", ClientPackage, err, out)
+	}
+	tgz := filepath.Join(dir, strings.TrimSpace(lastLine(string(out))))
+	require.NoError(t, exec.Command("tar", "-xzf", tgz, "-C", dir).Run())
+	files := map[string]string{}
+	for _, f := range ClientSpec {
+		if _, ok := files[f.File]; !ok {
+			b, err := os.ReadFile(filepath.Join(dir, f.File))
+			require.NoError(t, err, "the client package has no %s", f.File)
+			files[f.File] = string(b)
+		}
+		assert.Contains(t, files[f.File], f.Needle, "%s: %s no longer says it", f.What, f.File)
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
