@@ -51,6 +51,7 @@ type Box struct {
 	launches launches // names made and input pending, host-side
 
 	stopWatch context.CancelFunc // ends the watch of the workspace; nil without one
+	fresh     freshness          // how box-side changes reach the host
 }
 
 // health is whether the box answers. After a failure that says the box (not
@@ -221,7 +222,15 @@ func (b *Box) connect(ctx context.Context) error {
 	}
 	b.mu.Lock()
 	b.cache = c
-	if b.m.opts.Watch && h.Via() == hands.ViaAgent {
+	switch {
+	case b.m.opts.NoWatch:
+		b.fresh = freshness{note: "the watch is off for the mount (watch=off)"}
+	case rec.Watch == WatchOff:
+		b.fresh = freshness{note: "the watch is off for this box (new ... watch=off)"}
+	case !h.CanWatch():
+		b.fresh = freshness{note: fmt.Sprintf("the box cannot be watched: it is reached %s, without the agent, and its provider watches nothing", h.Via())}
+	default:
+		b.fresh = freshness{note: "the watch is starting"}
 		c.Watched()
 		wctx, stop := context.WithCancel(context.Background())
 		b.stopWatch = stop
@@ -317,7 +326,7 @@ func (b *Box) Hands(ctx context.Context) (*hands.Hands, error) {
 		}
 		rec = b.record()
 	}
-	opts := hands.Options{AgentBinary: b.m.opts.AgentBinary, Logger: b.m.log}
+	opts := hands.Options{AgentBinary: b.m.opts.AgentBinary, Logger: b.m.log, WatchLimit: b.m.opts.WatchLimit}
 	if mt := b.m.opts.Meter; mt != nil {
 		opts.OnExec = func(err error) { mt.Exec(rec.Provider, rec.ID, err) }
 	}
@@ -692,7 +701,18 @@ func (b *Box) FactsJSON(ctx context.Context) ([]byte, error) {
 		// Agent is the agent channel's counters (round trips, restarts),
 		// when the box is reached through it.
 		Agent *agent.Stats `json:"agent,omitempty"`
+		// Freshness is how a change made in the box behind boxfs's back
+		// reaches the host: "watch" (reported as it happens) or "timeout"
+		// (asked again once older than the attribute timeout);
+		// FreshnessMs the longest that takes, not counting the trip from
+		// the box; FreshnessNote why there is no watch.
+		Freshness     string  `json:"freshness"`
+		FreshnessMs   float64 `json:"freshnessMs"`
+		FreshnessNote string  `json:"freshnessNote,omitempty"`
 	}{Facts: facts, Name: b.name, State: state, Health: "ok", Dirty: []string{}, Write: b.WriteMode(), ResumeAuto: rec.ResumeAuto, ResumedFrom: resumed}
+	var bound time.Duration
+	out.Freshness, bound, out.FreshnessNote = b.Freshness()
+	out.FreshnessMs = float64(bound) / float64(time.Millisecond)
 	if rec.Suspended != nil {
 		out.SuspendedAt = rec.Suspended.At.Format(time.RFC3339)
 	}
@@ -739,73 +759,4 @@ func (b *Box) ReceiptJSON(ctx context.Context) ([]byte, error) {
 		return fmt.Appendf(nil, "{\"box\": %q, \"cost_usd\": null, \"note\": \"no prices configured\"}\n", b.name), nil
 	}
 	return b.m.opts.Meter.ReceiptJSON(ctx, rec.Provider, rec.ID)
-}
-
-// watch has the agent report what changes in the box's workspace, and
-// tells the view of each changed path at once (and the cache), so a change
-// not made through exec (a background job, a docker exec, another mount)
-// shows at the next look instead of after the attribute timeout. A watch
-// that stops is started again, after a pause that grows while it keeps
-// failing; meanwhile the attribute timeout keeps the host's view as fresh
-// as without a watch.
-func (b *Box) watch(ctx context.Context, h *hands.Hands, c *cache.Cache, root string) {
-	guard.Go(func() { b.dueEchoes(ctx, c) }, b.panicked)
-	pause := time.Second
-	for ctx.Err() == nil {
-		started := time.Now()
-		watched := false
-		err := h.Watch(ctx, root, func() { watched = true }, func(paths []string, all bool) {
-			if all {
-				c.BoxChanged(nil, true)
-				b.allChanged()
-				return
-			}
-			b.pathsChanged(c.BoxChanged(paths, false))
-		})
-		if ctx.Err() != nil || providers.IsCode(err, providers.Unsupported) {
-			return
-		}
-		if watched {
-			// What changes while no watch runs is not reported.
-			c.BoxChanged(nil, true)
-			b.allChanged()
-		}
-		b.m.log.Debug("workspace watch ended; starting it again", "box", b.name, "err", err, "after", pause)
-		if time.Since(started) > time.Minute {
-			pause = time.Second
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, time.Minute)
-	}
-}
-
-// dueEchoes tells the view of the watch's reports that were held as
-// echoes of the host's own changes, as they fall due.
-func (b *Box) dueEchoes(ctx context.Context, c *cache.Cache) {
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			b.pathsChanged(c.DueEchoes())
-		}
-	}
-}
-
-func (b *Box) pathsChanged(rels []string) {
-	if v := b.m.viewer(); v != nil && len(rels) > 0 {
-		v.PathsChanged(b, rels)
-	}
-}
-
-func (b *Box) allChanged() {
-	if v := b.m.viewer(); v != nil {
-		v.AllChanged(b)
-	}
 }

@@ -43,10 +43,17 @@ type Options struct {
 	// the cache's, 100 ms and 1 s): a long one leaves pushing to the
 	// barriers and full batches.
 	BehindDelay time.Duration
-	// Watch has the agent watch each box's workspace (inotify), so changes
-	// made behind boxfs's back reach the View at once instead of after
-	// AttrTimeout. Experimental and off by default.
-	Watch bool
+	// NoWatch turns off the watch of the boxes' workspaces. With it on (the
+	// default), each box that can be watched (the agent's inotify, a local
+	// box's in-process inotify, the provider's own watch) reports its
+	// changes as they happen, so changes made behind boxfs's back reach the
+	// View at once instead of after AttrTimeout; a box's Settings.Watch
+	// turns it off for that box alone.
+	NoWatch bool
+	// WatchLimit bounds the directories the agent's watch of one box
+	// covers (0: the agent's default); a larger workspace is served with
+	// timeouts.
+	WatchLimit int
 	// OpTimeout bounds one metadata operation on a box (default 15 s);
 	// moving file content gets this plus time for its size.
 	OpTimeout time.Duration

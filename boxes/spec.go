@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,29 +50,44 @@ const (
 
 // Settings are what boxfs itself does for a box, set by the keys of a
 // `new` message that are not the provider's: write= (WriteThrough or
-// WriteBehind; "" is the mount's default).
+// WriteBehind; "" is the mount's default) and watch= (WatchOff turns the
+// workspace watch off for this box; "" or WatchOn leaves it to the mount).
 type Settings struct {
 	Write string `json:"write,omitempty"`
+	Watch string `json:"watch,omitempty"`
 }
 
+// Values of Settings.Watch.
+const (
+	WatchOn  = "on"
+	WatchOff = "off"
+)
+
 // ParseNew reads the words of a `new NAME k=v ...` message: boxfs's own
-// keys (write=) into Settings, the rest as ParseSpec does.
+// keys (write=, watch=) into Settings, the rest as ParseSpec does.
 func ParseNew(words []string) (provider string, spec providers.Spec, set Settings, err error) {
 	const op = "boxes.ParseNew"
 	rest := make([]string, 0, len(words))
 	for _, w := range words {
 		k, v, _ := strings.Cut(w, "=")
-		if k != "write" {
+		var field *string
+		var want []string
+		switch k {
+		case "write":
+			field, want = &set.Write, []string{WriteThrough, WriteBehind}
+		case "watch":
+			field, want = &set.Watch, []string{WatchOn, WatchOff}
+		default:
 			rest = append(rest, w)
 			continue
 		}
-		if set.Write != "" {
-			return "", spec, set, providers.Errorf(providers.Invalid, op, "key \"write\" given twice")
+		if *field != "" {
+			return "", spec, set, providers.Errorf(providers.Invalid, op, "key %q given twice", k)
 		}
-		if v != WriteThrough && v != WriteBehind {
-			return "", spec, set, providers.Errorf(providers.Invalid, op, "write=%q: want through or behind", v)
+		if !slices.Contains(want, v) {
+			return "", spec, set, providers.Errorf(providers.Invalid, op, "%s=%q: want %s", k, v, strings.Join(want, " or "))
 		}
-		set.Write = v
+		*field = v
 	}
 	provider, spec, err = ParseSpec(rest)
 	return provider, spec, set, err

@@ -107,3 +107,30 @@ func TestRecordsAndDeclared(t *testing.T) {
 	err = second.Create(ctx, "b", "", providers.Spec{})
 	assert.True(t, providers.IsCode(err, providers.Exists), "Create of a taken name: %v", err)
 }
+
+// ParseNew takes boxfs's own keys (write=, watch=) out of a new message,
+// refuses a bad value or a key given twice, and leaves the rest to the
+// provider's spec.
+func TestParseNewSettings(t *testing.T) {
+	for _, tc := range []struct {
+		words []string
+		want  boxes.Settings
+		err   bool
+	}{
+		{words: []string{"provider=local"}},
+		{words: []string{"watch=off", "provider=local"}, want: boxes.Settings{Watch: boxes.WatchOff}},
+		{words: []string{"watch=on", "write=behind"}, want: boxes.Settings{Watch: boxes.WatchOn, Write: boxes.WriteBehind}},
+		{words: []string{"watch=no"}, err: true},
+		{words: []string{"watch=off", "watch=on"}, err: true},
+		{words: []string{"write=sometimes"}, err: true},
+	} {
+		_, _, got, err := boxes.ParseNew(tc.words)
+		if tc.err {
+			assert.True(t, providers.IsCode(err, providers.Invalid), "%q: %v", tc.words, err)
+			continue
+		}
+		if assert.NoError(t, err, "%q", tc.words) {
+			assert.Equal(t, tc.want, got, "%q", tc.words)
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 
 	"github.com/boxfs/boxfs/boxes"
+	"github.com/boxfs/boxfs/internal/guard"
+	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/syncengine/cache"
 )
 
@@ -43,22 +45,62 @@ func (v *boxView) inos() *inoTable {
 
 // notifyBoxChanges tells the kernel to ask again about each changed path:
 // its name in its directory (a name made, removed or replaced), its
-// attributes and pages, and its directory's attributes. No lock is held.
+// attributes and pages, and its directory's attributes. A directory the
+// kernel knows keeps its name unless the box no longer has a directory
+// there (asked of the box, off this goroutine): dropping the name of a
+// directory that is still there would unhash it, and a process whose
+// working directory it is would fail getcwd(2) (git does at start), while
+// a new lookup would find the same node anyway. No lock is held.
 func (v *boxView) notifyBoxChanges(rels []string) {
 	if len(rels) == 0 || !v.fs.mounted() {
 		return
 	}
+	var dirs []string
 	for _, rel := range rels {
-		if n := v.findNode(rel); n != nil {
+		n := v.findNode(rel)
+		if n != nil {
 			n.NotifyContent(0, 0)
 		}
 		if rel == "" {
 			continue
 		}
 		dir, name := splitRel(rel)
+		parent := v.findNode(dir)
+		if parent == nil {
+			continue
+		}
+		if n != nil && n.StableAttr().Mode&syscall.S_IFMT == syscall.S_IFDIR {
+			dirs = append(dirs, rel)
+		} else {
+			parent.NotifyEntry(name)
+		}
+		parent.NotifyContent(-1, 0)
+	}
+	if len(dirs) > 0 {
+		guard.Go(func() { v.checkDirs(dirs) }, func(err error) { v.fs.log.Error("checking changed directories", "box", v.b.Name(), "err", err) })
+	}
+}
+
+// checkDirs drops the names of the directories in rels that the box no
+// longer has as directories (removed, or replaced by another kind).
+func (v *boxView) checkDirs(rels []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), v.fs.m.Options().OpTimeout)
+	defer cancel()
+	_, c, err := v.b.Parts(ctx)
+	if err != nil {
+		return
+	}
+	for _, rel := range rels {
+		fi, err := c.Lookup(ctx, rel)
+		if err == nil && fi.IsDir() {
+			continue
+		}
+		if err != nil && !providers.IsCode(err, providers.NotFound) {
+			continue // unknown: the entry timeout still bounds what the kernel keeps
+		}
+		dir, name := splitRel(rel)
 		if parent := v.findNode(dir); parent != nil {
 			parent.NotifyEntry(name)
-			parent.NotifyContent(-1, 0)
 		}
 	}
 }
@@ -187,7 +229,9 @@ func (v *boxView) notifyChanges(ch cache.Changes) {
 }
 
 // notifyAll drops what the kernel holds of every known node of the work
-// tree: the fallback when the box's changes could not be listed.
+// tree: the fallback when the box's changes could not be listed. Names of
+// directories stay (see notifyBoxChanges): a directory gone from the box
+// answers ENOENT at its next use and leaves its parent's listing.
 func (v *boxView) notifyAll() {
 	if !v.fs.mounted() {
 		return
@@ -200,7 +244,9 @@ func (v *boxView) notifyAll() {
 	walk = func(n *gofs.Inode) {
 		n.NotifyContent(0, 0)
 		for name, ch := range n.Children() {
-			n.NotifyEntry(name)
+			if ch.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFDIR {
+				n.NotifyEntry(name)
+			}
 			walk(ch)
 		}
 	}

@@ -42,6 +42,9 @@ type Options struct {
 	// scripts, commands and agent), with the error it returned: the
 	// metering hook of a box billed per call. It must not block.
 	OnExec func(err error)
+	// WatchLimit bounds the directories the agent's watch covers (0: the
+	// agent's default); a larger tree is reported as an overflow.
+	WatchLimit int
 }
 
 // The interfaces Hands embeds, under names of its own: their methods are
@@ -71,6 +74,7 @@ type Hands struct {
 	liveness time.Duration
 	log      *slog.Logger
 	owner    string // who this host process is, as written in command records
+	watchMax int    // Options.WatchLimit
 }
 
 var (
@@ -102,6 +106,7 @@ func New(ctx context.Context, box providers.Box, opts Options) (*Hands, error) {
 		liveness: opts.Liveness,
 		log:      opts.Logger,
 		owner:    hostOwner(),
+		watchMax: opts.WatchLimit,
 	}
 	if h.liveness <= 0 {
 		h.liveness = DefaultLiveness
@@ -343,19 +348,34 @@ func (h *Hands) writeBatch(ctx context.Context, bw providers.BatchWriter, files 
 	return out, nil
 }
 
-// Watch reports the changes made under root in the box as they happen
-// (see agent.Channel.Watch): changed gets each batch of paths relative to
-// root, or all when changes were lost. It needs the agent: Unsupported
-// without it, Unavailable while its command stream is not up. It returns
-// nil when ctx ends.
+// Watch reports the changes made under root in the box as they happen:
+// changed gets each batch of paths relative to root, or all when changes
+// were lost. It takes the agent's watch (see agent.Channel.Watch) where
+// the agent runs, else the box's own (providers.Watcher: a local box's
+// in-process inotify, E2B's WatchDir); Unsupported when the box has
+// neither, Unavailable while the agent's command stream is not up. It
+// returns nil when ctx ends.
 func (h *Hands) Watch(ctx context.Context, root string, ready func(), changed func(paths []string, all bool)) error {
-	if h.channel == nil {
-		return providers.Errorf(providers.Unsupported, "hands.Watch", "watching needs the agent; this box is reached %s", h.via).WithBox(h.box.ID())
-	}
 	if _, err := checkPath("hands.Watch", h.box.ID(), root); err != nil {
 		return err
 	}
-	return h.channel.Watch(ctx, root, ready, changed)
+	if h.channel != nil {
+		return h.channel.Watch(ctx, root, h.watchMax, ready, changed)
+	}
+	if w, ok := h.box.(providers.Watcher); ok {
+		return w.Watch(ctx, root, ready, changed)
+	}
+	return providers.Errorf(providers.Unsupported, "hands.Watch", "the box has no watch: it is reached %s, without the agent, and its provider watches nothing", h.via).WithBox(h.box.ID())
+}
+
+// CanWatch reports whether Watch may run on the box: the agent runs, or
+// the box has a watch of its own.
+func (h *Hands) CanWatch() bool {
+	if h.channel != nil {
+		return true
+	}
+	_, ok := h.box.(providers.Watcher)
+	return ok
 }
 
 // GetFiles returns one tar of paths under root (each relative to root,

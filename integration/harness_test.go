@@ -68,24 +68,25 @@ func requireProvider(t *testing.T, name string) {
 	testbox.Docker(t)
 }
 
-// startMount serves a fresh namespace whose default provider is provider.
+// startMount serves a fresh namespace whose default provider is provider,
+// with the defaults of a mount (the watch on).
 func startMount(t *testing.T, provider string, opTimeout time.Duration) *mountT {
 	t.Helper()
-	return startMountAttr(t, provider, opTimeout, time.Second, false)
+	return startMountAttr(t, provider, opTimeout, time.Second, true)
 }
 
 // startMountAttr is startMount with the attribute timeout attr, and the
-// workspace watch when watch is set.
+// workspace watch only when watch is set.
 func startMountAttr(t *testing.T, provider string, opTimeout, attr time.Duration, watch bool) *mountT {
 	t.Helper()
-	return startMountCfg(t, mountCfg{provider: provider, opTimeout: opTimeout, attr: attr, watch: watch})
+	return startMountCfg(t, mountCfg{provider: provider, opTimeout: opTimeout, attr: attr, noWatch: !watch})
 }
 
 // startMountOn serves the namespace of the state directory state at mnt
 // (a remount, when an earlier mount served them).
 func startMountOn(t *testing.T, mnt, state, provider string, opTimeout, attr time.Duration, watch bool) *mountT {
 	t.Helper()
-	return startMountCfg(t, mountCfg{provider: provider, opTimeout: opTimeout, attr: attr, watch: watch, mnt: mnt, state: state})
+	return startMountCfg(t, mountCfg{provider: provider, opTimeout: opTimeout, attr: attr, noWatch: !watch, mnt: mnt, state: state})
 }
 
 // startMountEnv is startMountOn with serve-mode settings env (envWatch=1,
@@ -99,7 +100,8 @@ func startMountEnv(t *testing.T, mnt, state, provider string, opTimeout, attr ti
 type mountCfg struct {
 	provider        string
 	opTimeout, attr time.Duration
-	watch           bool
+	noWatch         bool   // the workspace watch off (a mount's default is on)
+	watchMax        int    // the directories one watch covers; 0 for the default
 	write           string // the mount's write mode; "" for the default
 	mnt, state      string // the mount point and state directory; "" for new ones
 	budget          int64  // the content cache's bound; 0 for the default
@@ -128,8 +130,11 @@ func startMountCfg(t *testing.T, cfg mountCfg) *mountT {
 	m.cmd.Env = append(os.Environ(),
 		envServe+"="+m.mnt, envState+"="+m.state, envProvider+"="+provider,
 		envAgent+"="+boxfsbin.Path(t), envOpTime+"="+cfg.opTimeout.String(), envAttrTime+"="+cfg.attr.String())
-	if cfg.watch {
-		m.cmd.Env = append(m.cmd.Env, envWatch+"=1")
+	if cfg.noWatch {
+		m.cmd.Env = append(m.cmd.Env, envWatch+"=0")
+	}
+	if cfg.watchMax != 0 {
+		m.cmd.Env = append(m.cmd.Env, envWatchMax+"="+strconv.Itoa(cfg.watchMax))
 	}
 	if cfg.write != "" {
 		m.cmd.Env = append(m.cmd.Env, envWrite+"="+cfg.write)

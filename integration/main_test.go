@@ -33,7 +33,8 @@ const (
 	envAgent    = "BOXFS_IT_AGENT"    // agent binary
 	envOpTime   = "BOXFS_IT_OPTIMEOUT"
 	envAttrTime = "BOXFS_IT_ATTRTIMEOUT"
-	envWatch    = "BOXFS_IT_WATCH"
+	envWatch    = "BOXFS_IT_WATCH"        // "0": no watch
+	envWatchMax = "BOXFS_IT_WATCHMAX"     // the directories one watch covers
 	envWrite    = "BOXFS_IT_WRITE"        // the mount's write mode
 	envBudget   = "BOXFS_IT_CACHE"        // the content cache's bound, bytes
 	envBehind   = "BOXFS_IT_BEHIND_DELAY" // write-behind's batch delay
@@ -75,6 +76,7 @@ func serve(mnt string) error {
 		attrTimeout = d
 	}
 	budget, _ := strconv.ParseInt(os.Getenv(envBudget), 10, 64)
+	watchLimit, _ := strconv.Atoi(os.Getenv(envWatchMax))
 	behindDelay, _ := time.ParseDuration(os.Getenv(envBehind))
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	m, err := boxes.New(boxes.Options{
@@ -88,7 +90,8 @@ func serve(mnt string) error {
 			return providers.Open(name, cfg)
 		},
 		AttrTimeout: attrTimeout,
-		Watch:       os.Getenv(envWatch) == "1",
+		NoWatch:     os.Getenv(envWatch) == "0",
+		WatchLimit:  watchLimit,
 		WriteBehind: os.Getenv(envWrite) == boxes.WriteBehind,
 		BehindDelay: behindDelay,
 		CacheBudget: budget,

@@ -4,26 +4,34 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/boxfs/boxfs/providers"
 	_ "github.com/boxfs/boxfs/providers/all"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
-// TestBoxChangesShowWithoutWaiting: a change made in a box with the agent
-// behind boxfs's back (not through its exec: a background job, docker
-// exec) shows through the mount at once, though the mount trusts what it
-// has seen for an hour (the attribute timeout): the agent watches the
-// workspace and boxfs drops what it knows of each changed path. (A local
-// box's files are the host's own, reached without the agent: no watch.)
+// TestBoxChangesShowWithoutWaiting: a change made in a box behind boxfs's
+// back (not through its exec: a background job, docker exec, a program on
+// the host in a local box's directory) shows through the mount at once,
+// though the mount trusts what it has seen for an hour (the attribute
+// timeout): the box's workspace is watched (the agent's inotify in a
+// Docker box, the daemon's own on a local box's directory) and boxfs drops
+// what it knows of each changed path.
 func TestBoxChangesShowWithoutWaiting(t *testing.T) {
-	for _, prov := range []string{"docker"} {
+	for _, prov := range []string{"local", "docker"} {
 		t.Run("provider="+prov, func(t *testing.T) {
 			m := startMountAttr(t, prov, 8*time.Second, time.Hour, true)
 			b := m.newBox(t, "w")
+			f := waitFreshness(t, b, "watch")
+			assert.Positive(t, f.FreshnessMs)
+			assert.Less(t, f.FreshnessMs, 1000.0)
 			for name, body := range map[string]string{"f": "one\n", "gone": "x\n"} {
 				if err := os.WriteFile(filepath.Join(b.work, name), []byte(body), 0o644); err != nil {
 					t.Fatal(err)
@@ -40,6 +48,7 @@ func TestBoxChangesShowWithoutWaiting(t *testing.T) {
 			time.Sleep(2500 * time.Millisecond) // past the window for the host's own writes' echo
 
 			behindTheBack(t, b, `echo two, longer > f; echo new > g; mkdir -p d/e; echo deep > d/e/x; rm gone`)
+			t0 := time.Now()
 
 			deadline := time.Now().Add(10 * time.Second)
 			for {
@@ -48,6 +57,7 @@ func TestBoxChangesShowWithoutWaiting(t *testing.T) {
 				x, _ := os.ReadFile(filepath.Join(b.work, "d", "e", "x"))
 				_, gerr := os.Stat(filepath.Join(b.work, "gone"))
 				if string(f) == "two, longer\n" && string(g) == "new\n" && string(x) == "deep\n" && os.IsNotExist(gerr) {
+					t.Logf("the box's change showed %v after its command ended", time.Since(t0))
 					break
 				}
 				if time.Now().After(deadline) {
@@ -89,6 +99,32 @@ func TestBoxChangesShowWithoutWaiting(t *testing.T) {
 	}
 }
 
+// freshFacts is what facts.json says of how the box's changes reach the host.
+type freshFacts struct {
+	Freshness     string  `json:"freshness"`
+	FreshnessMs   float64 `json:"freshnessMs"`
+	FreshnessNote string  `json:"freshnessNote"`
+}
+
+// waitFreshness waits (10 s at most) for facts.json to say mode.
+func waitFreshness(t *testing.T, b *boxT, mode string) freshFacts {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var f freshFacts
+		raw, err := os.ReadFile(filepath.Join(b.dir, "facts.json"))
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(raw, &f))
+		if f.Freshness == mode {
+			return f
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("facts.json says freshness %+v, want %s", f, mode)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // behindTheBack runs script in the box's workspace through the provider
 // directly, as a program boxfs did not start would.
 func behindTheBack(t *testing.T, b *boxT, script string) {
@@ -119,4 +155,97 @@ func behindTheBack(t *testing.T, b *boxT, script string) {
 	if code, err := proc.Wait(); err != nil || code != 0 {
 		t.Fatalf("%s: exit %d, %v: %s", script, code, err, out.String())
 	}
+}
+
+// TestGitGCWatched: git gc through the mount, again and again, with the
+// workspace watched: gc packs loose objects, removes them and their
+// directories, and renames packs and refs while the watch reports each
+// change; every run must succeed and leave a repository fsck accepts.
+func TestGitGCWatched(t *testing.T) {
+	needTool(t, "git")
+	m := startMountAttr(t, "docker", 20*time.Second, time.Second, true)
+	b := m.newBox(t, "gc")
+	repo := filepath.Join(b.work, "repo")
+	host(t, b.work, "git", "init", "-q", "-b", "main", "repo")
+	for i := 0; i < 20; i++ {
+		for f := 0; f < 5; f++ {
+			name := filepath.Join(repo, fmt.Sprintf("d%d", f%2), fmt.Sprintf("f%d", f))
+			require.NoError(t, os.MkdirAll(filepath.Dir(name), 0o755))
+			require.NoError(t, os.WriteFile(name, []byte(fmt.Sprintf("run %d file %d\n", i, f)), 0o644))
+		}
+		host(t, repo, "git", "add", "-A")
+		host(t, repo, "git", "commit", "-qm", fmt.Sprintf("c%d", i))
+		args := []string{"gc", "-q", "--prune=now"}
+		if i%4 == 3 {
+			args = append(args, "--aggressive")
+		}
+		if out, err := hostErr(repo, "git", args...); err != nil {
+			t.Fatalf("run %d: git %v: %v\n%s\nmount log:\n%s", i, args, err, out, m.log.String())
+		}
+		host(t, repo, "git", "fsck", "--strict", "--no-dangling")
+		assert.Equal(t, fmt.Sprint(i+1), strings.TrimSpace(host(t, repo, "git", "rev-list", "--count", "HEAD")), "run %d", i)
+	}
+}
+
+// TestGitWorkflowRepeated runs the git workflow of TestClients (clone,
+// rebase, stash, worktree, gc, checkouts, a box-side change, format-patch,
+// am, apply) again and again on one box, watched and not: a failure that
+// shows once in many runs (a stale change time, a report racing a rename)
+// shows here.
+func TestGitWorkflowRepeated(t *testing.T) {
+	n := 20
+	if testing.Short() {
+		n = 3
+	}
+	for _, row := range []struct {
+		prov  string
+		watch bool
+	}{{"local", true}, {"docker", true}, {"local", false}, {"docker", false}} {
+		t.Run(fmt.Sprintf("provider=%s/watch=%v", row.prov, row.watch), func(t *testing.T) {
+			m := startMountAttr(t, row.prov, 20*time.Second, time.Second, row.watch)
+			b := m.newBox(t, "gw")
+			for i := 0; i < n; i++ {
+				dir := filepath.Join(b.work, fmt.Sprintf("run%d", i))
+				require.NoError(t, os.Mkdir(dir, 0o755))
+				sub := *b
+				sub.work = dir
+				if !t.Run(fmt.Sprintf("run=%d", i), func(t *testing.T) { testClientGit(t, &sub) }) {
+					break
+				}
+			}
+		})
+	}
+}
+
+// TestWatchOverflowFallsBack: a workspace that outgrows its watch (here
+// made to, with a limit of a few directories) is served with timeouts:
+// facts.json says "timeout" and why, and a change made in the box behind
+// boxfs's back still shows, after the attribute timeout.
+func TestWatchOverflowFallsBack(t *testing.T) {
+	m := startMountCfg(t, mountCfg{provider: "docker", opTimeout: 20 * time.Second, attr: time.Second, watchMax: 4})
+	b := m.newBox(t, "o")
+	waitFreshness(t, b, "watch")
+	for i := 0; i < 6; i++ {
+		require.NoError(t, os.MkdirAll(filepath.Join(b.work, fmt.Sprintf("d%d", i), "sub"), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(b.work, "d5", "sub", "f"), []byte("one\n"), 0o644))
+	f := waitFreshness(t, b, "timeout")
+	assert.Equal(t, 1000.0, f.FreshnessMs)
+	assert.NotEmpty(t, f.FreshnessNote)
+	assert.Equal(t, "one\n", readString(t, filepath.Join(b.work, "d5", "sub", "f")))
+
+	behindTheBack(t, b, `echo two > d5/sub/f; mkdir d9; echo new > d9/g`)
+	start := time.Now()
+	for {
+		f, _ := os.ReadFile(filepath.Join(b.work, "d5", "sub", "f"))
+		g, _ := os.ReadFile(filepath.Join(b.work, "d9", "g"))
+		if string(f) == "two\n" && string(g) == "new\n" {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("10 s after the box changed, the host reads f=%q g=%q", f, g)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	assert.Equal(t, "timeout", waitFreshness(t, b, "timeout").Freshness, "the watch is not set again at once")
 }

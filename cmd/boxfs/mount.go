@@ -46,6 +46,7 @@ type mountOpts struct {
 	attrTimeout time.Duration
 	write       string // boxes.WriteThrough or boxes.WriteBehind; "" is through
 	cacheSize   string // the content cache's bound ("" for the default)
+	watch       string // boxes.WatchOn or boxes.WatchOff; "" is on
 }
 
 func mountCommand() *cli.Command {
@@ -60,7 +61,8 @@ writes a killed daemon journaled are pushed.
 
 -o takes mount(8)-style options, so that an fstab line works:
   background, allow_other, group=GROUP, symlinks=transform|keep, debug,
-  attr_timeout=DUR, write=through|behind, cache_size=SIZE, provider=P,
+  attr_timeout=DUR, write=through|behind, cache_size=SIZE, watch=on|off,
+  provider=P,
   state=DIR,
   config=FILE, log_format=F, log_level=L; rw, defaults, nofail, _netdev,
   noauto, auto, user, users, nouser, dev, nodev, suid, nosuid, exec, noexec,
@@ -76,6 +78,7 @@ fstab (mount.fuse runs "boxfs mount /boxes -o ..."; boxfs in /usr/local/bin):
 			&cli.DurationFlag{Name: "attr-timeout", Usage: "how long the kernel and the cache trust attributes and listings", DefaultText: "the config's attr_timeout, else 1s"},
 			&cli.StringFlag{Name: "write", Usage: "when close(2) returns in work/: `through` (the box has the bytes) or behind (the host's journal has them; batches reach the box within 100 ms, and before every command, fsync and ctl flush); a box's `new ... write=` overrides it", DefaultText: "through"},
 			&cli.StringFlag{Name: "cache-size", Usage: "bound on the host disk the boxes' content caches take (`SIZE`: 512m, 20g; 0 for none); least recently used clean copies go past it", DefaultText: "a tenth of the state directory's file system"},
+			&cli.StringFlag{Name: "watch", Usage: "watch the boxes' workspaces, so a change made in a box behind boxfs's back shows at once: `on` or off (then it shows after the attribute timeout); a box's `new ... watch=off` turns it off for that box", DefaultText: "on"},
 			&cli.StringSliceFlag{Name: "o", Usage: "mount(8)-style `OPTIONS`, comma-separated (see above)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -135,6 +138,10 @@ func parseMountOptions(c *cli.Context) (mountOpts, error) {
 		attrTimeout: c.Duration("attr-timeout"),
 		write:       c.String("write"),
 		cacheSize:   c.String("cache-size"),
+		watch:       c.String("watch"),
+	}
+	if err := checkWatch("--watch", mo.watch); err != nil {
+		return mo, err
 	}
 	if _, err := cacheBudget(mo.cacheSize); err != nil {
 		return mo, err
@@ -178,6 +185,11 @@ func parseMountOptions(c *cli.Context) (mountOpts, error) {
 				return mo, err
 			}
 			mo.write = v
+		case "watch":
+			if err := checkWatch("-o watch", v); err != nil {
+				return mo, err
+			}
+			mo.watch = v
 		case "cache_size":
 			if _, err := cacheBudget(v); err != nil {
 				return mo, err
@@ -244,6 +256,7 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 	opts.AttrTimeout = mo.attrTimeout
 	opts.WriteBehind = mo.write == boxes.WriteBehind
 	opts.CacheBudget, _ = cacheBudget(mo.cacheSize)
+	opts.NoWatch = mo.watch == boxes.WatchOff
 	m, err := boxes.New(opts)
 	if err != nil {
 		return err
@@ -450,6 +463,9 @@ func startBackground(c *cli.Context, e *env, mnt string, mo mountOpts) error {
 	}
 	if mo.write != "" {
 		args = append(args, "--write", mo.write)
+	}
+	if mo.watch != "" {
+		args = append(args, "--watch", mo.watch)
 	}
 	if mo.cacheSize != "" {
 		args = append(args, "--cache-size", mo.cacheSize)
@@ -664,4 +680,12 @@ stale mount lazily).`,
 			return nil
 		},
 	}
+}
+
+// checkWatch checks a --watch or -o watch value.
+func checkWatch(what, v string) error {
+	if v != "" && v != boxes.WatchOn && v != boxes.WatchOff {
+		return usagef("mount %s=%q: want on or off", what, v)
+	}
+	return nil
 }

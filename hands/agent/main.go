@@ -25,6 +25,7 @@ const maxPacket = 128 << 10
 //	              serving files
 //	-watch ROOT   report the changes under ROOT on stdout as they happen
 //	              (WatchTree) until ROOT goes away
+//	-watch-limit N  watch at most N directories (0: the default)
 //	-tar ROOT     write one tar of the NUL-separated names on stdin,
 //	              relative to ROOT, to stdout (WriteTar) and exit: 0, 2
 //	              when some names were left out, 64+errno when ROOT
@@ -36,6 +37,7 @@ func Main(args []string) error {
 	commands := fs.Bool("commands", false, "run commands for the host instead of serving files")
 	tarRoot := fs.String("tar", "", "write a tar of the names on stdin, relative to `root`, and exit")
 	watchRoot := fs.String("watch", "", "report the changes under `root` on stdout")
+	watchLimit := fs.Int("watch-limit", 0, "watch at most `n` directories (0: the default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -46,7 +48,7 @@ func Main(args []string) error {
 		tarMain(*tarRoot)
 	}
 	if *watchRoot != "" {
-		return WatchTree(*watchRoot, os.Stdout)
+		return WatchTree(*watchRoot, *watchLimit, os.Stdout)
 	}
 	if *sum != "" {
 		if err := verifySelf(*sum); err != nil {

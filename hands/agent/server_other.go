@@ -20,4 +20,4 @@ func verifySelf(want string) error { return errNotLinux }
 func ServeCommands(in io.Reader, out io.Writer) error { return errNotLinux }
 
 // WatchTree reports changes under root; the agent runs on Linux only.
-func WatchTree(root string, out io.Writer) error { return errNotLinux }
+func WatchTree(root string, limit int, out io.Writer) error { return errNotLinux }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/boxfs/boxfs/providers"
@@ -20,10 +21,11 @@ const (
 // ROOT" on the command stream) and calls changed with each batch of
 // changed paths (relative to root, "" for root itself; all is true when
 // changes were lost and anything under root may have changed), on one
-// goroutine, in order. ready is called once the tree is watched. Watch
-// returns when ctx ends (nil) or the watch stops (its error); Unavailable
-// when the command stream is not up.
-func (ch *Channel) Watch(ctx context.Context, root string, ready func(), changed func(paths []string, all bool)) error {
+// goroutine, in order. ready is called once the tree is watched; limit
+// bounds the directories watched (0: the agent's default), past which an
+// overflow is reported. Watch returns when ctx ends (nil) or the watch
+// stops (its error); Unavailable when the command stream is not up.
+func (ch *Channel) Watch(ctx context.Context, root string, limit int, ready func(), changed func(paths []string, all bool)) error {
 	const op = "agent.Watch"
 	dest, err := ch.binaryPath(ctx, op)
 	if err != nil {
@@ -34,7 +36,7 @@ func (ch *Channel) Watch(ctx context.Context, root string, ready func(), changed
 	pr, pw := io.Pipe()
 	stderr := &tailBuffer{max: 2048}
 	p, err := ch.Exec(ctx, providers.ExecRequest{
-		Argv:   []string{dest, "agent", "-watch", root},
+		Argv:   []string{dest, "agent", "-watch", root, "-watch-limit", strconv.Itoa(limit)},
 		Dir:    "/",
 		Stdout: pw,
 		Stderr: stderr,
@@ -64,6 +66,12 @@ func (ch *Channel) Watch(ctx context.Context, root string, ready func(), changed
 		}
 		switch rec[0] {
 		case watchReady:
+			// What came before (the tree outgrew the watch as it was
+			// set) is reported first.
+			if all || len(batch) > 0 {
+				changed(batch, all)
+				batch, all = nil, false
+			}
 			if ready != nil {
 				ready()
 			}

@@ -29,7 +29,7 @@ func TestWatchTree(t *testing.T) {
 
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
-	go func() { done <- WatchTree(root, pw); pw.Close() }()
+	go func() { done <- WatchTree(root, 0, pw); pw.Close() }()
 	recs := make(chan string, 1000)
 	go func() {
 		br := bufio.NewReader(pr)

@@ -158,12 +158,20 @@ type Cache struct {
 	echoes map[string]bool
 	// allGen is the gen at which the box said anything may have changed.
 	allGen uint64
+	// trusting: a healthy watch reports every change of the box (Trust),
+	// so what was fetched since trustGen, with no report of a change
+	// while the fetch was in flight (evGen, the gen of the last report),
+	// stays fresh past the attribute timeout until a report says
+	// otherwise (c.mu).
+	trusting        bool
+	trustGen, evGen uint64
 }
 
 type dirList struct {
 	entries map[string]providers.FileInfo
 	fetched time.Time
 	local   bool // made here, not in the box yet: the host's listing is the truth
+	trust   bool // fetched while a watch reported every change (see Cache.trusting)
 }
 
 type attrEntry struct {
@@ -171,6 +179,7 @@ type attrEntry struct {
 	at    time.Time
 	neg   bool // the path was found missing at `at`
 	stale bool // set by a setattr here (right in what it set, not in ctime) or a change in the directory: ask the box when asked
+	trust bool // fetched while a watch reported every change (see Cache.trusting)
 }
 
 // Open opens the cache for one box. It reads the journal of dirty files a
@@ -281,11 +290,48 @@ func (c *Cache) fresh(t time.Time) bool {
 	return !t.IsZero() && c.now().Sub(t) < c.opts.AttrTimeout
 }
 
+// freshAttr reports whether a can answer without the box: within the
+// attribute timeout, or trusted while the watch is (a report of a change
+// makes it stale or zeroes its time). c.mu held.
+func (c *Cache) freshAttr(a attrEntry) bool {
+	return c.fresh(a.at) || (a.trust && c.trusting && !a.at.IsZero() && !a.stale)
+}
+
+// Trust says whether a watch of the box now reports every change it makes
+// (on: it is set and healthy) or may miss some (off: it lost changes or
+// ended). While on, what is fetched from the box from then on stays fresh
+// past the attribute timeout until a report (BoxChanged) says otherwise:
+// a listing or stat needs no round trip to be revalidated. A fetch in
+// flight while a report comes is installed, but only for the timeout: its
+// answer may be older than the change reported.
+func (c *Cache) Trust(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.trusting = on
+	c.gen++
+	c.trustGen = c.gen
+}
+
+// trustableLocked reports whether what a fetch begun at generation start
+// brought may be trusted: the watch was healthy when it began and nothing
+// was reported changed while it ran. c.mu held.
+func (c *Cache) trustableLocked(start uint64) bool {
+	return c.trusting && start >= c.trustGen && start >= c.evGen
+}
+
 // Lookup returns the attributes of rel, from the listing while it is fresh,
 // else from the box: a stale directory is listed again in one round trip,
 // which answers every other lookup in it too (git status looks up every name).
 // A missing path is NotFound with ENOENT.
 func (c *Cache) Lookup(ctx context.Context, rel string) (providers.FileInfo, error) {
+	fi, err := c.lookup(ctx, rel)
+	if err != nil {
+		return fi, err
+	}
+	return c.shown(rel, fi), nil
+}
+
+func (c *Cache) lookup(ctx context.Context, rel string) (providers.FileInfo, error) {
 	if f := c.localFile(rel); f != nil {
 		if fi, ok := f.localAttr(); ok {
 			return fi, nil
@@ -300,7 +346,7 @@ func (c *Cache) Lookup(ctx context.Context, rel string) (providers.FileInfo, err
 		c.mu.Unlock()
 		return fi, nil
 	}
-	if a, ok := c.attrGet(rel); ok && c.fresh(a.at) {
+	if a, ok := c.attrGet(rel); ok && c.freshAttr(a) {
 		c.mu.Unlock()
 		if a.stale {
 			return c.stat(ctx, rel)
@@ -366,6 +412,39 @@ func (c *Cache) notFound(op, rel string) error {
 // yet pushed, else what the box said within the attribute timeout, else a new
 // stat of the box.
 func (c *Cache) Getattr(ctx context.Context, rel string) (providers.FileInfo, error) {
+	fi, err := c.getattr(ctx, rel)
+	if err != nil {
+		return fi, err
+	}
+	return c.shown(rel, fi), nil
+}
+
+// shown returns fi, the box's attributes of rel, as the host reports them:
+// a file the host wrote keeps the modification and change times the host
+// reported while it was dirty (when it was last written here), for as long
+// as the box holds the file the push made, unchanged. The box's own times
+// are those of the push, later: git records what fstat said of each file
+// a checkout wrote, before the close, and takes a file whose times moved
+// for one changed (git am refuses to apply to it).
+func (c *Cache) shown(rel string, fi providers.FileInfo) providers.FileInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.shownLocked(rel, fi)
+}
+
+func (c *Cache) shownLocked(rel string, fi providers.FileInfo) providers.FileInfo {
+	f := c.file(rel)
+	if f == nil || !fi.IsRegular() {
+		return fi
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.shownLocked(fi)
+}
+
+// getattr is Getattr with the box's own times: what the cache compares
+// with what it holds.
+func (c *Cache) getattr(ctx context.Context, rel string) (providers.FileInfo, error) {
 	if f := c.localFile(rel); f != nil {
 		if fi, ok := f.localAttr(); ok {
 			return fi, nil
@@ -376,7 +455,7 @@ func (c *Cache) Getattr(ctx context.Context, rel string) (providers.FileInfo, er
 		c.mu.Unlock()
 		return fi, nil
 	}
-	if a, ok := c.attrGet(rel); ok && c.fresh(a.at) {
+	if a, ok := c.attrGet(rel); ok && c.freshAttr(a) {
 		c.mu.Unlock()
 		if a.stale {
 			return c.stat(ctx, rel)
@@ -410,16 +489,22 @@ func (c *Cache) stat(ctx context.Context, rel string) (providers.FileInfo, error
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	newer := c.touchedSinceLocked(rel, start)
+	trust := c.trustableLocked(start)
 	c.endFetchLocked()
 	if err != nil {
 		if providers.CodeOf(err) == providers.NotFound && !newer {
-			c.setAttrLocked(rel, attrEntry{at: now, neg: true})
+			c.setAttrLocked(rel, attrEntry{at: now, neg: true, trust: trust})
 		}
 		return providers.FileInfo{}, err
 	}
 	_, fi.Name = split(rel)
 	if !newer {
 		c.recordLocked(rel, fi, now)
+		if trust {
+			a, _ := c.attrGet(rel)
+			a.trust = true
+			c.attrs.Set(rel, a)
+		}
 	}
 	return fi, nil
 }
@@ -800,10 +885,11 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 	}
 	c.mu.Lock()
 	c.overlayLocked(start, attrs, map[string]*dirList{rel: d}, []string{rel})
+	d.trust = c.trustableLocked(start)
 	c.endFetchLocked()
 	c.dirs.Set(rel, d)
 	for p, fi := range attrs {
-		c.setAttrLocked(p, attrEntry{fi: fi, at: now})
+		c.setAttrLocked(p, attrEntry{fi: fi, at: now, trust: d.trust})
 	}
 	c.overlayPendingLocked(rel, true)
 	out := c.entriesLocked(rel, d)
@@ -819,6 +905,8 @@ func (c *Cache) entriesLocked(rel string, d *dirList) []providers.FileInfo {
 		if f := c.file(join(rel, name)); f != nil {
 			if lfi, ok := f.localAttr(); ok {
 				fi = lfi
+			} else {
+				fi = c.shownLocked(join(rel, name), fi)
 			}
 		}
 		out = append(out, fi)
@@ -832,7 +920,7 @@ func (c *Cache) Readlink(ctx context.Context, rel string) (string, error) {
 	c.mu.Lock()
 	a, ok := c.attrGet(rel)
 	c.mu.Unlock()
-	if ok && !a.neg && c.fresh(a.at) && a.fi.IsSymlink() && a.fi.Target != "" {
+	if ok && !a.neg && c.freshAttr(a) && a.fi.IsSymlink() && a.fi.Target != "" {
 		return a.fi.Target, nil
 	}
 	return c.remote.Readlink(ctx, c.abs(rel))
@@ -897,6 +985,7 @@ func (c *Cache) BoxChanged(rels []string, all bool) []string {
 		c.invalidateLocked()
 		c.gen++
 		c.allGen = c.gen // no fetch in flight is installed
+		c.evGen = c.gen
 		clear(c.echoes)
 		return nil
 	}
@@ -937,6 +1026,9 @@ func (c *Cache) DueEchoes() []string {
 // (a fetch older than the change may then be trusted for the attribute
 // timeout, as without a watch). c.mu held.
 func (c *Cache) boxChangedLocked(rel string, now time.Time) {
+	// A fetch in flight is no longer trusted past the timeout.
+	c.gen++
+	c.evGen = c.gen
 	// rel's own attributes are asked of the box at their next use, whether
 	// they came from a stat or a listing.
 	if a, ok := c.attrGet(rel); ok {

@@ -59,6 +59,12 @@ type file struct {
 	recovered bool
 	// charge is what the file's copy counts against the Budget (its mu).
 	charge *charge
+	// shownMtime and shownCtime are the times the host reported of the
+	// file while it was dirty, and boxTimes what the box answered to the
+	// push: while the box reports that same file unchanged, the host keeps
+	// reporting its own times (see Cache.shown).
+	shownMtime, shownCtime time.Time
+	boxTimes               providers.FileInfo
 }
 
 // Handle is one open of a work/ file.
@@ -208,7 +214,7 @@ func (f *file) ensure(ctx context.Context, c *Cache) error {
 
 	// One stat (often answered by a fresh listing) says whether the cache
 	// is still the box's content.
-	fi, err := c.Getattr(ctx, rel)
+	fi, err := c.getattr(ctx, rel)
 	if err != nil {
 		return err
 	}
@@ -561,6 +567,10 @@ func (f *file) deferAttr(c *Cache, set func()) bool {
 func (f *file) localAttr() (providers.FileInfo, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.localAttrLocked()
+}
+
+func (f *file) localAttrLocked() (providers.FileInfo, bool) {
 	if !f.dirty || f.gone {
 		return providers.FileInfo{}, false
 	}
@@ -589,6 +599,19 @@ func (f *file) localAttr() (providers.FileInfo, bool) {
 		fi.Nlink = 1
 	}
 	return fi, true
+}
+
+// shownLocked returns fi, the box's attributes of the file, with the
+// times the host reported of it while it was dirty when fi is the file the
+// push made, unchanged since (same inode, same times). f.mu held.
+func (f *file) shownLocked(fi providers.FileInfo) providers.FileInfo {
+	b := f.boxTimes
+	if f.shownCtime.IsZero() || b.Ctime.IsZero() || fi.Ino != b.Ino || fi.Dev != b.Dev ||
+		!fi.Ctime.Equal(b.Ctime) || !fi.Mtime.Equal(b.Mtime) || fi.Size != b.Size {
+		return fi
+	}
+	fi.Mtime, fi.Ctime = f.shownMtime, f.shownCtime
+	return fi
 }
 
 // markDirtyLocked notes unpushed writes and journals them once. f.mu held.

@@ -46,7 +46,7 @@ func (c *Cache) openDirect(ctx context.Context, rel string, f *file) (h *Handle,
 	if !alone {
 		return nil, false, false
 	}
-	fi, err := c.Getattr(ctx, rel)
+	fi, err := c.getattr(ctx, rel)
 	if err != nil || !fi.IsRegular() {
 		return nil, false, false
 	}
@@ -97,7 +97,7 @@ func (h *Handle) readDirect(p []byte, off int64) (n int, ok bool, err error) {
 // box rewrites. It reports whether it did.
 func (h *Handle) renewDirect(ctx context.Context) (bool, error) {
 	d := h.direct
-	fi, err := h.c.Getattr(ctx, h.f.path())
+	fi, err := h.c.getattr(ctx, h.f.path())
 	if err != nil {
 		return false, err
 	}

@@ -30,10 +30,11 @@ type pendingDir struct {
 	mkSeq uint64                 // when it was made: parents before children
 }
 
-// usable reports whether the listing d can answer without the box: fresh,
+// usable reports whether the listing d can answer without the box: fresh
+// (or trusted while the watch is: a report of a change zeroes its time),
 // or of a directory the box does not have yet.
 func (c *Cache) usable(d *dirList) bool {
-	return d != nil && (d.local || c.fresh(d.fetched))
+	return d != nil && (d.local || c.fresh(d.fetched) || (d.trust && c.trusting && !d.fetched.IsZero()))
 }
 
 // pendingAttrLocked returns what the host shows of rel when the box does

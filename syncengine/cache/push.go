@@ -18,6 +18,9 @@ type pushJob struct {
 	size    int64
 	inPlace bool // a name of a hard link: written in place, not replaced
 	inBox   bool
+	// shownMtime and shownCtime are the times the host reported of the
+	// dirty file.
+	shownMtime, shownCtime time.Time
 }
 
 // push sends a dirty file to the box: the whole content, atomically (the box
@@ -70,6 +73,9 @@ func (f *file) prepare(ctx context.Context, c *Cache) (*pushJob, error) {
 	j := &pushJob{f: f, rel: f.rel, inBox: f.inBox,
 		o: providers.WriteOptions{Perm: f.mode, ForceMode: f.force, Chown: f.chown, UID: f.uid, GID: f.gid, Atime: f.atime, Mtime: f.mtime,
 			Exclusive: f.excl && !f.inBox}}
+	if lfi, ok := f.localAttrLocked(); ok {
+		j.shownMtime, j.shownCtime = lfi.Mtime, lfi.Ctime
+	}
 	links := f.base.Nlink
 	basedOn := providers.FileInfo{Size: f.boxSize, Mtime: f.boxMtime} // the box's file this copy started from
 	src, err := os.Open(c.dataPath(f.id))
@@ -120,6 +126,8 @@ func (j *pushJob) finish(c *Cache, fi providers.FileInfo, err error) error {
 	}
 	now := c.now()
 	f.mu.Lock()
+	// What the cache records is the box's; what it reports is shown.
+	f.shownMtime, f.shownCtime, f.boxTimes = j.shownMtime, j.shownCtime, fi
 	f.boxSize, f.boxMtime = fi.Size, fi.Mtime
 	f.size, f.base = fi.Size, fi
 	f.valid = true

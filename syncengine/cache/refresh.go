@@ -70,6 +70,10 @@ func (c *Cache) installWalk(start uint64, list []providers.FileInfo) Changes {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.overlayLocked(start, attrs, dirs, nil)
+	trust := c.trustableLocked(start)
+	for _, d := range dirs {
+		d.trust = trust && !d.fetched.IsZero()
+	}
 	c.endFetchLocked()
 	c.lastWalk = now
 	c.attrs.Range(func(rel string, a attrEntry) bool {
@@ -107,7 +111,7 @@ func (c *Cache) installWalk(start uint64, list []providers.FileInfo) Changes {
 	c.attrs = pathmap.New[attrEntry]()
 	clear(c.links)
 	for rel, fi := range attrs {
-		c.setAttrLocked(rel, attrEntry{fi: fi, at: now})
+		c.setAttrLocked(rel, attrEntry{fi: fi, at: now, trust: trust})
 	}
 	if haveRoot {
 		root.at = time.Time{}

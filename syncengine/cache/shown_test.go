@@ -1,0 +1,81 @@
+package cache_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/providers/fake"
+	"github.com/boxfs/boxfs/syncengine/cache"
+)
+
+// What the host reported of a file it wrote, from an fstat before the
+// close (git does so for each file a checkout writes, and records it in
+// the index), stays what it reports once the push landed and the box is
+// asked again: the modification and change times and the size, though
+// the box's clock had moved past a second boundary by the push. A change
+// the box makes to the file afterwards shows.
+func TestTimesReportedBeforeCloseStay(t *testing.T) {
+	start := time.Date(2026, 12, 3, 0, 0, 0, 999_000_000, time.UTC)
+	boxClock := fake.NewClock(start)
+	p := fake.New(fake.WithClock(boxClock))
+	box, err := p.Create(t.Context(), providers.Spec{})
+	require.NoError(t, err)
+	r := &readCounter{Remote: box.(cache.Remote)}
+	if err := r.Mkdir(t.Context(), root, 0o755); err != nil && !errors.Is(err, syscall.EEXIST) {
+		t.Fatal(err)
+	}
+	hostNow := start
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Second, Now: func() time.Time { return hostNow }})
+	require.NoError(t, err)
+	defer c.Close()
+	ctx := t.Context()
+
+	h := write(t, c, "f", "checked out\n")
+	before, ok := h.Attr()
+	require.True(t, ok, "a dirty file's attributes are the host's")
+	boxClock.Advance(5 * time.Millisecond) // the push lands in the next second
+	require.NoError(t, h.Flush(ctx))
+	h.Release(ctx)
+
+	hostNow = hostNow.Add(2 * time.Second) // past the attribute timeout: the box is asked
+	after, err := c.Getattr(ctx, "f")
+	require.NoError(t, err)
+	assert.True(t, after.Mtime.Equal(before.Mtime), "mtime %v, before the close %v", after.Mtime, before.Mtime)
+	assert.True(t, after.Ctime.Equal(before.Ctime), "ctime %v, before the close %v", after.Ctime, before.Ctime)
+	assert.Equal(t, before.Size, after.Size)
+	list, err := c.ReadDir(ctx, "")
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	got, _ := read(t, c, "f")
+	assert.Equal(t, "checked out\n", got)
+	assert.Zero(t, r.reads.Load(), "the content pushed is still the box's: no fetch")
+	assert.True(t, list[0].Ctime.Equal(before.Ctime), "listed ctime %v, before the close %v", list[0].Ctime, before.Ctime)
+
+	// The box changes the file's mode: its own change time shows.
+	boxClock.Advance(time.Second)
+	require.NoError(t, r.Chmod(ctx, root+"/f", 0o755))
+	hostNow = hostNow.Add(2 * time.Second)
+	changed, err := c.Getattr(ctx, "f")
+	require.NoError(t, err)
+	assert.True(t, changed.Ctime.After(before.Ctime.Add(time.Second)), "ctime after the box's chmod %v", changed.Ctime)
+}
+
+// readCounter counts the file contents the cache fetches.
+type readCounter struct {
+	cache.Remote
+	reads atomic.Int32
+}
+
+func (r *readCounter) ReadFile(ctx context.Context, name string) (io.ReadCloser, error) {
+	r.reads.Add(1)
+	return r.Remote.ReadFile(ctx, name)
+}
