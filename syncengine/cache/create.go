@@ -36,7 +36,11 @@ func (c *Cache) createHere(rel string, excl bool, perm fs.FileMode) (h *Handle, 
 	// the push makes), until the push says.
 	owner, _ := c.knownAttrLocked("")
 	parent, _ := c.knownAttrLocked(dir)
-	fi = providers.FileInfo{Name: name, Mode: perm.Perm(), Nlink: 1, UID: owner.UID, GID: owner.GID, Dev: parent.Dev,
+	gid := owner.GID
+	if parent.Mode&fs.ModeSetgid != 0 {
+		gid = parent.GID // a set-group-ID directory's group, as the box will give it
+	}
+	fi = providers.FileInfo{Name: name, Mode: perm.Perm(), Nlink: 1, UID: owner.UID, GID: gid, Dev: parent.Dev,
 		Mtime: now, Atime: now, Ctime: now}
 	c.nextID++
 	f := &file{id: c.nextID, rel: rel, created: true, excl: excl, valid: true, mode: perm.Perm(), base: fi, local: now, nopen: 1}

@@ -70,8 +70,10 @@ func (f *file) prepare(ctx context.Context, c *Cache) (*pushJob, error) {
 			return nil, nil // the box had it already
 		}
 	}
+	// A file made here takes the mode its create asked for (the caller's
+	// umask applied already), exactly: not the box's umask too.
 	j := &pushJob{f: f, rel: f.rel, inBox: f.inBox,
-		o: providers.WriteOptions{Perm: f.mode, ForceMode: f.force, Chown: f.chown, UID: f.uid, GID: f.gid, Atime: f.atime, Mtime: f.mtime,
+		o: providers.WriteOptions{Perm: f.mode, ForceMode: f.force || (f.created && !f.inBox), Chown: f.chown, UID: f.uid, GID: f.gid, Atime: f.atime, Mtime: f.mtime,
 			Exclusive: f.excl && !f.inBox}}
 	if lfi, ok := f.localAttrLocked(); ok {
 		j.shownMtime, j.shownCtime = lfi.Mtime, lfi.Ctime
