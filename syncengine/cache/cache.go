@@ -1210,6 +1210,9 @@ func (c *Cache) Link(ctx context.Context, oldrel, newrel string) (providers.File
 		old := fi
 		_, old.Name = split(oldrel)
 		c.record(oldrel, old, c.now())
+		// The kernel takes the answer for the one inode of both names:
+		// the times oldrel is shown with.
+		fi = c.shown(oldrel, fi)
 	} else {
 		c.forget(oldrel)
 	}

@@ -603,14 +603,19 @@ func (f *file) localAttrLocked() (providers.FileInfo, bool) {
 
 // shownLocked returns fi, the box's attributes of the file, with the
 // times the host reported of it while it was dirty when fi is the file the
-// push made, unchanged since (same inode, same times). f.mu held.
+// push made with its content unchanged since (same inode, size and
+// modification time). A change of attributes since (chmod, chown, a link)
+// moved the change time in the box: that one is the box's. f.mu held.
 func (f *file) shownLocked(fi providers.FileInfo) providers.FileInfo {
 	b := f.boxTimes
 	if f.shownCtime.IsZero() || b.Ctime.IsZero() || fi.Ino != b.Ino || fi.Dev != b.Dev ||
-		!fi.Ctime.Equal(b.Ctime) || !fi.Mtime.Equal(b.Mtime) || fi.Size != b.Size {
+		!fi.Mtime.Equal(b.Mtime) || fi.Size != b.Size {
 		return fi
 	}
-	fi.Mtime, fi.Ctime = f.shownMtime, f.shownCtime
+	fi.Mtime = f.shownMtime
+	if fi.Ctime.Equal(b.Ctime) {
+		fi.Ctime = f.shownCtime
+	}
 	return fi
 }
 
