@@ -444,6 +444,14 @@ func (n *workNode) Create(ctx context.Context, name string, flags uint32, mode u
 		if err == nil {
 			if fi, err = n.settle(ctx, c, rel, fi, mode&0o7777); err != nil {
 				h.Release(ctx)
+			} else if uid, gid := n.v.newOwner(ctx); uid >= 0 || gid >= 0 {
+				// Another owner than the box's user: made in the box now,
+				// so that a box which cannot give it to them refuses the
+				// create, as settle does for what the box made at once.
+				if err = h.Flush(ctx); err != nil {
+					h.Release(ctx)
+					c.Remove(ctx, rel)
+				}
 			}
 		}
 		return err
