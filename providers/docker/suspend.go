@@ -155,8 +155,12 @@ func (b *Box) deadline() (time.Time, bool) {
 var snapshotName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,127}$`)
 
 // Snapshot commits the container's filesystem to an image, tagged
-// boxfs-snapshot:NAME, and returns the image's id. The container is paused
-// while the engine copies its layer, and runs on. A box made from the
+// boxfs-snapshot:NAME, and returns the image's id. The container is not
+// paused while the engine copies its layer: an exec started into a paused
+// container (the workspace watch reconnecting, a command) joins the frozen
+// cgroup, and the engine then never unpauses it. The box manager pushes
+// what the host holds first; a command running in the box meanwhile may
+// be caught mid-write, as by a copy of a live disk. A box made from the
 // snapshot carries the labels of the box it was taken of (the engine keeps
 // them in the image) and runs as its user.
 func (p *Provider) Snapshot(ctx context.Context, b providers.Box, name string) (string, error) {
@@ -174,7 +178,7 @@ func (p *Provider) Snapshot(ctx context.Context, b providers.Box, name string) (
 	resp, err := p.cli.ContainerCommit(ctx, db.id, container.CommitOptions{
 		Reference: "boxfs-snapshot:" + name,
 		Comment:   "boxfs snapshot of box " + db.id,
-		Pause:     true,
+		Pause:     false,
 		Config:    &container.Config{Labels: map[string]string{labelSnapshot: name}},
 	})
 	if err != nil {
