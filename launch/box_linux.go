@@ -237,12 +237,14 @@ func (bl *boxLaunch) load() vars {
 	return parseVars(b)
 }
 
-// save writes vars and the state (the lock held).
+// save writes the state and vars (the lock held). The state goes first:
+// a reader that waits on vars and then prints the state never prints an
+// older phase than the one it waited for.
 func (bl *boxLaunch) save(v vars, c boxConfig) error {
-	if err := bl.writeFile("vars", []byte(v.line())); err != nil {
+	if err := bl.writeFile("state", v.stateJSON(bl.name, c.secrets, ViaAgent)); err != nil {
 		return err
 	}
-	return bl.writeFile("state", v.stateJSON(bl.name, c.secrets, ViaAgent))
+	return bl.writeFile("vars", []byte(v.line()))
 }
 
 func (bl *boxLaunch) config() (boxConfig, error) {

@@ -114,8 +114,10 @@ save() {
 		printf '"startedAt":%s,"since":%s,"beforeStopExit":%s,' "$(j "$started")" "$(j "$since")" "$(j "$bsexit")"
 		printf '"secrets":%s,"via":"sh","reason":"%s"}\n' "$sv_sec" "$sv_why"
 	} >"$d/state.tmp"
-	mv -f "$d/vars.tmp" "$d/vars"
+	# state before vars: a reader that waits on vars (wait_phase) and then
+	# prints state never prints an older phase than it waited for.
 	mv -f "$d/state.tmp" "$d/state"
+	mv -f "$d/vars.tmp" "$d/vars"
 }
 cat_state() { cat "$d/state"; }
 
