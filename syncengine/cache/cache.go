@@ -158,6 +158,12 @@ type Cache struct {
 	echoes map[string]bool
 	// allGen is the gen at which the box said anything may have changed.
 	allGen uint64
+	// walkGen is the gen at which the newest installed walk of the whole
+	// workspace began: a fetch begun before it and answered after it was
+	// installed is older than what the cache holds, and is not installed
+	// (the refresh after a command must not be undone by a listing or
+	// stat asked before the command ended).
+	walkGen uint64
 	// trusting: a healthy watch reports every change of the box (Trust),
 	// so what was fetched since trustGen, with no report of a change
 	// while the fetch was in flight (evGen, the gen of the last report),
@@ -371,6 +377,12 @@ func (c *Cache) lookup(ctx context.Context, rel string) (providers.FileInfo, err
 		if _, err := c.ReadDir(ctx, dir); err == nil {
 			c.mu.Lock()
 			d := c.dir(dir)
+			if d == nil {
+				// Dropped meanwhile (the directory went, or the cache was
+				// closed): ask for rel alone.
+				c.mu.Unlock()
+				return c.stat(ctx, rel)
+			}
 			fi, ok := d.entries[name]
 			c.mu.Unlock()
 			if !ok {
@@ -510,11 +522,13 @@ func (c *Cache) stat(ctx context.Context, rel string) (providers.FileInfo, error
 }
 
 // beginFetch notes a fetch from the box starting; it returns the
-// generation the fetch's answer is as new as.
+// generation the fetch's answer is as new as. Each fetch has a generation
+// of its own, so of two fetches the one begun later is known.
 func (c *Cache) beginFetch() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.fetching++
+	c.gen++
 	return c.gen
 }
 
@@ -569,9 +583,10 @@ func (c *Cache) bumpLocked(rel string) {
 }
 
 // touchedSinceLocked reports whether the host changed rel, or a directory
-// above it, after generation start. c.mu held.
+// above it, after generation start, or a newer walk of the workspace was
+// installed meanwhile. c.mu held.
 func (c *Cache) touchedSinceLocked(rel string, start uint64) bool {
-	if c.allGen > start {
+	if c.allGen > start || c.walkGen > start {
 		return true
 	}
 	for p := rel; p != ""; {
@@ -884,6 +899,18 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 		attrs[join(rel, fi.Name)] = fi
 	}
 	c.mu.Lock()
+	if c.walkGen > start {
+		// A walk begun after this listing was asked is installed: it is
+		// the newer answer, and the listing is dropped.
+		c.endFetchLocked()
+		if nd := c.dir(rel); nd != nil {
+			out := c.entriesLocked(rel, nd)
+			c.mu.Unlock()
+			return out, nil
+		}
+		c.mu.Unlock()
+		return nil, c.notFound("cache.ReadDir", rel)
+	}
 	c.overlayLocked(start, attrs, map[string]*dirList{rel: d}, []string{rel})
 	d.trust = c.trustableLocked(start)
 	c.endFetchLocked()

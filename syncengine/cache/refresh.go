@@ -35,13 +35,21 @@ func (c *Cache) Refresh(ctx context.Context) (Changes, error) {
 		c.Invalidate()
 		return Changes{}, err
 	}
-	return c.installWalk(start, list), nil
+	ch, ok := c.installWalk(start, list)
+	if !ok {
+		// A walk begun later was installed first; what this one would
+		// have changed is not known, so all of it is asked again.
+		c.Invalidate()
+		return Changes{}, providers.Errorf(providers.Aborted, "cache.Refresh", "a newer listing of the box was installed first")
+	}
+	return ch, nil
 }
 
 // installWalk makes a walk of the workspace, asked at generation start, the
 // cache's listing, with the host's changes since laid over it, and returns
-// what differs from what the cache knew.
-func (c *Cache) installWalk(start uint64, list []providers.FileInfo) Changes {
+// what differs from what the cache knew. ok false: a walk begun later was
+// installed first, and this one is dropped.
+func (c *Cache) installWalk(start uint64, list []providers.FileInfo) (ch Changes, ok bool) {
 	now := c.now()
 	attrs := make(map[string]providers.FileInfo, len(list))
 	dirs := map[string]*dirList{"": {entries: map[string]providers.FileInfo{}, fetched: now}}
@@ -66,9 +74,13 @@ func (c *Cache) installWalk(start uint64, list []providers.FileInfo) Changes {
 		d.entries[name] = fi
 	}
 
-	var ch Changes
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.walkGen > start {
+		c.endFetchLocked()
+		return Changes{}, false
+	}
+	c.walkGen = start
 	c.overlayLocked(start, attrs, dirs, nil)
 	trust := c.trustableLocked(start)
 	for _, d := range dirs {
@@ -124,7 +136,7 @@ func (c *Cache) installWalk(start uint64, list []providers.FileInfo) Changes {
 	sortStrings(ch.Added)
 	sortStrings(ch.Changed)
 	sortStrings(ch.Removed)
-	return ch
+	return ch, true
 }
 
 // differs reports whether a file's attributes changed in a way the host
@@ -176,6 +188,6 @@ func (c *Cache) revalidate(ctx context.Context) bool {
 		c.mu.Unlock()
 		return false
 	}
-	c.installWalk(start, list)
-	return true
+	_, ok = c.installWalk(start, list)
+	return ok
 }

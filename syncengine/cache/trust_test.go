@@ -146,3 +146,51 @@ func rootNames(t *testing.T, c *cache.Cache) map[string]bool {
 	}
 	return m
 }
+
+// A listing asked before a command ended and answered after the refresh
+// that follows the command was installed is older than that refresh: it
+// does not bring back a file the command removed, nor hide one it made,
+// whether or not a watch runs.
+func TestOlderListingAfterRefresh(t *testing.T) {
+	for _, watched := range []bool{false, true} {
+		_, _, box := fakeBox(t)
+		r := &countingRemote{Remote: box}
+		c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Minute, WalkMax: -1})
+		require.NoError(t, err)
+		if watched {
+			c.Watched()
+			c.Trust(true)
+		}
+		ctx := t.Context()
+		boxWrite(t, r, "gone", "1")
+		assert.Equal(t, map[string]bool{"gone": true}, rootNames(t, c))
+		c.Invalidate()
+		r.mu.Lock()
+		r.hold = func() {
+			// The box answered the listing; now the command runs and
+			// ends, and its refresh is installed before the listing.
+			require.NoError(t, r.Remove(ctx, root+"/gone"))
+			boxWrite(t, r, "made", "2")
+			ch, err := c.Refresh(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"made"}, ch.Added)
+			assert.Equal(t, []string{"gone"}, ch.Removed)
+		}
+		r.mu.Unlock()
+
+		list, err := c.ReadDir(ctx, "")
+		require.NoError(t, err)
+		var got []string
+		for _, fi := range list {
+			got = append(got, fi.Name)
+		}
+		assert.Equal(t, []string{"made"}, got, "watched=%v: the listing answered is the refresh's", watched)
+		assert.Equal(t, map[string]bool{"made": true}, rootNames(t, c), "watched=%v", watched)
+		_, err = c.Lookup(ctx, "gone")
+		assert.True(t, providers.IsCode(err, providers.NotFound), "watched=%v: %v", watched, err)
+		fi, err := c.Lookup(ctx, "made")
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, fi.Size)
+		require.NoError(t, c.Close())
+	}
+}
