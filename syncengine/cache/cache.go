@@ -862,13 +862,17 @@ func (c *Cache) forgetLocked(rel string) {
 // one round trip to the box. Entries carry full attributes (READDIRPLUS).
 func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, error) {
 	c.mu.Lock()
-	if d := c.dir(rel); c.usable(d) {
-		out := c.entriesLocked(rel, d)
+	if known := c.dir(rel); c.usable(known) {
+		out := c.entriesLocked(rel, known)
 		c.mu.Unlock()
 		return out, nil
 	}
+	// While a healthy watch vouches for the listings, a known one is stale
+	// only because a report named it: it alone is asked again, not the
+	// whole tree (a walk per report would cost the tree's size each time).
+	reported := c.dir(rel) != nil && c.trusting
 	c.mu.Unlock()
-	if c.revalidate(ctx) {
+	if !reported && c.revalidate(ctx) {
 		c.mu.Lock()
 		if d := c.dir(rel); c.usable(d) {
 			out := c.entriesLocked(rel, d)

@@ -111,3 +111,54 @@ func TestStaleListingsRenewedByOneWalk(t *testing.T) {
 		})
 	}
 }
+
+// While a healthy watch vouches for the listings, a directory a report
+// made stale is listed again alone: no walk of the whole tree per report,
+// however many directories the cache knows; the box's change is seen.
+func TestReportedListingAskedAlone(t *testing.T) {
+	_, _, inner := fakeBox(t)
+	r := &walkRemote{Remote: inner}
+	now := time.Unix(1000, 0)
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test",
+		Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Watched()
+	c.Trust(true)
+	ctx := t.Context()
+	const ndirs = 10
+	for i := range ndirs {
+		if err := inner.Mkdir(ctx, fmt.Sprintf("%s/d%d", root, i), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range ndirs {
+		if _, err := c.ReadDir(ctx, fmt.Sprintf("d%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.counts()
+	now = now.Add(time.Hour) // trusted listings do not expire
+	for round := range 3 {
+		boxWrite(t, inner, fmt.Sprintf("d3/new%d", round), "made in the box")
+		c.BoxChanged([]string{fmt.Sprintf("d3/new%d", round)}, false)
+		list, err := c.ReadDir(ctx, "d3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != round+1 {
+			t.Errorf("round %d: d3 lists %d names, want %d", round, len(list), round+1)
+		}
+		for i := range ndirs {
+			if _, err := c.ReadDir(ctx, fmt.Sprintf("d%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if w, d := r.counts(); w != 0 || d != 1 {
+			t.Errorf("round %d: a report of one directory cost %d walks and %d listings, want 0 and 1", round, w, d)
+		}
+		now = now.Add(2 * time.Second)
+	}
+}
