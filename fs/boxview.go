@@ -226,6 +226,9 @@ func (v *boxView) notifyChanges(ch cache.Changes) {
 			parent.NotifyEntry(name)
 		}
 	}
+	if ch.All {
+		v.notifyAll()
+	}
 }
 
 // notifyAll drops what the kernel holds of every known node of the work

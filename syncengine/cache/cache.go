@@ -164,6 +164,11 @@ type Cache struct {
 	// (the refresh after a command must not be undone by a listing or
 	// stat asked before the command ended).
 	walkGen uint64
+	// learned are the paths fetches found changed in the box since the
+	// last Refresh, with learnedAll once there were more than learnMax
+	// (c.mu; see learned.go).
+	learned    map[string]byte
+	learnedAll bool
 	// trusting: a healthy watch reports every change of the box (Trust),
 	// so what was fetched since trustGen, with no report of a change
 	// while the fetch was in flight (evGen, the gen of the last report),
@@ -503,14 +508,17 @@ func (c *Cache) stat(ctx context.Context, rel string) (providers.FileInfo, error
 	newer := c.touchedSinceLocked(rel, start)
 	trust := c.trustableLocked(start)
 	c.endFetchLocked()
+	old, known := c.attrGet(rel)
 	if err != nil {
 		if providers.CodeOf(err) == providers.NotFound && !newer {
+			c.learnAttrLocked(rel, old, known, providers.FileInfo{}, false)
 			c.setAttrLocked(rel, attrEntry{at: now, neg: true, trust: trust})
 		}
 		return providers.FileInfo{}, err
 	}
 	_, fi.Name = split(rel)
 	if !newer {
+		c.learnAttrLocked(rel, old, known, fi, true)
 		c.recordLocked(rel, fi, now)
 		if trust {
 			a, _ := c.attrGet(rel)
@@ -918,6 +926,7 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 	c.overlayLocked(start, attrs, map[string]*dirList{rel: d}, []string{rel})
 	d.trust = c.trustableLocked(start)
 	c.endFetchLocked()
+	c.learnListingLocked(rel, c.dir(rel), d)
 	c.dirs.Set(rel, d)
 	for p, fi := range attrs {
 		c.setAttrLocked(p, attrEntry{fi: fi, at: now, trust: d.trust})

@@ -80,6 +80,8 @@ func (c *Cache) prefetch(ctx context.Context, rel string) {
 		if c.touchedSinceLocked(p, start) {
 			continue
 		}
+		old, known := c.attrGet(p)
+		c.learnAttrLocked(p, old, known, sf.Info, true)
 		c.recordLocked(p, sf.Info, now)
 		fill = append(fill, sf)
 	}

@@ -8,16 +8,18 @@ import (
 	"github.com/boxfs/boxfs/providers"
 )
 
-// Changes are the paths a refresh found different from what the cache knew.
+// Changes are the paths a refresh found different from what the cache knew,
+// or from what it knew at the refresh before (see learned.go).
 type Changes struct {
 	Added   []string // now present where the cache knew the directory (or knew the name missing, or another kind under it)
 	Changed []string // size, mode, mtime or (for a file) link count differ
 	Removed []string // known, now gone (or of another kind now: then in Added too)
+	All     bool     // more changed than is kept: anything may have
 }
 
 // Empty reports whether nothing changed.
 func (ch Changes) Empty() bool {
-	return len(ch.Added) == 0 && len(ch.Changed) == 0 && len(ch.Removed) == 0
+	return len(ch.Added) == 0 && len(ch.Changed) == 0 && len(ch.Removed) == 0 && !ch.All
 }
 
 // Refresh lists the whole workspace in one round trip (one walk) and makes
@@ -42,6 +44,9 @@ func (c *Cache) Refresh(ctx context.Context) (Changes, error) {
 		c.Invalidate()
 		return Changes{}, providers.Errorf(providers.Aborted, "cache.Refresh", "a newer listing of the box was installed first")
 	}
+	c.mu.Lock()
+	ch = c.takeLearnedLocked(ch)
+	c.mu.Unlock()
 	return ch, nil
 }
 
@@ -188,6 +193,11 @@ func (c *Cache) revalidate(ctx context.Context) bool {
 		c.mu.Unlock()
 		return false
 	}
-	_, ok = c.installWalk(start, list)
+	ch, ok := c.installWalk(start, list)
+	if ok {
+		c.mu.Lock()
+		c.learnChangesLocked(ch)
+		c.mu.Unlock()
+	}
 	return ok
 }

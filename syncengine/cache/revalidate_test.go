@@ -162,3 +162,77 @@ func TestReportedListingAskedAlone(t *testing.T) {
 		now = now.Add(2 * time.Second)
 	}
 }
+
+// What a fetch between two refreshes learned of the box's changes (the
+// walk that renews stale listings, a listing asked again, a stat) is
+// reported by the next Refresh, although the cache knows it by then: the
+// refresh after a command tells the filesystem everything the command
+// changed, whatever was fetched while it ran.
+func TestRefreshReportsWhatFetchesLearned(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		walkMax int
+		fetch   func(ctx context.Context, c *cache.Cache) error
+	}{
+		{"renewing walk", 0, func(ctx context.Context, c *cache.Cache) error { _, err := c.ReadDir(ctx, "d0"); return err }},
+		{"listings", -1, func(ctx context.Context, c *cache.Cache) error {
+			for _, d := range []string{"d3", "d4", "d5"} {
+				if _, err := c.ReadDir(ctx, d); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"stats", -1, func(ctx context.Context, c *cache.Cache) error {
+			if _, err := c.Getattr(ctx, "d3/f"); !providers.IsCode(err, providers.NotFound) {
+				return fmt.Errorf("stat of a removed file: %v", err)
+			}
+			_, err := c.Getattr(ctx, "d5/f")
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, inner := fakeBox(t)
+			r := &walkRemote{Remote: inner}
+			now := time.Unix(1000, 0)
+			c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", WalkMax: tc.walkMax,
+				Now: func() time.Time { return now }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx := t.Context()
+			for i := range 10 {
+				if err := inner.Mkdir(ctx, fmt.Sprintf("%s/d%d", root, i), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				boxWrite(t, inner, fmt.Sprintf("d%d/f", i), "x")
+			}
+			if _, err := c.Refresh(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// The command: one file removed, one made, one rewritten.
+			if err := inner.Remove(ctx, root+"/d3/f"); err != nil {
+				t.Fatal(err)
+			}
+			boxWrite(t, inner, "d4/new", "n")
+			boxWrite(t, inner, "d5/f", "longer")
+			now = now.Add(2 * time.Second)
+			if err := tc.fetch(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			ch, err := c.Refresh(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The directories' times changed too.
+			want := cache.Changes{Removed: []string{"d3/f"}, Changed: []string{"d3", "d4", "d5", "d5/f"}, Added: []string{"d4/new"}}
+			if fmt.Sprint(ch) != fmt.Sprint(want) {
+				t.Errorf("refresh after the fetch reports %+v, want %+v", ch, want)
+			}
+			if ch, _ := c.Refresh(ctx); !ch.Empty() {
+				t.Errorf("a second refresh reports %+v, want nothing", ch)
+			}
+		})
+	}
+}
