@@ -38,6 +38,23 @@ func (r *walkRemote) ReadDir(ctx context.Context, name string) ([]providers.File
 	return r.Remote.ReadDir(ctx, name)
 }
 
+// walkCache opens a cache over a fake box whose walk has a cap, on a clock
+// the test moves with *now.
+func walkCache(t *testing.T, walkMax int) (*cache.Cache, *walkRemote, cache.Remote, *time.Time) {
+	t.Helper()
+	_, _, inner := fakeBox(t)
+	r := &walkRemote{Remote: inner}
+	now := new(time.Time)
+	*now = time.Unix(1000, 0)
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", WalkMax: walkMax,
+		Now: func() time.Time { return *now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, r, inner, now
+}
+
 func (r *walkRemote) counts() (int, int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -55,15 +72,7 @@ func TestStaleListingsRenewedByOneWalk(t *testing.T) {
 		walkMax int
 	}{{"small tree", 0}, {"tree over the cap", 15}} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, inner := fakeBox(t)
-			r := &walkRemote{Remote: inner}
-			now := time.Unix(1000, 0)
-			c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", WalkMax: tc.walkMax,
-				Now: func() time.Time { return now }})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c, r, inner, now := walkCache(t, tc.walkMax)
 			ctx := t.Context()
 			const ndirs = 10
 			for i := range ndirs {
@@ -82,7 +91,7 @@ func TestStaleListingsRenewedByOneWalk(t *testing.T) {
 			}
 			listAll() // cold: one listing per directory (too few known for a walk)
 			r.counts()
-			now = now.Add(2 * time.Second) // every listing is stale
+			*now = now.Add(2 * time.Second) // every listing is stale
 			boxWrite(t, inner, "d7/new", "made in the box")
 			listAll()
 			walks, readdirs := r.counts()
@@ -103,7 +112,7 @@ func TestStaleListingsRenewedByOneWalk(t *testing.T) {
 			if w, d := r.counts(); w+d != 0 {
 				t.Errorf("fresh listings asked the box again: %d walks, %d listings", w, d)
 			}
-			now = now.Add(2 * time.Second)
+			*now = now.Add(2 * time.Second)
 			listAll()
 			if w, _ := r.counts(); tc.walkMax != 0 && w != 0 {
 				t.Errorf("a walk was tried again %d times within a minute of a too-large tree", w)
@@ -116,15 +125,7 @@ func TestStaleListingsRenewedByOneWalk(t *testing.T) {
 // made stale is listed again alone: no walk of the whole tree per report,
 // however many directories the cache knows; the box's change is seen.
 func TestReportedListingAskedAlone(t *testing.T) {
-	_, _, inner := fakeBox(t)
-	r := &walkRemote{Remote: inner}
-	now := time.Unix(1000, 0)
-	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test",
-		Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, r, inner, now := walkCache(t, 0)
 	c.Watched()
 	c.Trust(true)
 	ctx := t.Context()
@@ -140,7 +141,7 @@ func TestReportedListingAskedAlone(t *testing.T) {
 		}
 	}
 	r.counts()
-	now = now.Add(time.Hour) // trusted listings do not expire
+	*now = now.Add(time.Hour) // trusted listings do not expire
 	for round := range 3 {
 		boxWrite(t, inner, fmt.Sprintf("d3/new%d", round), "made in the box")
 		c.BoxChanged([]string{fmt.Sprintf("d3/new%d", round)}, false)
@@ -159,7 +160,7 @@ func TestReportedListingAskedAlone(t *testing.T) {
 		if w, d := r.counts(); w != 0 || d != 1 {
 			t.Errorf("round %d: a report of one directory cost %d walks and %d listings, want 0 and 1", round, w, d)
 		}
-		now = now.Add(2 * time.Second)
+		*now = now.Add(2 * time.Second)
 	}
 }
 
@@ -192,15 +193,7 @@ func TestRefreshReportsWhatFetchesLearned(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, inner := fakeBox(t)
-			r := &walkRemote{Remote: inner}
-			now := time.Unix(1000, 0)
-			c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", WalkMax: tc.walkMax,
-				Now: func() time.Time { return now }})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c, _, inner, now := walkCache(t, tc.walkMax)
 			ctx := t.Context()
 			for i := range 10 {
 				if err := inner.Mkdir(ctx, fmt.Sprintf("%s/d%d", root, i), 0o755); err != nil {
@@ -217,7 +210,7 @@ func TestRefreshReportsWhatFetchesLearned(t *testing.T) {
 			}
 			boxWrite(t, inner, "d4/new", "n")
 			boxWrite(t, inner, "d5/f", "longer")
-			now = now.Add(2 * time.Second)
+			*now = now.Add(2 * time.Second)
 			if err := tc.fetch(ctx, c); err != nil {
 				t.Fatal(err)
 			}
