@@ -79,7 +79,6 @@ func (c *Cache) fetchSmall(ctx context.Context, sr providers.SmallReader, dir st
 	got, err := sr.ReadSmall(ctx, c.abs(dir), names, prefetchBudget)
 	now := c.now()
 	c.mu.Lock()
-	c.endFetchLocked()
 	if providers.CodeOf(err) == providers.Unsupported {
 		c.sr = nil
 	}
@@ -94,6 +93,9 @@ func (c *Cache) fetchSmall(ctx context.Context, sr providers.SmallReader, dir st
 		c.recordLocked(p, sf.Info, now)
 		fill = append(fill, sf)
 	}
+	// Ended only now: the last fetch's end forgets what the host touched,
+	// which the loop above must still see.
+	c.endFetchLocked()
 	c.mu.Unlock()
 	if err != nil {
 		c.log.Debug("prefetch failed; files are fetched one by one", "dir", dir, "err", err)

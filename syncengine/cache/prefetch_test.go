@@ -21,6 +21,7 @@ type smallRemote struct {
 	mu      sync.Mutex
 	batches [][]string
 	reads   []string
+	hold    func() // when set, called once after a batch was read
 }
 
 func (r *smallRemote) ReadSmall(ctx context.Context, dir string, names []string, max int) ([]providers.SmallFile, error) {
@@ -41,6 +42,13 @@ func (r *smallRemote) ReadSmall(ctx context.Context, dir string, names []string,
 		rc.Close()
 		max -= len(b)
 		out = append(out, providers.SmallFile{Info: fi, Data: b})
+	}
+	r.mu.Lock()
+	hold := r.hold
+	r.hold = nil
+	r.mu.Unlock()
+	if hold != nil {
+		hold()
 	}
 	return out, nil
 }
@@ -212,5 +220,40 @@ func TestScanReadsAheadBelow(t *testing.T) {
 	}
 	if batches != 4 {
 		t.Errorf("%d batches (src's own and one per directory below), want 4: %v", batches, r.batches)
+	}
+}
+
+// A batch read while the host changes one of its files does not bring
+// the file's older attributes back over the host's change.
+func TestScanBatchOlderThanHostChange(t *testing.T) {
+	_, _, inner := fakeBox(t)
+	r := &smallRemote{Remote: inner}
+	c := open(t, r, t.TempDir())
+	ctx := t.Context()
+	if err := inner.Mkdir(ctx, root+"/src", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		boxWrite(t, inner, fmt.Sprintf("src/f%d", i), "small")
+	}
+	if _, err := c.ReadDir(ctx, "src"); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	r.hold = func() {
+		// The batch has f2 as "small"; the host truncates it meanwhile.
+		if _, err := c.Truncate(ctx, "src/f2", 0); err != nil {
+			t.Error(err)
+		}
+	}
+	r.mu.Unlock()
+	readWhole(t, c, "src/f0")
+	readWhole(t, c, "src/f1") // the second cold file: f1..f3 in one batch
+	fi, err := c.Getattr(ctx, "src/f2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size != 0 {
+		t.Errorf("f2 after the host truncated it during a batch: %d bytes, want 0", fi.Size)
 	}
 }
