@@ -59,18 +59,26 @@ func (r *smallRemote) ReadFile(ctx context.Context, name string) (io.ReadCloser,
 	return r.Remote.ReadFile(ctx, name)
 }
 
+// scanCache opens a cache over a fake box that reads small files in
+// batches, with an empty directory src in the box.
+func scanCache(t *testing.T) (*cache.Cache, *smallRemote, cache.Remote) {
+	t.Helper()
+	_, _, inner := fakeBox(t)
+	r := &smallRemote{Remote: inner}
+	c := open(t, r, t.TempDir())
+	if err := inner.Mkdir(t.Context(), root+"/src", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return c, r, inner
+}
+
 // Reading a directory's files one after another (grep -r) fetches the
 // first alone and the rest in batches, each file's content exact; a file
 // the host has written is not overwritten, and a file the box changes
 // afterwards is fetched again.
 func TestScanPrefetches(t *testing.T) {
-	_, _, inner := fakeBox(t)
-	r := &smallRemote{Remote: inner}
-	c := open(t, r, t.TempDir())
+	c, r, inner := scanCache(t)
 	ctx := t.Context()
-	if err := inner.Mkdir(ctx, root+"/src", 0o755); err != nil {
-		t.Fatal(err)
-	}
 	want := map[string]string{}
 	for i := range 30 {
 		name := fmt.Sprintf("src/f%02d", i)
@@ -145,13 +153,8 @@ func readWhole(t *testing.T, c *cache.Cache, name string) string {
 // A batch read while the host changes one of its files does not bring
 // the file's older attributes back over the host's change.
 func TestScanBatchOlderThanHostChange(t *testing.T) {
-	_, _, inner := fakeBox(t)
-	r := &smallRemote{Remote: inner}
-	c := open(t, r, t.TempDir())
+	c, r, inner := scanCache(t)
 	ctx := t.Context()
-	if err := inner.Mkdir(ctx, root+"/src", 0o755); err != nil {
-		t.Fatal(err)
-	}
 	for i := range 4 {
 		boxWrite(t, inner, fmt.Sprintf("src/f%d", i), "small")
 	}
