@@ -35,3 +35,32 @@ func TestFstatOfReplacedFile(t *testing.T) {
 	require.NoError(t, unix.Lstat(p, &st))
 	assert.Equal(t, uint32(unix.S_IFLNK), st.Mode&unix.S_IFMT, "the name shows the new file")
 }
+
+// An fstat of a file unlinked while open shows the writes made through
+// any of its opens. The kernel names no open in an fstat's getattr, and
+// go-fuse then answers through the node's oldest open (here, one made
+// before the write, as a create's open is while its release is on the
+// way).
+func TestFstatOfUnlinkedFileSeesWritesOfOtherOpens(t *testing.T) {
+	mnt := mount(t)
+	p := filepath.Join(newBox(t, mnt, "a"), "work", "f")
+	require.NoError(t, os.WriteFile(p, nil, 0o644))
+	older, err := os.Open(p)
+	require.NoError(t, err)
+	defer older.Close()
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, os.Remove(p))
+
+	for i := 1; i <= 3; i++ {
+		_, err := f.Write([]byte("x"))
+		require.NoError(t, err)
+		for _, fd := range []*os.File{f, older} {
+			var st unix.Stat_t
+			require.NoError(t, unix.Fstat(int(fd.Fd()), &st))
+			assert.Equal(t, int64(i), st.Size, "size after %d bytes written", i)
+			assert.Equal(t, uint64(0), st.Nlink, "links of an unlinked file")
+		}
+	}
+}

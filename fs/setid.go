@@ -57,9 +57,7 @@ func (n *workNode) dropSetgid(ctx context.Context, c *cache.Cache, rel string, f
 func (wh *workHandle) dropSetgid(ctx context.Context) {
 	fi, ok := wh.h.Attr()
 	if !ok {
-		wh.mu.Lock()
-		fi, ok = wh.last, wh.have
-		wh.mu.Unlock()
+		fi, ok = wh.lastSeen()
 	}
 	n := wh.n
 	if !ok || !n.losesSetgid(ctx, fi) {

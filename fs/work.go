@@ -5,6 +5,7 @@ import (
 	iofs "io/fs"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,6 +22,28 @@ import (
 type workNode struct {
 	gofs.Inode
 	v *boxView
+
+	opened atomic.Pointer[openState] // made by the first open
+}
+
+// openState is what the opens of one file last knew of it, shared by all
+// of them. The kernel names no open in an fstat's getattr, and go-fuse
+// then answers through any open of the node, maybe one made before a
+// write through another (a create's open whose release has not arrived
+// yet): each must give what the newest of them knows.
+type openState struct {
+	mu   sync.Mutex
+	last providers.FileInfo // kept up to date by the opens' writes
+	have bool
+}
+
+// openState is the state this node's opens share.
+func (n *workNode) openState() *openState {
+	if st := n.opened.Load(); st != nil {
+		return st
+	}
+	n.opened.CompareAndSwap(nil, &openState{})
+	return n.opened.Load()
 }
 
 var (
@@ -416,7 +439,7 @@ func (n *workNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if keep {
 		fuseFlags |= fuse.FOPEN_KEEP_CACHE
 	}
-	wh := &workHandle{n: n, h: h}
+	wh := n.newHandle(h)
 	if fi, ok := h.Attr(); ok {
 		wh.remember(fi)
 	} else if haveBefore {
@@ -460,7 +483,7 @@ func (n *workNode) Create(ctx context.Context, name string, flags uint32, mode u
 	}
 	n.v.inos().remove(rel) // a new file: never the number of one that was here
 	ch := n.child(ctx, rel, fi, out)
-	wh := &workHandle{n: n, h: h}
+	wh := n.newHandle(h)
 	wh.remember(fi)
 	return ch, wh, 0, 0
 }
@@ -658,47 +681,56 @@ func (n *workNode) Fsync(ctx context.Context, f gofs.FileHandle, flags uint32) s
 
 // workHandle is one open of a work/ file.
 type workHandle struct {
-	n *workNode
-	h *cache.Handle
+	n  *workNode
+	h  *cache.Handle
+	st *openState // the file as its opens last saw it
+}
 
-	mu   sync.Mutex
-	last providers.FileInfo // the file as this open last saw it, kept up to date by its writes
-	have bool
+// newHandle is an open of n through h.
+func (n *workNode) newHandle(h *cache.Handle) *workHandle {
+	return &workHandle{n: n, h: h, st: n.openState()}
+}
+
+// lastSeen is the file as its opens last saw it, if any saw it.
+func (wh *workHandle) lastSeen() (providers.FileInfo, bool) {
+	wh.st.mu.Lock()
+	defer wh.st.mu.Unlock()
+	return wh.st.last, wh.st.have
 }
 
 // remember keeps fi as what this open knows of its file.
 func (wh *workHandle) remember(fi providers.FileInfo) {
-	wh.mu.Lock()
-	wh.last, wh.have = fi, true
-	wh.mu.Unlock()
+	wh.st.mu.Lock()
+	wh.st.last, wh.st.have = fi, true
+	wh.st.mu.Unlock()
 }
 
 // wrote records a write through this open that ended at end.
 func (wh *workHandle) wrote(end int64) {
-	wh.mu.Lock()
-	if end > wh.last.Size {
-		wh.last.Size = end
+	st := wh.st
+	st.mu.Lock()
+	if end > st.last.Size {
+		st.last.Size = end
 	}
-	wh.last.Mtime = time.Now()
-	wh.last.Ctime = wh.last.Mtime
-	wh.mu.Unlock()
+	st.last.Mtime = time.Now()
+	st.last.Ctime = st.last.Mtime
+	st.mu.Unlock()
 }
 
 // resized records a truncate through this open.
 func (wh *workHandle) resized(size int64) {
-	wh.mu.Lock()
-	wh.last.Size = size
-	wh.last.Mtime = time.Now()
-	wh.last.Ctime = wh.last.Mtime
-	wh.mu.Unlock()
+	st := wh.st
+	st.mu.Lock()
+	st.last.Size = size
+	st.last.Mtime = time.Now()
+	st.last.Ctime = st.last.Mtime
+	st.mu.Unlock()
 }
 
 // unlinkedAttr fills a for a file whose name is gone while this open
 // holds it: its last known attributes, with no links.
 func (wh *workHandle) unlinkedAttr(a *fuse.Attr, ino uint64) bool {
-	wh.mu.Lock()
-	fi, ok := wh.last, wh.have
-	wh.mu.Unlock()
+	fi, ok := wh.lastSeen()
 	if !ok {
 		return false
 	}
@@ -725,9 +757,8 @@ func (wh *workHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 		// or changed since (tail -f of a file a command in the box writes).
 		var renewed bool
 		b := wh.n.v.b
-		wh.mu.Lock()
-		known := wh.last.Size // the size this open's last fstat saw
-		wh.mu.Unlock()
+		last, _ := wh.lastSeen()
+		known := last.Size // the size the last fstat saw
 		pctx, done := patient(ctx)
 		defer done()
 		rerr := b.Do(pctx, false, transferTime(max(known, off+int64(len(dest)))), func(ctx context.Context) (err error) {

@@ -199,9 +199,7 @@ func (wh *workHandle) Allocate(ctx context.Context, off, size uint64, mode uint3
 	}
 	cur, ok := wh.h.Attr()
 	if !ok {
-		wh.mu.Lock()
-		cur = wh.last
-		wh.mu.Unlock()
+		cur, _ = wh.lastSeen()
 	}
 	if end <= cur.Size {
 		return 0
