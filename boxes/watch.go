@@ -163,9 +163,10 @@ func (b *Box) watchOnce(ctx context.Context, h *hands.Hands, c *cache.Cache, roo
 }
 
 // dueEchoes tells the view of the watch's reports that were held as
-// echoes of the host's own changes, as they fall due.
+// echoes of the host's own changes, as they fall due or as the box shows
+// them to be its own changes (cache.VerifyEchoes).
 func (b *Box) dueEchoes(ctx context.Context, c *cache.Cache) {
-	t := time.NewTicker(500 * time.Millisecond)
+	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
 		select {
@@ -173,6 +174,9 @@ func (b *Box) dueEchoes(ctx context.Context, c *cache.Cache) {
 			return
 		case <-t.C:
 			b.pathsChanged(c.DueEchoes())
+			vctx, cancel := context.WithTimeout(ctx, b.m.opts.OpTimeout)
+			b.pathsChanged(c.VerifyEchoes(vctx))
+			cancel()
 		}
 	}
 }

@@ -89,3 +89,63 @@ func TestBoxChangedReports(t *testing.T) {
 		t.Errorf("after a report of lost changes f is %d bytes", size("f"))
 	}
 }
+
+// A held report is checked with the box soon after the host's change: a
+// change the box made right after the host's write shows at once, not
+// after the echo window; a true echo is dropped without making anything
+// stale, and does not fall due later.
+func TestVerifyEchoes(t *testing.T) {
+	_, _, r := fakeBox(t)
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Watched()
+	ctx := t.Context()
+	hostWrite := func(name, data string) {
+		t.Helper()
+		h, _, err := c.Create(ctx, name, syscall.O_CREAT|syscall.O_WRONLY|syscall.O_TRUNC, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.WriteAt([]byte(data), 0)
+		if err := h.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h.Release(ctx)
+	}
+	size := func(rel string) int64 {
+		t.Helper()
+		fi, err := c.Getattr(ctx, rel)
+		if err != nil {
+			return -1
+		}
+		return fi.Size
+	}
+
+	hostWrite("h", "host")
+	hostWrite("k", "host")
+	boxWrite(t, r, "h", "the box's")
+	if got := c.BoxChanged([]string{"h", "k"}, false); len(got) != 0 {
+		t.Fatalf("reports of what the host just wrote were taken at once: %q", got)
+	}
+	if got := c.VerifyEchoes(ctx); len(got) != 0 {
+		t.Errorf("checked before the host's answer settled: %q", got)
+	}
+	advance(30 * time.Millisecond)
+	if got := c.VerifyEchoes(ctx); len(got) != 1 || got[0] != "h" {
+		t.Errorf("VerifyEchoes = %q, want [h]", got)
+	}
+	if size("h") != int64(len("the box's")) || size("k") != 4 {
+		t.Errorf("after the check h is %d bytes, k %d", size("h"), size("k"))
+	}
+	advance(3 * time.Second)
+	if due := c.DueEchoes(); len(due) != 0 {
+		t.Errorf("checked reports fell due again: %q", due)
+	}
+}
