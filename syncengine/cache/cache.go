@@ -156,6 +156,8 @@ type Cache struct {
 	// echoes are reports of paths the host changed just before, held
 	// until DueEchoes (c.mu).
 	echoes map[string]bool
+	// echoBatch is how many held reports VerifyEchoes takes next.
+	echoBatch int
 	// allGen is the gen at which the box said anything may have changed.
 	allGen uint64
 	// walkGen is the gen at which the newest installed walk of the whole

@@ -11,23 +11,29 @@ import (
 // likely echo of that change (BoxChanged), and taken only once the host has
 // left the path alone for mineWindow (DueEchoes). A box that changes a file
 // right after the host wrote it (a formatter, a build, an agent's tool in
-// the box) would then show its change that much later. VerifyEchoes asks
-// the box about the held reports instead, when there are few of them: a
-// path the box shows as the host left it was the echo, and its report is
-// dropped; any other was changed by the box, and is taken at once.
+// the box) would then show its change that much later, and a burst of the
+// host's own writes would have its directories listed again when the
+// reports fall due. VerifyEchoes asks the box about the held reports
+// instead, as many as fit in a time budget per call: a path the box shows
+// as the host left it was the echo, and its report is dropped; any other
+// was changed by the box, and is taken at once. A box that answers a stat
+// without a round trip (a local box) has all of a burst's reports checked;
+// over a slow link few are, and the rest wait for mineWindow, so a burst
+// costs no round trip per file there.
 
 const (
-	// echoVerifyMax is how many held reports VerifyEchoes asks the box
-	// about; with more held (a burst of the host's own writes) they wait
-	// for mineWindow, so the burst costs no round trip per file.
-	echoVerifyMax = 64
 	// echoSettle is how long after the host's change its report is asked
 	// about: the answer of the host's own operation is recorded by then.
 	echoSettle = 20 * time.Millisecond
+	// echoBudget is how long one VerifyEchoes may spend asking the box
+	// (at least one stat is asked).
+	echoBudget = 10 * time.Millisecond
+	// echoBatchMax bounds the reports one VerifyEchoes takes to check.
+	echoBatchMax = 4096
 )
 
-// VerifyEchoes asks the box about the held reports (see above), when at
-// most echoVerifyMax are held, and returns the paths it made stale.
+// VerifyEchoes asks the box about the held reports (see above) and returns
+// the paths it made stale.
 func (c *Cache) VerifyEchoes(ctx context.Context) []string {
 	type check struct {
 		rel   string
@@ -38,13 +44,22 @@ func (c *Cache) VerifyEchoes(ctx context.Context) []string {
 		err   error
 	}
 	c.mu.Lock()
-	if len(c.echoes) == 0 || len(c.echoes) > echoVerifyMax {
+	if len(c.echoes) == 0 {
 		c.mu.Unlock()
 		return nil
+	}
+	// As many as the last call asked within its budget, twice that while
+	// they all fit.
+	batch := c.echoBatch
+	if batch == 0 {
+		batch = 64
 	}
 	now := c.now()
 	var checks []check
 	for rel := range c.echoes {
+		if len(checks) == batch {
+			break
+		}
 		at := c.mine[rel]
 		if now.Sub(at) < echoSettle {
 			continue
@@ -66,12 +81,22 @@ func (c *Cache) VerifyEchoes(ctx context.Context) []string {
 		checks = append(checks, check{rel: rel, at: at, a: a, known: known})
 	}
 	c.mu.Unlock()
-	for i := range checks {
-		checks[i].fi, checks[i].err = c.remote.Lstat(ctx, c.abs(checks[i].rel))
+	start := time.Now()
+	asked := 0
+	for asked < len(checks) && (asked == 0 || time.Since(start) < echoBudget) {
+		checks[asked].fi, checks[asked].err = c.remote.Lstat(ctx, c.abs(checks[asked].rel))
+		asked++
 	}
+	checks = checks[:asked]
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	switch {
+	case time.Since(start) >= echoBudget:
+		c.echoBatch = asked
+	case asked == batch:
+		c.echoBatch = min(2*batch, echoBatchMax)
+	}
 	var changed []string
 	for _, ck := range checks {
 		if !c.echoes[ck.rel] || !c.mine[ck.rel].Equal(ck.at) {
@@ -79,6 +104,11 @@ func (c *Cache) VerifyEchoes(ctx context.Context) []string {
 		}
 		var same bool
 		switch {
+		case ck.err == nil && ck.fi.IsDir():
+			// A directory's times and size change with its entries, each
+			// of which is reported on its own; the host's copy of them is
+			// its own estimate. Only its mode is its own.
+			same = ck.known && !ck.a.neg && ck.a.fi.Mode == ck.fi.Mode
 		case ck.err == nil:
 			same = ck.known && !ck.a.neg && ck.a.fi.Mode.Type() == ck.fi.Mode.Type() && !differs(ck.a.fi, ck.fi)
 		case providers.CodeOf(ck.err) == providers.NotFound:

@@ -1,6 +1,7 @@
 package cache_test
 
 import (
+	"fmt"
 	"sync"
 	"syscall"
 	"testing"
@@ -147,5 +148,54 @@ func TestVerifyEchoes(t *testing.T) {
 	advance(3 * time.Second)
 	if due := c.DueEchoes(); len(due) != 0 {
 		t.Errorf("checked reports fell due again: %q", due)
+	}
+}
+
+// A burst of the host's own writes has all its held reports checked, a
+// few at a time: the box's one change among them is taken, and the
+// host's echoes, of files and of the directory they went into (whose
+// times the host only estimates), are dropped without a listing made
+// stale.
+func TestVerifyEchoesOfABurst(t *testing.T) {
+	_, _, r := fakeBox(t)
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Watched()
+	ctx := t.Context()
+	if _, err := c.Mkdir(ctx, "d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	reports := []string{"d"}
+	for i := range 300 {
+		name := fmt.Sprintf("d/f%d", i)
+		write(t, c, name, "host").Release(ctx)
+		reports = append(reports, name)
+	}
+	boxWrite(t, r, "d/f7", "the box's")
+	advance(5 * time.Millisecond) // the box's change is newer than the host's last write
+	if got := c.BoxChanged(reports, false); len(got) != 0 {
+		t.Fatalf("reports of what the host just wrote were taken at once: %q", got)
+	}
+	advance(30 * time.Millisecond)
+	var changed []string
+	for range 20 {
+		changed = append(changed, c.VerifyEchoes(ctx)...)
+	}
+	if len(changed) != 1 || changed[0] != "d/f7" {
+		t.Errorf("changed = %q, want [d/f7]", changed)
+	}
+	advance(3 * time.Second)
+	if due := c.DueEchoes(); len(due) != 0 {
+		t.Errorf("%d checked reports fell due: %q", len(due), due[:min(len(due), 5)])
+	}
+	if fi, err := c.Getattr(ctx, "d/f7"); err != nil || fi.Size != int64(len("the box's")) {
+		t.Errorf("d/f7 after the check: %+v, %v", fi, err)
 	}
 }
