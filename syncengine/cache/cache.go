@@ -91,6 +91,7 @@ type Cache struct {
 	sw     providers.StatWriter   // remote's, answering mutations with attributes
 	sr     providers.SmallReader  // remote's, if it has one (c.mu); nil once it said Unsupported
 	cold   map[string]int         // directory -> files fetched from it (c.mu)
+	ahead  *readAhead             // the read-ahead below scanned directories (prefetch.go)
 	cw     providers.CappedWalker // remote's, if it has one (c.mu); nil once it said Unsupported
 	hr     providers.HostReader   // remote's, if it has one (c.mu); nil once it said Unsupported
 
@@ -236,6 +237,7 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 		remote:  remote,
 		sw:      providers.AsStatWriter(remote),
 		cold:    map[string]int{},
+		ahead:   newReadAhead(),
 		opts:    opts,
 		log:     opts.Logger.With("box", opts.Box),
 		now:     opts.Now,

@@ -705,6 +705,7 @@ func (f *file) unlinked(c *Cache) {
 // Close closes the cache's data files and journal, and stops the
 // write-behind pusher. Dirty files stay journaled.
 func (c *Cache) Close() error {
+	c.ahead.stop()
 	if c.behind != nil {
 		c.behind.close()
 	}

@@ -3,6 +3,8 @@ package cache
 import (
 	"context"
 	"sort"
+	"sync"
+	"time"
 
 	"github.com/boxfs/boxfs/providers"
 )
@@ -63,9 +65,16 @@ func (c *Cache) prefetch(ctx context.Context, rel string) {
 		names = append(names, fi.Name)
 		budget += int(fi.Size)
 	}
+	c.readAheadBelow(dir)
 	if len(names) < 2 {
 		return // rel alone: its own fetch
 	}
+	c.fetchSmall(ctx, sr, dir, names)
+}
+
+// fetchSmall fetches names of dir in one round trip and keeps what came,
+// unless the host changed it meanwhile or a newer walk was installed.
+func (c *Cache) fetchSmall(ctx context.Context, sr providers.SmallReader, dir string, names []string) {
 	start := c.beginFetch()
 	got, err := sr.ReadSmall(ctx, c.abs(dir), names, prefetchBudget)
 	now := c.now()
@@ -146,4 +155,131 @@ func (f *file) fill(c *Cache, sf providers.SmallFile) (filled bool) {
 		f.data = nil
 	}
 	return filled
+}
+
+// A scan of a tree (grep -r, an indexer, an agent reading a package) goes
+// on below the directory it started in. When a directory turns out to be
+// scanned (its second cold fetch), the small files of the directories
+// below it whose listings the cache knows are read ahead too, one round
+// trip per directory, in the background and several at once, so the
+// scanner finds them held when it gets there. It is bounded in
+// directories and bytes, done once per directory, and stopped by Close.
+const (
+	aheadDirs   = 64      // directories read ahead below one scanned directory
+	aheadBudget = 2 << 20 // bytes of file data they may bring
+	aheadFlight = 4       // their fetches in flight at once
+	aheadWait   = 30 * time.Second
+)
+
+// readAhead is the state of the read-ahead below scanned directories.
+type readAhead struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	sem    chan struct{}
+	done   map[string]bool // directories read ahead, or being (Cache.mu)
+}
+
+func newReadAhead() *readAhead {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &readAhead{ctx: ctx, cancel: cancel, sem: make(chan struct{}, aheadFlight), done: map[string]bool{}}
+}
+
+// stop ends the fetches in flight and waits for them.
+func (ra *readAhead) stop() {
+	ra.cancel()
+	ra.wg.Wait()
+}
+
+// aheadDir is one directory's part of a read-ahead.
+type aheadDir struct {
+	dir   string
+	cands []providers.FileInfo
+}
+
+// readAheadBelow reads ahead the small files of the known directories
+// below dir, breadth first, in name order, within the bounds above.
+func (c *Cache) readAheadBelow(dir string) {
+	c.mu.Lock()
+	sr, ra := c.sr, c.ahead
+	if sr == nil || ra == nil || ra.ctx.Err() != nil {
+		c.mu.Unlock()
+		return
+	}
+	var plan []aheadDir
+	queue := c.subdirsLocked(dir)
+	for len(queue) > 0 && len(plan) < aheadDirs {
+		d := queue[0]
+		queue = queue[1:]
+		dl := c.dir(d)
+		if dl == nil || ra.done[d] {
+			continue
+		}
+		ra.done[d] = true
+		var cands []providers.FileInfo
+		for n, fi := range dl.entries {
+			if fi.IsRegular() && fi.Size <= prefetchFileMax && !transient(n) {
+				cands = append(cands, fi)
+			}
+		}
+		if len(cands) > 0 {
+			plan = append(plan, aheadDir{d, cands})
+		}
+		queue = append(queue, c.subdirsLocked(d)...)
+	}
+	c.mu.Unlock()
+
+	budget := aheadBudget
+	for _, ad := range plan {
+		if budget <= 0 {
+			break
+		}
+		sort.Slice(ad.cands, func(i, j int) bool { return ad.cands[i].Name < ad.cands[j].Name })
+		var names []string
+		used := 0
+		for _, fi := range ad.cands {
+			if len(names) == prefetchCount || used+int(fi.Size) > min(prefetchBudget, budget) {
+				break
+			}
+			if c.holds(join(ad.dir, fi.Name), fi) {
+				continue
+			}
+			names = append(names, fi.Name)
+			used += int(fi.Size)
+		}
+		if len(names) == 0 {
+			continue
+		}
+		budget -= used
+		ra.wg.Add(1)
+		go func(d string, names []string) {
+			defer ra.wg.Done()
+			select {
+			case ra.sem <- struct{}{}:
+			case <-ra.ctx.Done():
+				return
+			}
+			defer func() { <-ra.sem }()
+			ctx, cancel := context.WithTimeout(ra.ctx, aheadWait)
+			defer cancel()
+			c.fetchSmall(ctx, sr, d, names)
+		}(ad.dir, names)
+	}
+}
+
+// subdirsLocked lists the directories in dir's known listing, by name.
+// c.mu held.
+func (c *Cache) subdirsLocked(dir string) []string {
+	d := c.dir(dir)
+	if d == nil {
+		return nil
+	}
+	var out []string
+	for n, fi := range d.entries {
+		if fi.IsDir() && !transient(n) {
+			out = append(out, join(dir, n))
+		}
+	}
+	sort.Strings(out)
+	return out
 }

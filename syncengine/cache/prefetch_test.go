@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/syncengine/cache"
@@ -147,6 +148,86 @@ func readWhole(t *testing.T, c *cache.Cache, name string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Once a directory is scanned, the small files of the known directories
+// below it are read ahead in the background, one batch per directory, so
+// the scan finds them held: each file's content exact, nothing fetched
+// alone but a file too large for a batch, nothing read ahead twice.
+func TestScanReadsAheadBelow(t *testing.T) {
+	_, _, inner := fakeBox(t)
+	r := &smallRemote{Remote: inner}
+	c := open(t, r, t.TempDir())
+	ctx := t.Context()
+	want := map[string]string{}
+	for _, d := range []string{"src", "src/p", "src/p/q", "src/r"} {
+		if err := inner.Mkdir(ctx, root+"/"+d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 4 {
+			name := fmt.Sprintf("%s/f%d", d, i)
+			want[name] = strings.Repeat(name+",", 10*(i+1))
+			boxWrite(t, inner, name, want[name])
+		}
+	}
+	want["src/p/big"] = strings.Repeat("B", 65<<10)
+	boxWrite(t, inner, "src/p/big", want["src/p/big"])
+	for _, d := range []string{"src", "src/p", "src/p/q", "src/r"} {
+		if _, err := c.ReadDir(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The scan starts in src: its second cold file makes it a scan.
+	for _, n := range []string{"src/f0", "src/f1", "src/f2", "src/f3"} {
+		if got := readWhole(t, c, n); got != want[n] {
+			t.Fatalf("%s: %q", n, got)
+		}
+	}
+	below := func() int {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		n := 0
+		for _, b := range r.batches {
+			n += len(b)
+		}
+		return n
+	}
+	// src's own batch (f1..f3) and the 12 small files below it.
+	deadline := time.Now().Add(10 * time.Second)
+	for below() < 15 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.mu.Lock()
+	r.reads = nil
+	batches := len(r.batches)
+	r.mu.Unlock()
+	for _, d := range []string{"src/p", "src/p/q", "src/r"} {
+		list, err := c.ReadDir(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fi := range list {
+			if fi.IsDir() {
+				continue
+			}
+			rel := d + "/" + fi.Name
+			if got := readWhole(t, c, rel); got != want[rel] {
+				t.Fatalf("%s: %d bytes, want %d", rel, len(got), len(want[rel]))
+			}
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if strings.Join(r.reads, " ") != "big" {
+		t.Errorf("files fetched alone after the read-ahead: %v, want [big]", r.reads)
+	}
+	if len(r.batches) != batches {
+		t.Errorf("the scan below asked %d more batches: %v", len(r.batches)-batches, r.batches[batches:])
+	}
+	if batches != 4 {
+		t.Errorf("%d batches (src's own and one per directory below), want 4: %v", batches, r.batches)
 	}
 }
 
