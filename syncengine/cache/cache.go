@@ -92,6 +92,7 @@ type Cache struct {
 	sr     providers.SmallReader  // remote's, if it has one (c.mu); nil once it said Unsupported
 	cold   map[string]int         // directory -> files fetched from it (c.mu)
 	ahead  *readAhead             // the read-ahead below scanned directories (prefetch.go)
+	reap   *reaper                // deletes the copies of removed files (reap.go)
 	cw     providers.CappedWalker // remote's, if it has one (c.mu); nil once it said Unsupported
 	hr     providers.HostReader   // remote's, if it has one (c.mu); nil once it said Unsupported
 
@@ -238,6 +239,7 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 		sw:      providers.AsStatWriter(remote),
 		cold:    map[string]int{},
 		ahead:   newReadAhead(),
+		reap:    newReaper(),
 		opts:    opts,
 		log:     opts.Logger.With("box", opts.Box),
 		now:     opts.Now,

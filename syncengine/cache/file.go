@@ -458,7 +458,7 @@ func (f *file) release(c *Cache) {
 		f.data = nil
 	}
 	if f.nopen == 0 && f.gone {
-		os.Remove(c.dataPath(f.id)) // its name went while it was open
+		c.reap.remove(c.dataPath(f.id)) // its name went while it was open
 	}
 }
 
@@ -698,7 +698,7 @@ func (f *file) unlinked(c *Cache) {
 		f.data = nil
 	}
 	if f.nopen == 0 {
-		os.Remove(c.dataPath(f.id))
+		c.reap.remove(c.dataPath(f.id))
 	}
 }
 
@@ -706,6 +706,7 @@ func (f *file) unlinked(c *Cache) {
 // write-behind pusher. Dirty files stay journaled.
 func (c *Cache) Close() error {
 	c.ahead.stop()
+	defer c.reap.stop()
 	if c.behind != nil {
 		c.behind.close()
 	}
