@@ -165,6 +165,9 @@ func (b *Box) watchOnce(ctx context.Context, h *hands.Hands, c *cache.Cache, roo
 // dueEchoes tells the view of the watch's reports that were held as
 // echoes of the host's own changes, as they fall due or as the box shows
 // them to be its own changes (cache.VerifyEchoes).
+// A report held now is checked as soon as the host's change it may echo
+// has settled, not at the next tick: a box's change to a file the host
+// just wrote shows within a round trip and cache.EchoSettle.
 func (b *Box) dueEchoes(ctx context.Context, c *cache.Cache) {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
@@ -173,11 +176,17 @@ func (b *Box) dueEchoes(ctx context.Context, c *cache.Cache) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			b.pathsChanged(c.DueEchoes())
-			vctx, cancel := context.WithTimeout(ctx, b.m.opts.OpTimeout)
-			b.pathsChanged(c.VerifyEchoes(vctx))
-			cancel()
+		case <-c.EchoHeld():
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(cache.EchoSettle):
+			}
 		}
+		b.pathsChanged(c.DueEchoes())
+		vctx, cancel := context.WithTimeout(ctx, b.m.opts.OpTimeout)
+		b.pathsChanged(c.VerifyEchoes(vctx))
+		cancel()
 	}
 }
 

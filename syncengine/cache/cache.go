@@ -160,6 +160,8 @@ type Cache struct {
 	echoes map[string]bool
 	// echoBatch is how many held reports VerifyEchoes takes next.
 	echoBatch int
+	// echoHeld is signalled when BoxChanged holds a report (EchoHeld).
+	echoHeld chan struct{}
 	// allGen is the gen at which the box said anything may have changed.
 	allGen uint64
 	// walkGen is the gen at which the newest installed walk of the whole
@@ -235,26 +237,27 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 		return nil, providers.Errorf(providers.Invalid, op, "workspace root %q is not absolute", opts.Root)
 	}
 	c := &Cache{
-		remote:  remote,
-		sw:      providers.AsStatWriter(remote),
-		cold:    map[string]int{},
-		ahead:   newReadAhead(),
-		reap:    newReaper(),
-		opts:    opts,
-		log:     opts.Logger.With("box", opts.Box),
-		now:     opts.Now,
-		dataDir: filepath.Join(opts.Dir, "data"),
-		dirs:    pathmap.New[*dirList](),
-		attrs:   pathmap.New[attrEntry](),
-		files:   pathmap.New[*file](),
-		links:   map[linkKey]map[string]bool{},
-		dirty:   map[*file]struct{}{},
-		news:    pathmap.New[*file](),
-		pdirs:   pathmap.New[*pendingDir](),
-		touched: map[string]map[string]uint64{},
-		mine:    map[string]time.Time{},
-		echoes:  map[string]bool{},
-		swept:   map[string]bool{},
+		remote:   remote,
+		sw:       providers.AsStatWriter(remote),
+		cold:     map[string]int{},
+		ahead:    newReadAhead(),
+		reap:     newReaper(),
+		opts:     opts,
+		log:      opts.Logger.With("box", opts.Box),
+		now:      opts.Now,
+		dataDir:  filepath.Join(opts.Dir, "data"),
+		dirs:     pathmap.New[*dirList](),
+		attrs:    pathmap.New[attrEntry](),
+		files:    pathmap.New[*file](),
+		links:    map[linkKey]map[string]bool{},
+		dirty:    map[*file]struct{}{},
+		news:     pathmap.New[*file](),
+		pdirs:    pathmap.New[*pendingDir](),
+		touched:  map[string]map[string]uint64{},
+		mine:     map[string]time.Time{},
+		echoes:   map[string]bool{},
+		echoHeld: make(chan struct{}, 1),
+		swept:    map[string]bool{},
 	}
 	c.started = c.now()
 	for _, d := range []string{c.dataDir} {
@@ -1040,6 +1043,10 @@ func (c *Cache) BoxChanged(rels []string, all bool) []string {
 	for _, rel := range rels {
 		if at, ok := c.mine[rel]; ok && now.Sub(at) < mineWindow {
 			c.echoes[rel] = true
+			select {
+			case c.echoHeld <- struct{}{}:
+			default:
+			}
 			continue
 		}
 		c.boxChangedLocked(rel, now)

@@ -32,6 +32,13 @@ const (
 	echoBatchMax = 4096
 )
 
+// EchoHeld is signalled when a report is held: a VerifyEchoes echoSettle
+// later checks it.
+func (c *Cache) EchoHeld() <-chan struct{} { return c.echoHeld }
+
+// EchoSettle is how long after the host's change its report is checked.
+const EchoSettle = echoSettle
+
 // VerifyEchoes asks the box about the held reports (see above) and returns
 // the paths it made stale.
 func (c *Cache) VerifyEchoes(ctx context.Context) []string {
