@@ -1512,12 +1512,24 @@ func (c *Cache) Utimes(ctx context.Context, rel string, atime, mtime time.Time) 
 // Truncate sets rel's size. A file with cached content is truncated here and
 // pushed at the next flush; any other file is truncated in the box at once.
 func (c *Cache) Truncate(ctx context.Context, rel string, size int64) (providers.FileInfo, error) {
-	if f := c.localFile(rel); f != nil && (f.opens() > 0 || !f.existsInBox()) {
+	// A file the host holds (open, or with writes the box lacks) is cut
+	// in its copy, which is what reaches the box. In write-through the
+	// box has it before truncate returns, as a close would give it: an
+	// open that would push it may have been closed already (its release
+	// still on the way) or may never write.
+	if f := c.localFile(rel); f != nil && (f.opens() > 0 || !f.existsInBox() || f.isDirty()) {
 		if err := f.truncate(c, size); err != nil {
 			return providers.FileInfo{}, err
 		}
-		fi, _ := f.localAttr()
-		return fi, nil
+		if c.behind == nil && f.existsInBox() {
+			if err := f.push(ctx, c); err != nil {
+				return providers.FileInfo{}, err
+			}
+		}
+		if fi, ok := f.localAttr(); ok {
+			return fi, nil
+		}
+		return c.Getattr(ctx, rel)
 	}
 	c.intend(rel)
 	if err := c.remote.Truncate(ctx, c.abs(rel), size); err != nil {
