@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/syncengine/cache"
@@ -194,10 +193,10 @@ func TestScanReadsAheadBelow(t *testing.T) {
 		}
 		return n
 	}
-	// src's own batch (f1..f3) and the 12 small files below it.
-	deadline := time.Now().Add(10 * time.Second)
-	for below() < 15 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	// src's own batch (f1..f3) and the 12 small files below it, installed.
+	c.WaitReadAhead()
+	if n := below(); n != 15 {
+		t.Fatalf("%d files read in batches, want 15", n)
 	}
 	r.mu.Lock()
 	r.reads = nil
