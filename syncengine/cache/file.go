@@ -59,12 +59,12 @@ type file struct {
 	recovered bool
 	// charge is what the file's copy counts against the Budget (its mu).
 	charge *charge
-	// shownMtime and shownCtime are the times the host reported of the
-	// file while it was dirty, and boxTimes what the box answered to the
-	// push: while the box reports that same file unchanged, the host keeps
-	// reporting its own times (see Cache.shown).
-	shownMtime, shownCtime time.Time
-	boxTimes               providers.FileInfo
+	// shownAtime, shownMtime and shownCtime are the times the host
+	// reported of the file while it was dirty, and boxTimes what the box
+	// answered to the push: while the box reports that same file
+	// unchanged, the host keeps reporting its own times (see Cache.shown).
+	shownAtime, shownMtime, shownCtime time.Time
+	boxTimes                           providers.FileInfo
 }
 
 // Handle is one open of a work/ file.
@@ -615,6 +615,10 @@ func (f *file) shownLocked(fi providers.FileInfo) providers.FileInfo {
 	fi.Mtime = f.shownMtime
 	if fi.Ctime.Equal(b.Ctime) {
 		fi.Ctime = f.shownCtime
+	}
+	// The access time too, until the box reads the file.
+	if fi.Atime.Equal(b.Atime) && !f.shownAtime.IsZero() {
+		fi.Atime = f.shownAtime
 	}
 	return fi
 }

@@ -18,9 +18,9 @@ type pushJob struct {
 	size    int64
 	inPlace bool // a name of a hard link: written in place, not replaced
 	inBox   bool
-	// shownMtime and shownCtime are the times the host reported of the
-	// dirty file.
-	shownMtime, shownCtime time.Time
+	// shownAtime, shownMtime and shownCtime are the times the host
+	// reported of the dirty file.
+	shownAtime, shownMtime, shownCtime time.Time
 }
 
 // push sends a dirty file to the box: the whole content, atomically (the box
@@ -76,7 +76,7 @@ func (f *file) prepare(ctx context.Context, c *Cache) (*pushJob, error) {
 		o: providers.WriteOptions{Perm: f.mode, ForceMode: f.force || (f.created && !f.inBox), Chown: f.chown, UID: f.uid, GID: f.gid, Atime: f.atime, Mtime: f.mtime,
 			Exclusive: f.excl && !f.inBox}}
 	if lfi, ok := f.localAttrLocked(); ok {
-		j.shownMtime, j.shownCtime = lfi.Mtime, lfi.Ctime
+		j.shownAtime, j.shownMtime, j.shownCtime = lfi.Atime, lfi.Mtime, lfi.Ctime
 	}
 	links := f.base.Nlink
 	basedOn := providers.FileInfo{Size: f.boxSize, Mtime: f.boxMtime} // the box's file this copy started from
@@ -129,7 +129,7 @@ func (j *pushJob) finish(c *Cache, fi providers.FileInfo, err error) error {
 	now := c.now()
 	f.mu.Lock()
 	// What the cache records is the box's; what it reports is shown.
-	f.shownMtime, f.shownCtime, f.boxTimes = j.shownMtime, j.shownCtime, fi
+	f.shownAtime, f.shownMtime, f.shownCtime, f.boxTimes = j.shownAtime, j.shownMtime, j.shownCtime, fi
 	f.boxSize, f.boxMtime = fi.Size, fi.Mtime
 	f.size, f.base = fi.Size, fi
 	f.valid = true

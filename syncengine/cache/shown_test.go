@@ -20,7 +20,7 @@ import (
 // What the host reported of a file it wrote, from an fstat before the
 // close (git does so for each file a checkout writes, and records it in
 // the index), stays what it reports once the push landed and the box is
-// asked again: the modification and change times and the size, though
+// asked again: the access, modification and change times and the size, though
 // the box's clock had moved past a second boundary by the push. A change
 // the box makes to the file afterwards shows.
 func TestTimesReportedBeforeCloseStay(t *testing.T) {
@@ -51,6 +51,7 @@ func TestTimesReportedBeforeCloseStay(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, after.Mtime.Equal(before.Mtime), "mtime %v, before the close %v", after.Mtime, before.Mtime)
 	assert.True(t, after.Ctime.Equal(before.Ctime), "ctime %v, before the close %v", after.Ctime, before.Ctime)
+	assert.True(t, after.Atime.Equal(before.Atime), "atime %v, before the close %v", after.Atime, before.Atime)
 	assert.Equal(t, before.Size, after.Size)
 	list, err := c.ReadDir(ctx, "")
 	require.NoError(t, err)
