@@ -19,9 +19,6 @@ func posixtestSkip(name, isolation string) string {
 	case name == "FcntlFlockLocksFile":
 		return "it expects a lock of one process to conflict with another lock of the same process, " +
 			"which POSIX locks never do: it fails on the host's own disk too"
-	case name == "FstatDeleted":
-		return "known bug: fstat of an empty file made through the mount, after its unlink, shows " +
-			"the access time the host gave it at create, not the box's, which stat showed before"
 	case name == "SymlinkReadlink" && isolation != "none":
 		return "an absolute symlink target on a box that isolates reads relative, inside the mount " +
 			"(transform_symlinks, docs/namespace.md)"
