@@ -85,6 +85,7 @@ var (
 	_ providers.SmallReader  = (*Hands)(nil)
 	_ providers.CappedWalker = (*Hands)(nil)
 	_ providers.BatchWriter  = (*Hands)(nil)
+	_ providers.RenameStater = (*Hands)(nil)
 )
 
 // New reads box's facts once and picks the fastest path they allow (see the
@@ -250,6 +251,20 @@ func (h *Hands) ReadSmall(ctx context.Context, dir string, names []string, max i
 		return sr.ReadSmall(ctx, dir, names, max)
 	}
 	return nil, providers.Errorf(providers.Unsupported, "hands.ReadSmall", "the %s path reads files one by one", h.via)
+}
+
+// RenameStat renames and returns the attributes the rename left, in one
+// round trip over the agent channel; on other paths it is Unsupported and
+// renames nothing.
+func (h *Hands) RenameStat(ctx context.Context, oldname, newname string) (providers.FileInfo, []providers.FileInfo, error) {
+	if h.channel == nil {
+		return providers.FileInfo{}, nil, providers.Errorf(providers.Unsupported, "hands.RenameStat", "the %s path renames without attributes", h.via)
+	}
+	fi, dirs, err := h.channel.RenameStat(ctx, oldname, newname)
+	if err == nil && fi.IsSymlink() && fi.Target == "" {
+		fi.Target, err = h.channel.Readlink(ctx, newname)
+	}
+	return fi, dirs, err
 }
 
 // CreateStat makes an empty regular file and returns its attributes: one

@@ -155,6 +155,18 @@ type StatWriter interface {
 	WriteFileStat(ctx context.Context, name string, r io.Reader, o WriteOptions) (FileInfo, error)
 }
 
+// RenameStater is an optional part of Files: a rename answered with the
+// attributes it left, so that a caller recording them spends one round
+// trip, not three (rename(2) moves the file's change time and both
+// directories' times).
+type RenameStater interface {
+	// RenameStat is Rename, then Lstat of newname and of the directories
+	// holding newname (dirs[0]) and oldname (dirs[1], when another); dirs
+	// is shorter when the box could not say. A remote that cannot answer
+	// so returns Unsupported, having renamed nothing.
+	RenameStat(ctx context.Context, oldname, newname string) (fi FileInfo, dirs []FileInfo, err error)
+}
+
 // LinkAttrSetter is an optional part of Files: a symbolic link's own owner
 // and times (lchown, utimensat with AT_SYMLINK_NOFOLLOW), which Chown and
 // Utimes cannot set because they follow the link. It works on a dangling

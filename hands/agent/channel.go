@@ -731,6 +731,16 @@ func (ch *Channel) Rename(ctx context.Context, oldname, newname string) error {
 	return ch.do(ctx, "agent.Rename", func(c *Client) error { return c.Rename(ctx, oldname, newname) })
 }
 
+// RenameStat is Rename answered with the attributes it left (see
+// Client.RenameStat).
+func (ch *Channel) RenameStat(ctx context.Context, oldname, newname string) (fi providers.FileInfo, dirs []providers.FileInfo, err error) {
+	err = ch.do(ctx, "agent.Rename", func(c *Client) (err error) {
+		fi, dirs, err = c.RenameStat(ctx, oldname, newname)
+		return err
+	})
+	return fi, dirs, err
+}
+
 // Chmod sets name's mode bits.
 func (ch *Channel) Chmod(ctx context.Context, name string, mode providers.FileMode) error {
 	return ch.do(ctx, "agent.Chmod", func(c *Client) error { return c.Chmod(ctx, name, mode) })

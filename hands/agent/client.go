@@ -993,6 +993,19 @@ func answered(err error) (*statNS, error) {
 	return &s, nil
 }
 
+// answeredAll is answered for the answers that carry the attributes of
+// several paths: none when the success came without them.
+func answeredAll(err error) ([]statNS, error) {
+	ss, ok, berr := statsFromStatus(err)
+	if !ok {
+		return nil, err
+	}
+	if berr != nil {
+		return nil, berr
+	}
+	return ss, nil
+}
+
 // statted is the attributes of p a mutation answered with, or, when the
 // agent had none to give (the file changed again at once), an Lstat.
 func (c *Client) statted(ctx context.Context, p string, st *statNS) (providers.FileInfo, error) {
@@ -1153,6 +1166,44 @@ func (c *Client) Rename(ctx context.Context, oldname, newname string) error {
 		return c.withBox(op, newname, err)
 	}
 	return do(ctx, c, op, o, true, func() error { return c.sc.PosixRename(o, n) })
+}
+
+// RenameStat is Rename answered with the attributes it left, in one
+// round trip: newname's, and those of the directories holding newname
+// (dirs[0]) and oldname (dirs[1], when another). When the agent had none to give
+// (the new name changed again at once), fi is an Lstat's and dirs is
+// empty.
+func (c *Client) RenameStat(ctx context.Context, oldname, newname string) (fi providers.FileInfo, dirs []providers.FileInfo, err error) {
+	const op = "agent.Rename"
+	o, err := clean(op, oldname)
+	if err != nil {
+		return fi, nil, c.withBox(op, oldname, err)
+	}
+	n, err := clean(op, newname)
+	if err != nil {
+		return fi, nil, c.withBox(op, newname, err)
+	}
+	q := url.Values{"path": {o}, "to": {n}, "stat": {"1"}}
+	ss, err := call(ctx, c, op, o, true, func() ([]statNS, error) { return answeredAll(c.setExt(opRename, q)) })
+	if err != nil {
+		return fi, nil, err
+	}
+	if len(ss) == 0 {
+		fi, err = c.Lstat(ctx, n)
+		return fi, nil, err
+	}
+	fi = ss[0].info(path.Base(n))
+	dirPaths := []string{path.Dir(n)}
+	if d := path.Dir(o); d != dirPaths[0] {
+		dirPaths = append(dirPaths, d)
+	}
+	for i, s := range ss[1:] {
+		if i == len(dirPaths) {
+			break
+		}
+		dirs = append(dirs, s.info(path.Base(dirPaths[i])))
+	}
+	return fi, dirs, nil
 }
 
 // Chmod sets name's permission bits, setuid, setgid and sticky included.

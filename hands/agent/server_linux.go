@@ -100,9 +100,12 @@ func (e *wireError) As(target any) bool {
 
 // statAnswer is a mutation's success carrying the attributes it left
 // (statStatusCode; see wire.go).
-type statAnswer struct{ s statNS }
+type statAnswer struct {
+	s    statNS
+	more []statNS // of other paths, for the answers that carry several
+}
 
-func (a *statAnswer) Error() string { return statStatusMessage(a.s) }
+func (a *statAnswer) Error() string { return statsStatusMessage(append([]statNS{a.s}, a.more...)) }
 
 func (a *statAnswer) As(target any) bool {
 	v := reflect.ValueOf(target)
@@ -123,7 +126,50 @@ func answerStat(q url.Values, p string) error {
 	if unix.Lstat(p, &st) != nil {
 		return nil
 	}
-	return &statAnswer{statNSOf(&st)}
+	return &statAnswer{s: statNSOf(&st)}
+}
+
+// answerStats is answerStat of several paths: the attributes of as many
+// of them, in order, as Lstat gives, when q asks for them and the first
+// has them.
+func answerStats(q url.Values, paths ...string) error {
+	if q.Get("stat") != "1" {
+		return nil
+	}
+	var a *statAnswer
+	for _, p := range paths {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil {
+			break
+		}
+		if a == nil {
+			a = &statAnswer{s: statNSOf(&st)}
+		} else {
+			a.more = append(a.more, statNSOf(&st))
+		}
+	}
+	if a == nil {
+		return nil
+	}
+	return a
+}
+
+// renameAt renames p to the query's to and answers the attributes it
+// left when asked: to's, to's directory's, and p's directory's when it is
+// another.
+func renameAt(p string, q url.Values) error {
+	to := q.Get("to")
+	if !path.IsAbs(to) {
+		return errnoErr(syscall.EINVAL)
+	}
+	if err := unix.Rename(p, to); err != nil {
+		return toWire(err)
+	}
+	dirs := []string{path.Dir(to)}
+	if d := path.Dir(p); d != dirs[0] {
+		dirs = append(dirs, d)
+	}
+	return answerStats(q, append([]string{to}, dirs...)...)
 }
 
 // toWire turns an error carrying an errno into a wireError; io.EOF and
@@ -612,6 +658,8 @@ func (h *handlers) syntheticCmd(r *sftp.Request, op string, q url.Values) error 
 	switch op {
 	case opCommit:
 		return h.commit(q)
+	case opRename:
+		return renameAt(p, q)
 	case opMkdir, opCreate:
 		return makeAt(op, p, q)
 	case opMknod:

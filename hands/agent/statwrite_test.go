@@ -117,3 +117,63 @@ func TestWriteFileStatExclusive(t *testing.T) {
 		os.Remove(f)
 	}
 }
+
+// A rename answers, in one round trip, what Lstat then says of the new
+// name and of the directories it changed: the new name's, and the old
+// name's when it is another; its errors are rename(2)'s.
+func TestRenameAnswersWithAttributes(t *testing.T) {
+	c := newPipeServer(t, 10*time.Second).client
+	ctx := bg(t)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	for _, d := range []string{a, b} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(a, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(a, "g"), []byte("yy"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, got providers.FileInfo, p string) {
+		t.Helper()
+		want, err := c.Lstat(ctx, p)
+		if err != nil {
+			t.Fatalf("%s: Lstat: %v", what, err)
+		}
+		if infoString(got) != infoString(want) || !got.Mtime.Equal(want.Mtime) || !got.Ctime.Equal(want.Ctime) || got.Ino != want.Ino {
+			t.Errorf("%s answered %s ctime=%v, Lstat says %s ctime=%v", what, infoString(got), got.Ctime, infoString(want), want.Ctime)
+		}
+	}
+
+	before := c.RoundTrips()
+	fi, dirs, err := c.RenameStat(ctx, filepath.Join(a, "f"), filepath.Join(a, "h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c.RoundTrips() - before; n != 1 {
+		t.Errorf("a rename took %d round trips", n)
+	}
+	if fi.Name != "h" || len(dirs) != 1 {
+		t.Fatalf("rename in one directory: %+v, %d directories", fi, len(dirs))
+	}
+	check("the new name", fi, filepath.Join(a, "h"))
+	check("its directory", dirs[0], a)
+
+	fi, dirs, err = c.RenameStat(ctx, filepath.Join(a, "g"), filepath.Join(b, "h"))
+	if err != nil || len(dirs) != 2 {
+		t.Fatalf("rename across directories: %v, %d directories", err, len(dirs))
+	}
+	check("the new name", fi, filepath.Join(b, "h"))
+	check("the new name's directory", dirs[0], b)
+	check("the old name's directory", dirs[1], a)
+
+	if _, _, err := c.RenameStat(ctx, filepath.Join(a, "missing"), filepath.Join(a, "x")); errnoString(err) != "errno ENOENT" {
+		t.Errorf("rename of a missing name: %v, want ENOENT", err)
+	}
+	if _, _, err := c.RenameStat(ctx, a, filepath.Join(a, "inside")); errnoString(err) != "errno EINVAL" {
+		t.Errorf("rename of a directory into itself: %v, want EINVAL", err)
+	}
+}

@@ -56,6 +56,10 @@ const (
 	// wrote), and opWrite's options: tmp replaces path as an opAtomic's
 	// CLOSE would.
 	opCommit = "commit"
+	// rename(2) of path to to; with stat=1 its success answers the
+	// attributes of to, of to's directory and of path's directory when it
+	// is another, in that order (statsStatusMessage).
+	opRename = "rename" // path, to
 	// A named pipe, socket or device: mknod(2) of path with mode (the
 	// st_mode, type bits included, in octal) and dev (decimal dev_t).
 	opMknod = "mknod" // path, mode, dev
@@ -235,7 +239,44 @@ func errnoFromStatus(code uint32) (uint32, bool) {
 const statStatusCode uint32 = 0x62790000 // "by\0\0"
 
 // statStatusMessage is the message of a statStatusCode answer.
-func statStatusMessage(s statNS) string { return hex.EncodeToString([]byte(s.marshal())) }
+func statStatusMessage(s statNS) string { return statsStatusMessage([]statNS{s}) }
+
+// statsStatusMessage is the message of a statStatusCode answer with the
+// attributes of several paths, one statNS after another.
+func statsStatusMessage(ss []statNS) string {
+	var b []byte
+	for _, s := range ss {
+		b = append(b, s.marshal()...)
+	}
+	return hex.EncodeToString(b)
+}
+
+// statsFromStatus returns the attributes a statStatusCode answer carries,
+// one or more. ok is false for any other error; err is set for a
+// malformed one.
+func statsFromStatus(e error) (ss []statNS, ok bool, err error) {
+	var se *sftp.StatusError
+	if !errors.As(e, &se) || se.Code != statStatusCode {
+		return nil, false, nil
+	}
+	msg, found := statusMessage(se)
+	if !found {
+		return nil, true, errBadAnswer
+	}
+	raw, herr := hex.DecodeString(msg)
+	if herr != nil || len(raw) == 0 || len(raw)%statNSLen != 0 {
+		return nil, true, errBadAnswer
+	}
+	for len(raw) > 0 {
+		s, uerr := unmarshalStatNS(string(raw[:statNSLen]))
+		if uerr != nil {
+			return nil, true, errBadAnswer
+		}
+		ss = append(ss, s)
+		raw = raw[statNSLen:]
+	}
+	return ss, true, nil
+}
 
 // statFromStatus returns the attributes a statStatusCode answer carries.
 // ok is false for any other error; err is set for a malformed one.

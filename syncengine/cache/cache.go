@@ -89,6 +89,7 @@ type Options struct {
 type Cache struct {
 	remote Remote
 	sw     providers.StatWriter   // remote's, answering mutations with attributes
+	rs     providers.RenameStater // remote's, when it answers renames with attributes (c.mu)
 	sr     providers.SmallReader  // remote's, if it has one (c.mu); nil once it said Unsupported
 	cold   map[string]int         // directory -> files fetched from it (c.mu)
 	ahead  *readAhead             // the read-ahead below scanned directories (prefetch.go)
@@ -236,9 +237,11 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 	if !strings.HasPrefix(opts.Root, "/") {
 		return nil, providers.Errorf(providers.Invalid, op, "workspace root %q is not absolute", opts.Root)
 	}
+	rs, _ := remote.(providers.RenameStater)
 	c := &Cache{
 		remote:   remote,
 		sw:       providers.AsStatWriter(remote),
+		rs:       rs,
 		cold:     map[string]int{},
 		ahead:    newReadAhead(),
 		reap:     newReaper(),
@@ -1349,7 +1352,8 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 	}
 	// A replaced file's dirty data must not be pushed over the moved one.
 	c.intend(oldrel, newrel)
-	if err := c.remote.Rename(ctx, c.abs(oldrel), c.abs(newrel)); err != nil {
+	left, dirsLeft, err := c.renameStat(ctx, oldrel, newrel)
+	if err != nil {
 		return err
 	}
 	if ook && nok && ofi.Ino != 0 && ofi.Ino == nfi.Ino && ofi.Dev == nfi.Dev && !ofi.IsDir() {
@@ -1390,7 +1394,11 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 	c.forgetLocked(oldrel)
 	now := c.now()
 	c.setAttrLocked(oldrel, attrEntry{at: now, neg: true})
-	if haveKept {
+	switch {
+	case left != nil:
+		// What the rename left, as the box answered it.
+		c.recordLocked(newrel, *left, now)
+	case haveKept:
 		_, kept.Name = split(newrel)
 		// rename(2) moved the file's change time: asked of the box.
 		c.setAttrLocked(newrel, attrEntry{fi: kept, at: now, stale: true})
@@ -1399,8 +1407,25 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 			d.entries[name] = kept
 		}
 	}
-	c.dirChangedLocked(oldrel)
-	c.dirChangedLocked(newrel)
+	// The directories' times, as the box answered them, else asked of it.
+	newDir, _ := split(newrel)
+	oldDir, _ := split(oldrel)
+	dirLeft := map[string]providers.FileInfo{}
+	if len(dirsLeft) > 0 {
+		dirLeft[newDir] = dirsLeft[0]
+	}
+	if len(dirsLeft) > 1 && oldDir != newDir {
+		dirLeft[oldDir] = dirsLeft[1]
+	}
+	for _, rel := range []string{oldrel, newrel} {
+		dir, _ := split(rel)
+		if fi, ok := dirLeft[dir]; ok {
+			_, fi.Name = split(dir)
+			c.recordLocked(dir, fi, now)
+			continue
+		}
+		c.dirChangedLocked(rel)
+	}
 	c.mu.Unlock()
 	for _, f := range dropped {
 		f.unlinked(c)
@@ -1409,6 +1434,29 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 		f.rewriteJournal(c)
 	}
 	return nil
+}
+
+// renameStat renames oldrel to newrel in the box and, where the remote
+// answers a rename with what it left (providers.RenameStater), returns the
+// new name's attributes and its directories' (newrel's first).
+func (c *Cache) renameStat(ctx context.Context, oldrel, newrel string) (*providers.FileInfo, []providers.FileInfo, error) {
+	c.mu.Lock()
+	rs := c.rs
+	c.mu.Unlock()
+	if rs != nil {
+		fi, dirs, err := rs.RenameStat(ctx, c.abs(oldrel), c.abs(newrel))
+		if err == nil {
+			_, fi.Name = split(newrel)
+			return &fi, dirs, nil
+		}
+		if !providers.IsCode(err, providers.Unsupported) {
+			return nil, nil, err
+		}
+		c.mu.Lock()
+		c.rs = nil
+		c.mu.Unlock()
+	}
+	return nil, nil, c.remote.Rename(ctx, c.abs(oldrel), c.abs(newrel))
 }
 
 // Chmod sets rel's mode bits in the box at once.
