@@ -166,8 +166,8 @@ func (b *Box) watchOnce(ctx context.Context, h *hands.Hands, c *cache.Cache, roo
 // echoes of the host's own changes, as they fall due or as the box shows
 // them to be its own changes (cache.VerifyEchoes).
 // A report held now is checked as soon as the host's change it may echo
-// has settled, not at the next tick: a box's change to a file the host
-// just wrote shows within a round trip and cache.EchoSettle.
+// has settled (20 ms after it), not at the next tick: a box's change to a
+// file the host wrote just before shows within a round trip of its report.
 func (b *Box) dueEchoes(ctx context.Context, c *cache.Cache) {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
@@ -177,10 +177,12 @@ func (b *Box) dueEchoes(ctx context.Context, c *cache.Cache) {
 			return
 		case <-t.C:
 		case <-c.EchoHeld():
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(cache.EchoSettle):
+			if d := c.EchoWait(); d > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(d):
+				}
 			}
 		}
 		b.pathsChanged(c.DueEchoes())

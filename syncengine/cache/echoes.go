@@ -32,12 +32,29 @@ const (
 	echoBatchMax = 4096
 )
 
-// EchoHeld is signalled when a report is held: a VerifyEchoes echoSettle
-// later checks it.
+// EchoHeld is signalled when a report is held: a VerifyEchoes once it has
+// settled (EchoWait) checks it.
 func (c *Cache) EchoHeld() <-chan struct{} { return c.echoHeld }
 
-// EchoSettle is how long after the host's change its report is checked.
-const EchoSettle = echoSettle
+// EchoWait is how long until a held report can be checked: echoSettle
+// after the host's change it may echo, 0 when one can be now (or none is
+// held).
+func (c *Cache) EchoWait() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	wait := time.Duration(0)
+	for rel := range c.echoes {
+		d := echoSettle - now.Sub(c.mine[rel])
+		if d <= 0 {
+			return 0
+		}
+		if wait == 0 || d < wait {
+			wait = d
+		}
+	}
+	return wait
+}
 
 // VerifyEchoes asks the box about the held reports (see above) and returns
 // the paths it made stale.

@@ -199,3 +199,38 @@ func TestVerifyEchoesOfABurst(t *testing.T) {
 		t.Errorf("d/f7 after the check: %+v, %v", fi, err)
 	}
 }
+
+// A held report can be checked once the host's change it may echo has
+// settled: EchoWait says how long that is, 0 for a change long past.
+func TestEchoWait(t *testing.T) {
+	_, _, r := fakeBox(t)
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Watched()
+	ctx := t.Context()
+	if d := c.EchoWait(); d != 0 {
+		t.Errorf("nothing held: wait %v", d)
+	}
+	write(t, c, "f", "host").Release(ctx)
+	advance(5 * time.Millisecond)
+	c.BoxChanged([]string{"f"}, false)
+	select {
+	case <-c.EchoHeld():
+	default:
+		t.Error("a held report was not signalled")
+	}
+	if d := c.EchoWait(); d != 15*time.Millisecond {
+		t.Errorf("5 ms after the host's change: wait %v, want 15ms", d)
+	}
+	advance(200 * time.Millisecond)
+	if d := c.EchoWait(); d != 0 {
+		t.Errorf("200 ms after the host's change: wait %v, want 0", d)
+	}
+}
