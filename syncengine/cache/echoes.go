@@ -141,9 +141,22 @@ func (c *Cache) VerifyEchoes(ctx context.Context) []string {
 			continue // not known: the report waits for mineWindow
 		}
 		delete(c.echoes, ck.rel)
-		if !same {
-			c.boxChangedLocked(ck.rel, c.now())
-			changed = append(changed, ck.rel)
+		if same {
+			continue
+		}
+		now := c.now()
+		c.boxChangedLocked(ck.rel, now)
+		changed = append(changed, ck.rel)
+		// The check's answer is the box's, as new as the change reported
+		// (it was asked after the report came): kept, so the host's next
+		// look at the path costs no round trip. A directory's listing is
+		// asked again.
+		switch {
+		case ck.err == nil && !ck.fi.IsDir():
+			_, ck.fi.Name = split(ck.rel)
+			c.recordLocked(ck.rel, ck.fi, now)
+		case ck.err != nil:
+			c.setAttrLocked(ck.rel, attrEntry{at: now, neg: true})
 		}
 	}
 	return changed

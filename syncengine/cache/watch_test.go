@@ -93,10 +93,12 @@ func TestBoxChangedReports(t *testing.T) {
 
 // A held report is checked with the box soon after the host's change: a
 // change the box made right after the host's write shows at once, not
-// after the echo window; a true echo is dropped without making anything
-// stale, and does not fall due later.
+// after the echo window, and the check's answer serves the host's next
+// look; a true echo is dropped without making anything stale, and does
+// not fall due later.
 func TestVerifyEchoes(t *testing.T) {
-	_, _, r := fakeBox(t)
+	_, _, inner := fakeBox(t)
+	r := &renameStater{Remote: inner}
 	var mu sync.Mutex
 	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -142,8 +144,12 @@ func TestVerifyEchoes(t *testing.T) {
 	if got := c.VerifyEchoes(ctx); len(got) != 1 || got[0] != "h" {
 		t.Errorf("VerifyEchoes = %q, want [h]", got)
 	}
+	stats := r.stats.Load()
 	if size("h") != int64(len("the box's")) || size("k") != 4 {
 		t.Errorf("after the check h is %d bytes, k %d", size("h"), size("k"))
+	}
+	if n := r.stats.Load() - stats; n != 0 {
+		t.Errorf("the host's look after the check asked %d stats: the check's answer was not kept", n)
 	}
 	advance(3 * time.Second)
 	if due := c.DueEchoes(); len(due) != 0 {
