@@ -452,10 +452,10 @@ func (c *Cache) Getattr(ctx context.Context, rel string) (providers.FileInfo, er
 // a file the host wrote keeps the modification and change times the host
 // reported while it was dirty (when it was last written here), for as long
 // as the box holds the file the push made, unchanged, and its access time
-// until the box reads it. The box's own times
-// are those of the push, later: git records what fstat said of each file
-// a checkout wrote, before the close, and takes a file whose times moved
-// for one changed (git am refuses to apply to it).
+// until the box reads it. The box's own times are those of the push,
+// later: git records what fstat said of each file a checkout wrote, before
+// the close, and takes a file whose times moved for one changed (git am
+// refuses to apply to it).
 func (c *Cache) shown(rel string, fi providers.FileInfo) providers.FileInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
