@@ -1562,15 +1562,16 @@ func (c *Cache) Utimes(ctx context.Context, rel string, atime, mtime time.Time) 
 // pushed at the next flush; any other file is truncated in the box at once.
 func (c *Cache) Truncate(ctx context.Context, rel string, size int64) (providers.FileInfo, error) {
 	// A file the host holds (open, or with writes the box lacks) is cut
-	// in its copy, which is what reaches the box. In write-through the
-	// box has it before truncate returns, as a close would give it: an
-	// open that would push it may have been closed already (its release
-	// still on the way) or may never write.
+	// in its copy, which is what reaches the box: at the close of an open
+	// that holds it (open(O_TRUNC)'s own truncate comes so, by name, after
+	// the open), with its batch in write-behind, else now, in
+	// write-through, as a close would push it (the opens that hold it
+	// were all closed, their releases still on the way).
 	if f := c.localFile(rel); f != nil && (f.opens() > 0 || !f.existsInBox() || f.isDirty()) {
 		if err := f.truncate(c, size); err != nil {
 			return providers.FileInfo{}, err
 		}
-		if c.behind == nil && f.existsInBox() {
+		if c.behind == nil && f.existsInBox() && f.unflushedOpens() == 0 {
 			if err := f.push(ctx, c); err != nil {
 				return providers.FileInfo{}, err
 			}

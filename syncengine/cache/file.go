@@ -42,10 +42,13 @@ type file struct {
 	local    time.Time // when the host last changed the content
 	size     int64     // local size while dirty
 	nopen    int
-	version  uint64 // bumped whenever data is refilled from the box
-	kernel   uint64 // the version the kernel's page cache was last filled from
-	pushErr  error
-	journal  bool // the journal holds the file as dirty
+	// flushedOpens counts the opens whose close has come and whose
+	// release has not: the others will push the file when they close.
+	flushedOpens int
+	version      uint64 // bumped whenever data is refilled from the box
+	kernel       uint64 // the version the kernel's page cache was last filled from
+	pushErr      error
+	journal      bool // the journal holds the file as dirty
 	// created: the host made the file and the box has not had it yet
 	// (inBox false), or had nothing under its name when the writes began;
 	// excl: made with O_EXCL, so its push must not replace a file the box
@@ -69,11 +72,12 @@ type file struct {
 
 // Handle is one open of a work/ file.
 type Handle struct {
-	c      *Cache
-	f      *file
-	write  bool
-	done   bool
-	direct *direct // a read-only open of a host box's own file (hostread.go)
+	c       *Cache
+	f       *file
+	write   bool
+	done    bool
+	flushed bool    // its close came (f.mu)
+	direct  *direct // a read-only open of a host box's own file (hostread.go)
 }
 
 // OpenFile opens rel for reading and/or writing with open(2) flags. Reading
@@ -400,6 +404,12 @@ func (h *Handle) Attr() (providers.FileInfo, bool) { return h.f.localAttr() }
 // it queues the file for its batch and returns at once: its bytes are in
 // the journal.
 func (h *Handle) Flush(ctx context.Context) error {
+	h.f.mu.Lock()
+	if !h.flushed {
+		h.flushed = true
+		h.f.flushedOpens++
+	}
+	h.f.mu.Unlock()
 	if b := h.c.behind; b != nil {
 		if h.f.isDirty() {
 			b.closed(h.f)
@@ -439,6 +449,11 @@ func (h *Handle) Release(ctx context.Context) {
 	if h.direct != nil {
 		h.direct.close()
 	}
+	h.f.mu.Lock()
+	if h.flushed {
+		h.f.flushedOpens--
+	}
+	h.f.mu.Unlock()
 	h.f.release(h.c)
 	if h.f.isDirty() && h.f.opens() == 0 && h.c.behind != nil {
 		h.c.behind.closed(h.f)
@@ -460,6 +475,14 @@ func (f *file) release(c *Cache) {
 	if f.nopen == 0 && f.gone {
 		c.reap.remove(c.dataPath(f.id)) // its name went while it was open
 	}
+}
+
+// unflushedOpens counts the opens whose close has not come: each pushes
+// the file when it does.
+func (f *file) unflushedOpens() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nopen - f.flushedOpens
 }
 
 func (f *file) opens() int {

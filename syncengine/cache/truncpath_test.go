@@ -67,3 +67,26 @@ func TestTruncateByNameOfAWaitingFile(t *testing.T) {
 	require.NoError(t, c.FlushAll(ctx))
 	assert.Equal(t, "the host", boxRead(t, r, "f"), "the box after the batch")
 }
+
+// open(O_TRUNC)'s truncate comes by name after the open: the box keeps
+// the file as it was until that open's close pushes it (a daemon killed
+// before then leaves the box's file whole).
+func TestTruncateByNameOfAFileOpenForWriting(t *testing.T) {
+	_, _, r := fakeBox(t)
+	boxWrite(t, r, "f", "the box's")
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour})
+	require.NoError(t, err)
+	defer c.Close()
+	ctx := t.Context()
+
+	h, _, err := c.OpenFile(ctx, "f", os.O_WRONLY)
+	require.NoError(t, err)
+	_, err = c.Truncate(ctx, "f", 0)
+	require.NoError(t, err)
+	assert.Equal(t, "the box's", boxRead(t, r, "f"), "the box before the close")
+	_, err = h.WriteAt([]byte("the host's"), 0)
+	require.NoError(t, err)
+	require.NoError(t, h.Flush(ctx))
+	h.Release(ctx)
+	assert.Equal(t, "the host's", boxRead(t, r, "f"), "the box after the close")
+}
