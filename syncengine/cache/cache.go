@@ -1047,6 +1047,7 @@ func (c *Cache) BoxChanged(rels []string, all bool) []string {
 	for _, rel := range rels {
 		if at, ok := c.mine[rel]; ok && now.Sub(at) < mineWindow {
 			c.echoes[rel] = true
+			c.gen++ // a check in flight is older than this report
 			select {
 			case c.echoHeld <- struct{}{}:
 			default:

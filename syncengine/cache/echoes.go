@@ -105,6 +105,7 @@ func (c *Cache) VerifyEchoes(ctx context.Context) []string {
 		checks = append(checks, check{rel: rel, at: at, a: a, known: known})
 	}
 	c.mu.Unlock()
+	gen := c.beginFetch()
 	start := time.Now()
 	asked := 0
 	for asked < len(checks) && (asked == 0 || time.Since(start) < echoBudget) {
@@ -115,6 +116,11 @@ func (c *Cache) VerifyEchoes(ctx context.Context) []string {
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// Nothing else happened while the checks ran: no fetch, report, walk
+	// or change of the host's (each moves the generation), so their
+	// answers are the newest the cache has.
+	quiet := c.gen == gen
+	c.endFetchLocked()
 	switch {
 	case time.Since(start) >= echoBudget:
 		c.echoBatch = asked
@@ -148,10 +154,12 @@ func (c *Cache) VerifyEchoes(ctx context.Context) []string {
 		c.boxChangedLocked(ck.rel, now)
 		changed = append(changed, ck.rel)
 		// The check's answer is the box's, as new as the change reported
-		// (it was asked after the report came): kept, so the host's next
-		// look at the path costs no round trip. A directory's listing is
-		// asked again.
+		// (it was asked after the report came): kept, when nothing newer
+		// came meanwhile (a box still changing the path, a refresh after a
+		// command), so the host's next look at the path costs no round
+		// trip. A directory's listing is asked again.
 		switch {
+		case !quiet:
 		case ck.err == nil && !ck.fi.IsDir():
 			_, ck.fi.Name = split(ck.rel)
 			c.recordLocked(ck.rel, ck.fi, now)

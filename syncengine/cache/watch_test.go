@@ -1,12 +1,18 @@
 package cache_test
 
 import (
+	"context"
 	"fmt"
+	"path"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/syncengine/cache"
 )
 
@@ -239,4 +245,51 @@ func TestEchoWait(t *testing.T) {
 	if d := c.EchoWait(); d != 0 {
 		t.Errorf("200 ms after the host's change: wait %v, want 0", d)
 	}
+}
+
+// hookedLstat runs a hook inside Lstat of one name, once: a box that
+// changes again while the check of its last change is in flight.
+type hookedLstat struct {
+	*renameStater
+	name string
+	hook func()
+}
+
+func (h *hookedLstat) Lstat(ctx context.Context, name string) (providers.FileInfo, error) {
+	fi, err := h.renameStater.Lstat(ctx, name)
+	if hook := h.hook; hook != nil && path.Base(name) == h.name {
+		h.hook = nil
+		hook()
+	}
+	return fi, err
+}
+
+// A check whose answer is older than a report that came while it ran
+// keeps nothing: the host's next look asks the box and sees its newest
+// change.
+func TestVerifyEchoesOlderThanAReport(t *testing.T) {
+	_, _, inner := fakeBox(t)
+	r := &hookedLstat{renameStater: &renameStater{Remote: inner}, name: "h"}
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour, Now: clock})
+	require.NoError(t, err)
+	defer c.Close()
+	c.Watched()
+	ctx := t.Context()
+
+	write(t, c, "h", "host").Release(ctx)
+	boxWrite(t, inner, "h", "the box's")
+	c.BoxChanged([]string{"h"}, false)
+	advance(30 * time.Millisecond)
+	r.hook = func() {
+		boxWrite(t, inner, "h", "the box's, again")
+		c.BoxChanged([]string{"h"}, false)
+	}
+	require.Equal(t, []string{"h"}, c.VerifyEchoes(ctx))
+	fi, err := c.Getattr(ctx, "h")
+	require.NoError(t, err)
+	assert.Equal(t, int64(len("the box's, again")), fi.Size, "the host's look after the check")
 }
