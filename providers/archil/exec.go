@@ -385,11 +385,13 @@ func (b *Box) commandText(cid string, req providers.ExecRequest, secs int, why s
 	return sb.String()
 }
 
-// deadline is a command's own: inside the platform's limit, and not past
-// the box's lifetime. why says which of the two it is.
+// deadline is a command's own, in whole seconds: inside the platform's
+// limit, and not before the box's lifetime ends (the second it ends in is
+// counted whole: rounded down, a command began 2.3 s before the end
+// would have ended 0.3 s early). why says which of the two it is.
 func (b *Box) deadline() (int, string) {
 	secs, why := int((b.p.maxExec-execMargin)/time.Second), "deadline"
-	if left := int(b.rec.Ends.Sub(b.p.now()) / time.Second); left < secs {
+	if left := int((b.rec.Ends.Sub(b.p.now()) + time.Second - 1) / time.Second); left < secs {
 		secs, why = max(left, 1), "ended"
 	}
 	return secs, why
