@@ -693,6 +693,12 @@ func reportMain(args []string) error {
 			if !known {
 				return fmt.Errorf("raw.csv: unknown profile %q", s.Profile)
 			}
+			if z.treeFiles == 0 {
+				// All of GOROOT/src: as many files as the run's Go had,
+				// which meta.txt says ("tree (large): 11478 files, ...").
+				n, _, _ := strings.Cut(metaVal(m, "tree ("+z.name+")"), " ")
+				z.treeFiles, _ = strconv.Atoi(n)
+			}
 			g := group{delay: s.Delay, sz: z, reps: atoi("flag -reps"), slowReps: atoi("flag -slow-reps"), done: map[string]int{}, skipped: map[string]int{}}
 			if s.Delay > 0 {
 				g.reps, g.slowReps = atoi("flag -delay-reps"), atoi("flag -delay-reps")
