@@ -42,9 +42,11 @@ while [ -n "$r" ]; do
 	check "$p"
 done
 f=$sp/launch-$h.sh
+# Installed by a rename over the name (a symbolic link there included),
+# never removed first: another boot may be about to run the copy it just
+# installed.
 if [ ! -f "$f" ] || [ -L "$f" ]; then
 	[ -n "$s" ] || exit 87
-	rm -f "$f"
 	printf '%s' "$s" >"$f.$$" && mv -f "$f.$$" "$f" || exit 1
 fi
 m=$1
