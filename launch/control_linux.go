@@ -112,7 +112,9 @@ func (bl *boxLaunch) lockIdle() (vars, bool, error) {
 			return v, true, bl.printState()
 		case v.phase == Stopping && bl.stopperAlive():
 			bl.unlock()
-			if !bl.waitPhase(func(p Phase) bool { return p != Stopping }, 10*time.Minute) {
+			// The owner is looked at every time, not once: a stop killed
+			// just before the first look was alive at it.
+			if !bl.waitPhase(func(p Phase) bool { return p != Stopping || !bl.stopperAlive() }, 10*time.Minute) {
 				return v, false, fail(exitBusy, "the launch %s is still stopping", bl.name)
 			}
 			continue
@@ -127,6 +129,12 @@ func (bl *boxLaunch) lockIdle() (vars, bool, error) {
 func (bl *boxLaunch) stopperAlive() bool {
 	f := strings.Fields(bl.readFirst("stopping/owner"))
 	return len(f) == 2 && alive(f[0], f[1])
+}
+
+// stopperDied reports whether stopping/ names an owner and it is dead.
+func (bl *boxLaunch) stopperDied() bool {
+	f := strings.Fields(bl.readFirst("stopping/owner"))
+	return len(f) == 2 && !alive(f[0], f[1])
 }
 
 // newConfig writes the config of a start (or, with reuse, reads the last
@@ -338,7 +346,7 @@ func (bl *boxLaunch) claimStop(c boxConfig, grace int) (vars, error) {
 		}
 		bl.unlock()
 		bound := time.Duration(grace+c.beforeMax+30) * time.Second
-		for deadline := time.Now().Add(bound); bl.exists("stopping") && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(bound); bl.exists("stopping") && !bl.stopperDied() && time.Now().Before(deadline); {
 			time.Sleep(100 * time.Millisecond)
 		}
 		if try >= 3 {

@@ -578,6 +578,30 @@ wait_phase() {
 	return 1
 }
 
+# stopper_alive: the stop that claimed stopping/ still runs.
+stopper_alive() {
+	IFS=' ' read -r so_p so_s 2>/dev/null <"$d/stopping/owner" && alive "$so_p" "$so_s"
+}
+# stopper_died: stopping/ names an owner, and it is dead.
+stopper_died() {
+	IFS=' ' read -r so_p so_s 2>/dev/null <"$d/stopping/owner" && ! alive "$so_p" "$so_s"
+}
+
+# wait_stop TENTHS: waits until the stop that claimed stopping/ is over:
+# the phase moved on, or its owner died (checked at every look, not once:
+# a stop killed just before the first look is alive at it).
+wait_stop() {
+	ws_i=$1
+	while [ "$ws_i" -gt 0 ]; do
+		load
+		[ "$phase" != stopping ] && return 0
+		stopper_alive || return 0
+		sleep 0.1
+		ws_i=$((ws_i - 1))
+	done
+	return 1
+}
+
 # do_start REUSE: starts the launch from the request on stdin (REUSE: from
 # its config, with only secrets and stdin on stdin), unless it runs.
 do_start() {
@@ -614,9 +638,9 @@ do_start() {
 		stopping)
 			# A stop whose process died (its host went away) is over:
 			# the start ends what it left.
-			if IFS=' ' read -r so_p so_s 2>/dev/null <"$d/stopping/owner" && alive "$so_p" "$so_s"; then
+			if stopper_alive; then
 				unlock
-				wait_phase '!stopping' 6000 || die 85 "the launch $name is still stopping"
+				wait_stop 6000 || die 85 "the launch $name is still stopping"
 				continue
 			fi
 			;;
@@ -714,7 +738,7 @@ do_stop() {
 			;;
 		esac
 		mkdir "$d/stopping" 2>/dev/null && break
-		if IFS=' ' read -r so_p so_s 2>/dev/null <"$d/stopping/owner" && ! alive "$so_p" "$so_s"; then
+		if stopper_died; then
 			rm -f "$d/stopping/owner"
 			rmdir "$d/stopping" 2>/dev/null
 			unlock
@@ -723,7 +747,7 @@ do_stop() {
 		unlock
 		# Another stop kills: wait for it to end.
 		st_w=$(((st_g + c_beforemax + 30) * 10))
-		while [ -d "$d/stopping" ] && [ "$st_w" -gt 0 ]; do
+		while [ -d "$d/stopping" ] && [ "$st_w" -gt 0 ] && ! stopper_died; do
 			sleep 0.1
 			st_w=$((st_w - 1))
 		done

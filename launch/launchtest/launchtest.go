@@ -410,6 +410,40 @@ func (s *suite) stopDiedMidway(t *testing.T) {
 		}
 		assert.Less(t, time.Since(began), 30*time.Second, "%s after a dead stop", then)
 	}
+
+	// A start that found the stop alive, and waits for it, goes on once
+	// the stop dies.
+	name, _ := s.start(t, l, "-waiting", spec)
+	first := wait(t, l, name, 20*time.Second, "running", phase(launch.Running))
+	go l.Stop(context.Background(), name, nil)
+	wait(t, l, name, 20*time.Second, "stopping", phase(launch.Stopping))
+	owner := s.sh(t, fmt.Sprintf("cat %s/%s/stopping/owner", s.spool(t, ""), name))
+	var pid int
+	_, err := fmt.Sscan(owner, &pid)
+	require.NoError(t, err, "stopping/owner: %q", owner)
+	type result struct {
+		st  launch.State
+		err error
+	}
+	started := make(chan result, 1)
+	go func() {
+		st, err := l.Start(ctx(t), name, spec)
+		started <- result{st, err}
+	}()
+	select {
+	case r := <-started:
+		t.Fatalf("a start returned while the stop ran: %+v, %v", r.st, r.err)
+	case <-time.After(2 * time.Second):
+	}
+	s.kill9(t, pid)
+	select {
+	case r := <-started:
+		require.NoError(t, r.err)
+		assert.NotEqual(t, first.PID, r.st.PID, "a new run")
+		s.assertGone(t, first.PID)
+	case <-time.After(30 * time.Second):
+		t.Fatal("a start waiting for a stop did not go on within 30 s of the stop's death")
+	}
 }
 
 func (s *suite) relaunchByName(t *testing.T) {
