@@ -443,8 +443,18 @@ func (pr *process) feedFailed(ctx context.Context, err error) {
 		return
 	default:
 	}
-	if providers.IsCode(err, providers.NotFound) || ctx.Err() != nil {
+	if ctx.Err() != nil {
 		return
+	}
+	if providers.IsCode(err, providers.NotFound) {
+		// envd no longer knows the pid: the command ended, and its end
+		// event is on the way. A stream that goes on is a command that
+		// would wait for its stdin for ever.
+		select {
+		case <-pr.streamDone:
+			return
+		case <-time.After(drainGrace):
+		}
 	}
 	pr.mu.Lock()
 	pr.feedErr = err

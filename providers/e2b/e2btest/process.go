@@ -295,7 +295,10 @@ func (p *proc) run(outR, errR *os.File, timeout time.Duration) {
 	}
 	p.stdinMu.Unlock()
 	p.sb.mu.Lock()
-	delete(p.sb.procs, p.pid)
+	// The pid may be another process's by now (reaped above, reused).
+	if p.sb.procs[p.pid] == p {
+		delete(p.sb.procs, p.pid)
+	}
 	p.sb.mu.Unlock()
 	p.end = end
 	close(p.done)
