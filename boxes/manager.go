@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/boxfs/boxfs/hands/agent"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/syncengine/cache"
 )
@@ -155,6 +156,10 @@ func New(opts Options) (*Manager, error) {
 	}
 	if err := m.loadRecords(); err != nil {
 		return nil, err
+	}
+	if opts.AgentBinary != "" {
+		// Hashed while the mount starts, not at the first box's open.
+		go agent.PrepareBinary(opts.AgentBinary)
 	}
 	for _, d := range opts.Declared {
 		if err := checkName(d.Name); err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"sync"
 )
 
 // SelfBinary returns the path of the running program when it can serve as
@@ -76,6 +77,53 @@ type binaryInfo struct {
 }
 
 func readBinaryInfo(path string) (binaryInfo, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return binaryInfo{}, fmt.Errorf("agent: %w", err)
+	}
+	key := binaryKey{path: path, size: st.Size(), mtime: st.ModTime().UnixNano()}
+	key.dev, key.ino, key.ctime = fileIdentity(st)
+	binaries.Lock()
+	known, ok := binaries.m[key]
+	binaries.Unlock()
+	if ok {
+		return known, nil
+	}
+	info, err := hashBinary(path)
+	if err != nil {
+		return binaryInfo{}, err
+	}
+	if info.size == key.size {
+		binaries.Lock()
+		binaries.m[key] = info
+		binaries.Unlock()
+	}
+	return info, nil
+}
+
+// binaries keeps what readBinaryInfo learnt of each binary, by its path,
+// identity and times: every box's channel names the same ~50 MB binary,
+// hashed once per process (and in the background at start, see
+// PrepareBinary).
+var binaries = struct {
+	sync.Mutex
+	m map[binaryKey]binaryInfo
+}{m: map[binaryKey]binaryInfo{}}
+
+type binaryKey struct {
+	path               string
+	dev, ino           uint64
+	size, mtime, ctime int64
+}
+
+// PrepareBinary reads and hashes the agent binary at path ahead of the
+// first channel, so a box's first open does not wait for it. Errors are
+// left for the channel to report.
+func PrepareBinary(path string) {
+	readBinaryInfo(path)
+}
+
+func hashBinary(path string) (binaryInfo, error) {
 	arch, err := staticELFArch(path)
 	if err != nil {
 		return binaryInfo{}, err

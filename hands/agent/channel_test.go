@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/boxfs/boxfs/internal/boxfsbin"
 	"github.com/boxfs/boxfs/internal/testbox"
 	"github.com/boxfs/boxfs/providers"
@@ -464,6 +467,40 @@ func TestAgentProcess(t *testing.T) {
 	if stderr.Len() > 0 {
 		t.Errorf("the agent wrote to stderr: %s", stderr.String())
 	}
+}
+
+// TestAgentRecordsItsChecksum: a verified start records the checksum
+// beside the binary, and a binary changed since is hashed again, so the
+// record never hides a change.
+func TestAgentRecordsItsChecksum(t *testing.T) {
+	src, err := os.ReadFile(boxfsbin.Path(t))
+	require.NoError(t, err)
+	bin := filepath.Join(t.TempDir(), "agent")
+	require.NoError(t, os.WriteFile(bin, src, 0o755))
+	info, err := readBinaryInfo(bin)
+	require.NoError(t, err)
+	serve := func() ([]byte, error) {
+		cmd := execCommand(t, bin, "agent", "-sha256", info.sha256)
+		cmd.Stdin = strings.NewReader("") // EOF: the agent ends at once
+		return cmd.CombinedOutput()
+	}
+	out, err := serve()
+	require.NoError(t, err, "%s", out)
+	rec, err := os.ReadFile(bin + ".sum")
+	require.NoError(t, err, "the verified start's record")
+	assert.Contains(t, string(rec), info.sha256)
+	out, err = serve()
+	require.NoError(t, err, "a start trusting its record: %s", out)
+
+	// Change one byte in place: the record names the file as it was.
+	f, err := os.OpenFile(bin, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte{src[100] ^ 0xff}, 100)
+	require.NoError(t, f.Close())
+	require.NoError(t, err)
+	out, err = serve()
+	require.Error(t, err, "a changed binary served: %s", out)
+	assert.Contains(t, string(out), "checksum")
 }
 
 func execCommand(t *testing.T, name string, args ...string) *exec.Cmd {
