@@ -1,6 +1,7 @@
 package boxes
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -139,7 +140,9 @@ func (b *Box) setBox(box providers.Box) {
 	b.mu.Lock()
 	b.box = box
 	b.state = StateReady
-	b.rec.ID = box.ID()
+	if b.rec.ID != box.ID() {
+		b.rec.ID, b.rec.Facts = box.ID(), nil // another box's facts
+	}
 	b.mu.Unlock()
 }
 
@@ -326,7 +329,10 @@ func (b *Box) Hands(ctx context.Context) (*hands.Hands, error) {
 		}
 		rec = b.record()
 	}
-	opts := hands.Options{AgentBinary: b.m.opts.AgentBinary, Logger: b.m.log, WatchLimit: b.m.opts.WatchLimit}
+	// The facts the last open read let this one start at once; the box's
+	// own, read again in the background, are recorded for the next.
+	opts := hands.Options{AgentBinary: b.m.opts.AgentBinary, Logger: b.m.log, WatchLimit: b.m.opts.WatchLimit,
+		KnownFacts: rec.Facts, OnFacts: func(f providers.Facts) { b.factsRead(f) }}
 	if mt := b.m.opts.Meter; mt != nil {
 		opts.OnExec = func(err error) { mt.Exec(rec.Provider, rec.ID, err) }
 	}
@@ -334,10 +340,40 @@ func (b *Box) Hands(ctx context.Context) (*hands.Hands, error) {
 	if err != nil {
 		return nil, err
 	}
+	if rec.Facts == nil {
+		b.factsRead(h.Facts())
+	}
 	b.mu.Lock()
 	b.hands, b.facts = h, h.Facts()
 	b.mu.Unlock()
 	return h, nil
+}
+
+// factsRead keeps the facts the box told, and records them when they
+// changed.
+func (b *Box) factsRead(f providers.Facts) {
+	b.mu.Lock()
+	if b.hands != nil {
+		b.facts = f
+	}
+	rec := b.rec
+	b.mu.Unlock()
+	if sameFacts(rec.Facts, f) {
+		return
+	}
+	if err := b.update(func(r *record) { r.Facts = &f }); err != nil {
+		b.m.log.Warn("box record not saved", "box", b.name, "err", err)
+	}
+}
+
+// sameFacts reports whether a recorded box's facts are f.
+func sameFacts(rec *providers.Facts, f providers.Facts) bool {
+	if rec == nil {
+		return false
+	}
+	a, err1 := json.Marshal(rec)
+	b, err2 := json.Marshal(f)
+	return err1 == nil && err2 == nil && bytes.Equal(a, b)
 }
 
 // attachOrCreate finds the box again by its recorded id, or makes a

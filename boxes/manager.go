@@ -113,6 +113,9 @@ type record struct {
 	ResumeAuto bool        `json:"resumeAuto,omitempty"` // a use of work/ resumes the box when suspended
 	Suspended  *suspension `json:"suspended,omitempty"`  // set while the box is suspended
 	Snapshots  []Snapshot  `json:"snapshots,omitempty"`
+	// Facts are the box's facts as its last open read them: the next open
+	// chooses its path on them while it reads them again.
+	Facts *providers.Facts `json:"facts,omitempty"`
 }
 
 // New opens the boxes kept in opts.StateDir: the boxes recorded there are

@@ -403,7 +403,12 @@ func (b *Box) reopen(ctx context.Context, op string, sp providers.Suspender, box
 	b.mu.Lock()
 	b.box, b.hands, b.cache, b.health = box, nil, nil, health{}
 	b.mu.Unlock()
-	if err := b.update(func(r *record) { r.ID, r.Suspended = box.ID(), nil }); err != nil {
+	if err := b.update(func(r *record) {
+		if r.ID != box.ID() {
+			r.Facts = nil // another box's facts
+		}
+		r.ID, r.Suspended = box.ID(), nil
+	}); err != nil {
 		b.m.log.Error("a resumed box's record not saved", "box", b.name, "err", err)
 	}
 	if box.ID() != was.Box && b.m.opts.Meter != nil {

@@ -10,7 +10,7 @@ import (
 // useAgent opens the agent channel and checks that it answers.
 func (h *Hands) useAgent(ctx context.Context, opts Options) error {
 	// The channel adds the box to its own log lines.
-	ch := agent.NewChannel(h.box, agent.ChannelOptions{Binary: opts.AgentBinary, Liveness: h.liveness, Logger: opts.Logger, OnExec: opts.OnExec})
+	ch := agent.NewChannel(h.box, agent.ChannelOptions{Binary: opts.AgentBinary, Liveness: h.liveness, Logger: opts.Logger, OnExec: opts.OnExec, Facts: &h.facts})
 	if err := ch.Open(ctx); err != nil {
 		ch.Close()
 		return err

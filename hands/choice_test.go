@@ -8,6 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/boxfs/boxfs/hands"
 	"github.com/boxfs/boxfs/internal/boxfsbin"
@@ -73,5 +77,50 @@ func TestChoice(t *testing.T) {
 				t.Errorf("Stat of the workspace via %s: %v", h.Via(), err)
 			}
 		})
+	}
+}
+
+// slowFacts is a box whose Facts answer only once released.
+type slowFacts struct {
+	*hostBox
+	release chan struct{}
+}
+
+func (b slowFacts) Facts(ctx context.Context) (providers.Facts, error) {
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		return providers.Facts{}, ctx.Err()
+	}
+	return b.hostBox.Facts(ctx)
+}
+
+// TestNewOnKnownFacts: given the facts of an earlier open, New takes the
+// path they allow (the agent here) without waiting for the box's facts,
+// which replace the known ones once read.
+func TestNewOnKnownFacts(t *testing.T) {
+	ctx := context.Background()
+	hb := newHostBox(t)
+	box := slowFacts{hb, make(chan struct{})}
+	known, err := hb.Facts(ctx)
+	require.NoError(t, err)
+	known.CPUs = 99 // what the box no longer says
+	told := make(chan providers.Facts, 1)
+	h, err := hands.New(ctx, box, hands.Options{AgentBinary: boxfsbin.Path(t), KnownFacts: &known,
+		OnFacts: func(f providers.Facts) { told <- f }})
+	require.NoError(t, err)
+	defer h.Close()
+	assert.Equal(t, hands.ViaAgent, h.Via())
+	assert.Equal(t, 99.0, h.Facts().CPUs, "the known facts until the box's arrive")
+	_, err = h.Stat(ctx, known.Workspace)
+	require.NoError(t, err, "the agent serves before the box told its facts")
+
+	close(box.release)
+	select {
+	case f := <-told:
+		assert.Zero(t, f.CPUs)
+		assert.Equal(t, f, h.Facts())
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnFacts was not told the box's facts")
 	}
 }

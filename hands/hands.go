@@ -7,9 +7,11 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/boxfs/boxfs/hands/agent"
+	"github.com/boxfs/boxfs/internal/guard"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -45,6 +47,15 @@ type Options struct {
 	// WatchLimit bounds the directories the agent's watch covers (0: the
 	// agent's default); a larger tree is reported as an overflow.
 	WatchLimit int
+	// KnownFacts, when set, are the box's facts from an earlier open.
+	// New then chooses the path (and starts the agent) on them, and reads
+	// the facts again in the background: a box's first listing waits for
+	// neither the facts nor the two execs competing in the box's engine.
+	// Facts returns the known facts until the box's own arrive.
+	KnownFacts *providers.Facts
+	// OnFacts, with KnownFacts, is told the box's own facts once they are
+	// read, after New returned. It must not block for long.
+	OnFacts func(providers.Facts)
 }
 
 // The interfaces Hands embeds, under names of its own: their methods are
@@ -66,6 +77,7 @@ type Hands struct {
 
 	box      providers.Box
 	exec     execFunc // box.Exec, telling Options.OnExec
+	factsMu  sync.Mutex
 	facts    providers.Facts
 	via      string
 	closer   io.Closer      // the agent channel, when there is one
@@ -97,10 +109,53 @@ func New(ctx context.Context, box providers.Box, opts Options) (*Hands, error) {
 	if box == nil {
 		return nil, providers.Errorf(providers.Invalid, op, "nil box")
 	}
+	if known := opts.KnownFacts; known != nil {
+		if h, err := newWith(ctx, box, opts, *known); err == nil {
+			guard.Go(func() { h.refreshFacts(context.WithoutCancel(ctx), *known, opts.OnFacts) },
+				func(err error) { h.log.Error("hands: reading the box's facts", "err", err) })
+			return h, nil
+		}
+	}
 	facts, err := box.Facts(ctx)
 	if err != nil {
 		return nil, providers.E(0, op, err).WithBox(box.ID())
 	}
+	return newWith(ctx, box, opts, facts)
+}
+
+// refreshFacts reads the box's facts again (New chose the path on facts an
+// earlier open read) and keeps them, telling onFacts. A box whose facts no
+// longer allow the path keeps it until it is opened again; the path's own
+// failures say so first.
+func (h *Hands) refreshFacts(ctx context.Context, known providers.Facts, onFacts func(providers.Facts)) {
+	ctx, cancel := context.WithTimeout(ctx, h.liveness)
+	defer cancel()
+	f, err := h.box.Facts(ctx)
+	if err != nil {
+		h.log.Warn("hands: reading the box's facts again", "err", err)
+		return
+	}
+	if !samePath(known, f) {
+		h.log.Warn("hands: the box's facts changed since its last open; its path is chosen again at the next open", "via", h.via)
+	}
+	h.factsMu.Lock()
+	h.facts = f
+	h.factsMu.Unlock()
+	if onFacts != nil {
+		onFacts(f)
+	}
+}
+
+// samePath reports whether facts a and b choose the same path and run it
+// the same way.
+func samePath(a, b providers.Facts) bool {
+	return a.OS == b.OS && a.Arch == b.Arch && a.TmpDir == b.TmpDir && a.Shell == b.Shell &&
+		a.HasLiveProcesses() == b.HasLiveProcesses() && a.HasStdin() == b.HasStdin()
+}
+
+// newWith is New once the facts are known.
+func newWith(ctx context.Context, box providers.Box, opts Options, facts providers.Facts) (*Hands, error) {
+	const op = "hands.New"
 	h := &Hands{
 		box:      box,
 		facts:    facts,
@@ -215,7 +270,11 @@ func (h *Hands) boxArchiver() providers.Archiver {
 }
 
 // Facts returns the box's facts as New read them.
-func (h *Hands) Facts() providers.Facts { return h.facts }
+func (h *Hands) Facts() providers.Facts {
+	h.factsMu.Lock()
+	defer h.factsMu.Unlock()
+	return h.facts
+}
 
 // Via names the path file operations take: ViaNativeFiles, ViaAgent,
 // ViaNative or ViaScript.
@@ -401,7 +460,7 @@ func (h *Hands) CanWatch() bool {
 // agent's command stream, when the box has the agent.
 func (h *Hands) GetFiles(ctx context.Context, root string, paths []string) (io.ReadCloser, error) {
 	rc, err := h.sh.GetFiles(ctx, root, paths)
-	if err == nil || h.channel == nil || !(providers.IsCode(err, providers.Unsupported) || !h.facts.HasShell()) {
+	if err == nil || h.channel == nil || !(providers.IsCode(err, providers.Unsupported) || !h.Facts().HasShell()) {
 		return rc, err
 	}
 	h.log.Debug("hands: no GNU tar in the box; the agent makes the archive", "err", err)

@@ -90,10 +90,10 @@ exit $rc
 
 // cmdDir is where a box's command records live.
 func (h *Hands) cmdDir() string {
-	if !h.facts.HasShell() || h.facts.TmpDir == "" {
+	if !h.Facts().HasShell() || h.Facts().TmpDir == "" {
 		return ""
 	}
-	return strings.TrimSuffix(h.facts.TmpDir, "/") + "/.boxfs/cmds"
+	return strings.TrimSuffix(h.Facts().TmpDir, "/") + "/.boxfs/cmds"
 }
 
 // Run starts a command in the box as its own process group. Its output
@@ -111,7 +111,7 @@ func (h *Hands) Run(ctx context.Context, cmd Command) (providers.Process, error)
 	}
 	argv := cmd.Argv
 	if cmd.Line != "" {
-		shell := h.facts.Shell
+		shell := h.Facts().Shell
 		if shell == "" {
 			shell = "sh"
 		}
@@ -212,7 +212,7 @@ func (h *Hands) execFor(argv []string, id string, viaAgent *atomic.Bool) execFun
 		areq := req
 		areq.Argv = argv
 		if areq.Dir == "" {
-			areq.Dir = h.facts.Workspace
+			areq.Dir = h.Facts().Workspace
 		}
 		var rec *agent.Record
 		if id != "" {

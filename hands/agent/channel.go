@@ -40,6 +40,9 @@ type ChannelOptions struct {
 	// (the upload, the agent, its command stream), with the error it
 	// returned. It must not block.
 	OnExec func(err error)
+	// Facts, when set, are the box's facts as the caller knows them; the
+	// channel then does not ask the box (nil: it asks at its first open).
+	Facts *providers.Facts
 }
 
 // Stats describes a channel, for facts.json.
@@ -105,6 +108,10 @@ var (
 // call (or Open).
 func NewChannel(box providers.Box, opts ChannelOptions) *Channel {
 	ch := &Channel{box: box, opts: opts, liveness: opts.Liveness, log: opts.Logger}
+	if opts.Facts != nil {
+		f := *opts.Facts
+		ch.facts = &f
+	}
 	if ch.liveness <= 0 {
 		ch.liveness = DefaultLiveness
 	}
