@@ -10,7 +10,8 @@ import (
 // useAgent opens the agent channel and checks that it answers.
 func (h *Hands) useAgent(ctx context.Context, opts Options) error {
 	// The channel adds the box to its own log lines.
-	ch := agent.NewChannel(h.box, agent.ChannelOptions{Binary: opts.AgentBinary, Liveness: h.liveness, Logger: opts.Logger, OnExec: opts.OnExec, Facts: &h.facts})
+	ch := agent.NewChannel(h.box, agent.ChannelOptions{Binary: opts.AgentBinary, Liveness: h.liveness, Logger: opts.Logger, OnExec: opts.OnExec, Facts: &h.facts,
+		LikelyInstalled: opts.KnownFacts != nil})
 	if err := ch.Open(ctx); err != nil {
 		ch.Close()
 		return err

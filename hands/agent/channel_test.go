@@ -230,6 +230,28 @@ func testReusesBinary(t *testing.T, box providers.Box) {
 	if st := third.Stats(); st.Uploads != 1 {
 		t.Errorf("third channel: %+v, want one upload", st)
 	}
+
+	// A channel told the binary is likely there starts it without looking:
+	// it is, and serves; then it is not, and is uploaded.
+	likely := func() *Channel {
+		ch := NewChannel(box, ChannelOptions{Binary: boxfsbin.Path(t), Liveness: 10 * time.Second, LikelyInstalled: true})
+		t.Cleanup(func() { ch.Close() })
+		return ch
+	}
+	fourth := likely()
+	_, err = fourth.Stat(ctx, "/")
+	require.NoError(t, err)
+	assert.Zero(t, fourth.Stats().Uploads, "the binary was there")
+	fourth.Close()
+	proc, err = box.Exec(ctx, providers.ExecRequest{Argv: []string{"/bin/sh", "-c", `rm -f "$1" "$1.sum"`, "rm", dest}, Dir: "/"})
+	require.NoError(t, err)
+	code, err := proc.Wait()
+	require.NoError(t, err)
+	require.Zero(t, code)
+	fifth := likely()
+	_, err = fifth.Stat(ctx, "/")
+	require.NoError(t, err, "stat when the binary was not there")
+	assert.Equal(t, 1, fifth.Stats().Uploads)
 }
 
 // testKilledAgent: an agent killed while idle is reported to the next call
