@@ -141,7 +141,7 @@ func (b *Box) setBox(box providers.Box) {
 	b.box = box
 	b.state = StateReady
 	if b.rec.ID != box.ID() {
-		b.rec.ID, b.rec.Facts = box.ID(), nil // another box's facts
+		b.rec.ID, b.rec.Facts, b.rec.Agent = box.ID(), nil, "" // another box's
 	}
 	b.mu.Unlock()
 }
@@ -332,7 +332,7 @@ func (b *Box) Hands(ctx context.Context) (*hands.Hands, error) {
 	// The facts the last open read let this one start at once; the box's
 	// own, read again in the background, are recorded for the next.
 	opts := hands.Options{AgentBinary: b.m.opts.AgentBinary, Logger: b.m.log, WatchLimit: b.m.opts.WatchLimit,
-		KnownFacts: rec.Facts, OnFacts: func(f providers.Facts) { b.factsRead(f) }}
+		KnownFacts: rec.Facts, AgentAt: rec.Agent, OnFacts: func(f providers.Facts) { b.factsRead(f) }}
 	if mt := b.m.opts.Meter; mt != nil {
 		opts.OnExec = func(err error) { mt.Exec(rec.Provider, rec.ID, err) }
 	}
@@ -342,6 +342,11 @@ func (b *Box) Hands(ctx context.Context) (*hands.Hands, error) {
 	}
 	if rec.Facts == nil {
 		b.factsRead(h.Facts())
+	}
+	if at := h.AgentPath(); at != rec.Agent {
+		if err := b.update(func(r *record) { r.Agent = at }); err != nil {
+			b.m.log.Warn("box record not saved", "box", b.name, "err", err)
+		}
 	}
 	b.mu.Lock()
 	b.hands, b.facts = h, h.Facts()

@@ -116,6 +116,8 @@ type record struct {
 	// Facts are the box's facts as its last open read them: the next open
 	// chooses its path on them while it reads them again.
 	Facts *providers.Facts `json:"facts,omitempty"`
+	// Agent is where the last open's agent binary was in the box.
+	Agent string `json:"agent,omitempty"`
 }
 
 // New opens the boxes kept in opts.StateDir: the boxes recorded there are

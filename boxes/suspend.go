@@ -405,7 +405,7 @@ func (b *Box) reopen(ctx context.Context, op string, sp providers.Suspender, box
 	b.mu.Unlock()
 	if err := b.update(func(r *record) {
 		if r.ID != box.ID() {
-			r.Facts = nil // another box's facts
+			r.Facts, r.Agent = nil, "" // another box's
 		}
 		r.ID, r.Suspended = box.ID(), nil
 	}); err != nil {

@@ -11,7 +11,7 @@ import (
 func (h *Hands) useAgent(ctx context.Context, opts Options) error {
 	// The channel adds the box to its own log lines.
 	ch := agent.NewChannel(h.box, agent.ChannelOptions{Binary: opts.AgentBinary, Liveness: h.liveness, Logger: opts.Logger, OnExec: opts.OnExec, Facts: &h.facts,
-		LikelyInstalled: opts.KnownFacts != nil})
+		InstalledAt: opts.AgentAt})
 	if err := ch.Open(ctx); err != nil {
 		ch.Close()
 		return err

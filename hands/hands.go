@@ -53,6 +53,10 @@ type Options struct {
 	// neither the facts nor the two execs competing in the box's engine.
 	// Facts returns the known facts until the box's own arrive.
 	KnownFacts *providers.Facts
+	// AgentAt is where an earlier open's agent binary was in the box
+	// (AgentPath then): the agent is started there without looking for it
+	// first, when its path is still that.
+	AgentAt string
 	// OnFacts, with KnownFacts, is told the box's own facts once they are
 	// read, after New returned. It must not block for long.
 	OnFacts func(providers.Facts)

@@ -43,10 +43,11 @@ type ChannelOptions struct {
 	// Facts, when set, are the box's facts as the caller knows them; the
 	// channel then does not ask the box (nil: it asks at its first open).
 	Facts *providers.Facts
-	// LikelyInstalled says an earlier open put the binary in the box: the
-	// first open starts it without looking for it first (one round trip
-	// less), and uploads it only when it does not start.
-	LikelyInstalled bool
+	// InstalledAt is where an earlier open put the binary in the box (its
+	// BinaryPath then). When the binary's path is still that, the first
+	// open starts it without looking for it first (one round trip less),
+	// and uploads it only when it does not start.
+	InstalledAt string
 }
 
 // Stats describes a channel, for facts.json.
@@ -342,7 +343,7 @@ const fallbackDir = "/dev/shm"
 // if that fails (or it is not there), it is uploaded and run again.
 func (ch *Channel) openAt(ctx context.Context, bin binaryInfo, facts providers.Facts, dest string) (*session, error) {
 	ch.mu.Lock()
-	present := ch.uploaded && ch.dest == dest || ch.opts.LikelyInstalled && ch.stats.Opens == 0
+	present := ch.uploaded && ch.dest == dest || ch.opts.InstalledAt == dest && ch.stats.Opens == 0
 	ch.mu.Unlock()
 	if !present {
 		if ps, ok := ch.box.(providers.PathStater); ok {

@@ -231,10 +231,10 @@ func testReusesBinary(t *testing.T, box providers.Box) {
 		t.Errorf("third channel: %+v, want one upload", st)
 	}
 
-	// A channel told the binary is likely there starts it without looking:
-	// it is, and serves; then it is not, and is uploaded.
+	// A channel told where the binary was starts it there without
+	// looking: it is, and serves; then it is not, and is uploaded.
 	likely := func() *Channel {
-		ch := NewChannel(box, ChannelOptions{Binary: boxfsbin.Path(t), Liveness: 10 * time.Second, LikelyInstalled: true})
+		ch := NewChannel(box, ChannelOptions{Binary: boxfsbin.Path(t), Liveness: 10 * time.Second, InstalledAt: dest})
 		t.Cleanup(func() { ch.Close() })
 		return ch
 	}
