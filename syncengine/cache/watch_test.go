@@ -16,22 +16,28 @@ import (
 	"github.com/boxfs/boxfs/syncengine/cache"
 )
 
+// watchedCache opens a watched cache over r that trusts what it learnt
+// for an hour, on a fake clock that only advance moves.
+func watchedCache(t *testing.T, r cache.Remote) (*cache.Cache, func(time.Duration)) {
+	t.Helper()
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour, Now: clock})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	c.Watched()
+	return c, advance
+}
+
 // A watch's report makes the cache ask the box again about a path it
 // trusts (here for an hour); a report of a path the host just changed is
 // held as the likely echo of that change until the host has left the path
 // alone for a while, then taken like any other.
 func TestBoxChangedReports(t *testing.T) {
 	_, _, r := fakeBox(t)
-	var mu sync.Mutex
-	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.Watched()
+	c, advance := watchedCache(t, r)
 	ctx := t.Context()
 	size := func(rel string) int64 {
 		t.Helper()
@@ -105,16 +111,7 @@ func TestBoxChangedReports(t *testing.T) {
 func TestVerifyEchoes(t *testing.T) {
 	_, _, inner := fakeBox(t)
 	r := &renameStater{Remote: inner}
-	var mu sync.Mutex
-	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.Watched()
+	c, advance := watchedCache(t, r)
 	ctx := t.Context()
 	hostWrite := func(name, data string) {
 		t.Helper()
@@ -170,16 +167,7 @@ func TestVerifyEchoes(t *testing.T) {
 // stale.
 func TestVerifyEchoesOfABurst(t *testing.T) {
 	_, _, r := fakeBox(t)
-	var mu sync.Mutex
-	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.Watched()
+	c, advance := watchedCache(t, r)
 	ctx := t.Context()
 	if _, err := c.Mkdir(ctx, "d", 0o755); err != nil {
 		t.Fatal(err)
@@ -216,16 +204,7 @@ func TestVerifyEchoesOfABurst(t *testing.T) {
 // settled: EchoWait says how long that is, 0 for a change long past.
 func TestEchoWait(t *testing.T) {
 	_, _, r := fakeBox(t)
-	var mu sync.Mutex
-	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.Watched()
+	c, advance := watchedCache(t, r)
 	ctx := t.Context()
 	if d := c.EchoWait(); d != 0 {
 		t.Errorf("nothing held: wait %v", d)
@@ -270,14 +249,7 @@ func (h *hookedLstat) Lstat(ctx context.Context, name string) (providers.FileInf
 func TestVerifyEchoesOlderThanAReport(t *testing.T) {
 	_, _, inner := fakeBox(t)
 	r := &hookedLstat{renameStater: &renameStater{Remote: inner}, name: "h"}
-	var mu sync.Mutex
-	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour, Now: clock})
-	require.NoError(t, err)
-	defer c.Close()
-	c.Watched()
+	c, advance := watchedCache(t, r)
 	ctx := t.Context()
 
 	write(t, c, "h", "host").Release(ctx)
