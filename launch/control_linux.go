@@ -125,16 +125,26 @@ func (bl *boxLaunch) lockIdle() (vars, bool, error) {
 	}
 }
 
+// stopper reports whether stopping/ names its owner (a stop claims it
+// and writes the owner under the lock), and whether that owner runs.
+func (bl *boxLaunch) stopper() (named, running bool) {
+	f := strings.Fields(bl.readFirst("stopping/owner"))
+	if len(f) != 2 {
+		return false, false
+	}
+	return true, alive(f[0], f[1])
+}
+
 // stopperAlive reports whether the stop that claimed stopping/ still runs.
 func (bl *boxLaunch) stopperAlive() bool {
-	f := strings.Fields(bl.readFirst("stopping/owner"))
-	return len(f) == 2 && alive(f[0], f[1])
+	_, running := bl.stopper()
+	return running
 }
 
 // stopperDied reports whether stopping/ names an owner and it is dead.
 func (bl *boxLaunch) stopperDied() bool {
-	f := strings.Fields(bl.readFirst("stopping/owner"))
-	return len(f) == 2 && !alive(f[0], f[1])
+	named, running := bl.stopper()
+	return named && !running
 }
 
 // newConfig writes the config of a start (or, with reuse, reads the last

@@ -386,17 +386,11 @@ func (s *suite) stopDiedMidway(t *testing.T) {
 	l := s.launcher(t, nil)
 	spec := launch.Spec{Argv: sh(`trap '' TERM; echo ready; while :; do sleep 0.1; done`), Grace: dur(60 * time.Second)}
 	for _, then := range []string{"start", "stop"} {
-		name, _ := s.start(t, l, "-"+then, spec)
-		first := wait(t, l, name, 20*time.Second, "running", phase(launch.Running))
-		go l.Stop(context.Background(), name, nil)
-		wait(t, l, name, 20*time.Second, "stopping", phase(launch.Stopping))
-		owner := s.sh(t, fmt.Sprintf("cat %s/%s/stopping/owner", s.spool(t, ""), name))
-		var pid int
-		_, err := fmt.Sscan(owner, &pid)
-		require.NoError(t, err, "stopping/owner: %q", owner)
+		name, first, pid := s.stoppingRun(t, l, "-"+then, spec)
 		s.kill9(t, pid)
 		began := time.Now()
 		var st launch.State
+		var err error
 		if then == "start" {
 			st, err = l.Start(ctx(t), name, spec)
 			require.NoError(t, err)
@@ -413,14 +407,7 @@ func (s *suite) stopDiedMidway(t *testing.T) {
 
 	// A start that found the stop alive, and waits for it, goes on once
 	// the stop dies.
-	name, _ := s.start(t, l, "-waiting", spec)
-	first := wait(t, l, name, 20*time.Second, "running", phase(launch.Running))
-	go l.Stop(context.Background(), name, nil)
-	wait(t, l, name, 20*time.Second, "stopping", phase(launch.Stopping))
-	owner := s.sh(t, fmt.Sprintf("cat %s/%s/stopping/owner", s.spool(t, ""), name))
-	var pid int
-	_, err := fmt.Sscan(owner, &pid)
-	require.NoError(t, err, "stopping/owner: %q", owner)
+	name, first, pid := s.stoppingRun(t, l, "-waiting", spec)
 	type result struct {
 		st  launch.State
 		err error
@@ -444,6 +431,22 @@ func (s *suite) stopDiedMidway(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("a start waiting for a stop did not go on within 30 s of the stop's death")
 	}
+}
+
+// stoppingRun starts a launch of spec named after the test and suffix,
+// and a stop of it in the background; it returns once the launch is
+// stopping, with its running state and the pid of the stop that owns it.
+func (s *suite) stoppingRun(t *testing.T, l *launch.Launcher, suffix string, spec launch.Spec) (string, launch.State, int) {
+	t.Helper()
+	name, _ := s.start(t, l, suffix, spec)
+	first := wait(t, l, name, 20*time.Second, "running", phase(launch.Running))
+	go l.Stop(context.Background(), name, nil)
+	wait(t, l, name, 20*time.Second, "stopping", phase(launch.Stopping))
+	owner := s.sh(t, fmt.Sprintf("cat %s/%s/stopping/owner", s.spool(t, ""), name))
+	var pid int
+	_, err := fmt.Sscan(owner, &pid)
+	require.NoError(t, err, "stopping/owner: %q", owner)
+	return name, first, pid
 }
 
 func (s *suite) relaunchByName(t *testing.T) {
