@@ -340,11 +340,16 @@ func (b *Box) Hands(ctx context.Context) (*hands.Hands, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rec.Facts == nil {
-		b.factsRead(h.Facts())
-	}
-	if at := h.AgentPath(); at != rec.Agent {
-		if err := b.update(func(r *record) { r.Agent = at }); err != nil {
+	// Facts read now (none were known) and where the agent runs go into
+	// the record in one write.
+	f, at := h.Facts(), h.AgentPath()
+	if fresh := rec.Facts == nil; fresh || at != rec.Agent {
+		if err := b.update(func(r *record) {
+			if fresh {
+				r.Facts = &f
+			}
+			r.Agent = at
+		}); err != nil {
 			b.m.log.Warn("box record not saved", "box", b.name, "err", err)
 		}
 	}
