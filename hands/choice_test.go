@@ -104,7 +104,7 @@ func TestNewOnKnownFacts(t *testing.T) {
 	box := slowFacts{hb, make(chan struct{})}
 	known, err := hb.Facts(ctx)
 	require.NoError(t, err)
-	known.CPUs = 99 // what the box no longer says
+	known.CPUs = 99 // the box says 0
 	told := make(chan providers.Facts, 1)
 	h, err := hands.New(ctx, box, hands.Options{AgentBinary: boxfsbin.Path(t), KnownFacts: &known,
 		OnFacts: func(f providers.Facts) { told <- f }})

@@ -447,9 +447,9 @@ func (pr *process) feedFailed(ctx context.Context, err error) {
 		return
 	}
 	if providers.IsCode(err, providers.NotFound) {
-		// envd no longer knows the pid: the command ended, and its end
-		// event is on the way. A stream that goes on is a command that
-		// would wait for its stdin for ever.
+		// NotFound: envd knows no process of that pid, so the command
+		// ended and its end event should follow. A stream that goes on
+		// is a command that would wait for its stdin for ever.
 		select {
 		case <-pr.streamDone:
 			return
