@@ -104,8 +104,6 @@ type Cache struct {
 	started time.Time
 
 	walkMu   sync.Mutex // one revalidating walk at a time
-	lastWalk time.Time  // when the last walk's listing was installed (c.mu)
-	walkOff  time.Time  // no revalidating walk before this: the tree was too large (c.mu)
 	opts     Options
 	log      *slog.Logger
 	now      func() time.Time
@@ -139,14 +137,9 @@ type Cache struct {
 		at time.Time
 	}
 
-	// A listing or stat fetched from the box while the host changes what
-	// it covers is older than the change: gen counts the host's changes,
-	// and while fetches are in flight touched keeps each changed path's
-	// gen, so that installing a fetch keeps the newer local knowledge
-	// (a file created, pushed or removed meanwhile).
-	gen      uint64
-	fetching int
-	touched  map[string]map[string]uint64 // directory -> name -> gen
+	// fm orders fetches, the host's changes and the watch's reports
+	// (model.go: the freshness contract) (c.mu).
+	fm model
 
 	// watched: a watch reports the box's changes (Watched); mine is kept
 	// only then (c.mu).
@@ -163,33 +156,16 @@ type Cache struct {
 	echoBatch int
 	// echoHeld is signalled when BoxChanged holds a report (EchoHeld).
 	echoHeld chan struct{}
-	// allGen is the gen at which the box said anything may have changed.
-	allGen uint64
-	// walkGen is the gen at which the newest installed walk of the whole
-	// workspace began: a fetch begun before it and answered after it was
-	// installed is older than what the cache holds, and is not installed
-	// (the refresh after a command must not be undone by a listing or
-	// stat asked before the command ended).
-	walkGen uint64
 	// learned are the paths fetches found changed in the box since the
-	// last Refresh, with learnedAll once there were more than learnMax
-	// (c.mu; see learned.go).
-	learned    map[string]byte
-	learnedAll bool
-	// trusting: a healthy watch reports every change of the box (Trust),
-	// so what was fetched since trustGen, with no report of a change
-	// while the fetch was in flight (evGen, the gen of the last report),
-	// stays fresh past the attribute timeout until a report says
-	// otherwise (c.mu).
-	trusting        bool
-	trustGen, evGen uint64
+	// last Refresh (c.mu; see learned.go).
+	learned learnedSet
 }
 
 type dirList struct {
 	entries map[string]providers.FileInfo
 	fetched time.Time
 	local   bool // made here, not in the box yet: the host's listing is the truth
-	trust   bool // fetched while a watch reported every change (see Cache.trusting)
+	trust   bool // vouched for by the watch (model.trusted)
 }
 
 type attrEntry struct {
@@ -197,7 +173,7 @@ type attrEntry struct {
 	at    time.Time
 	neg   bool // the path was found missing at `at`
 	stale bool // set by a setattr here (right in what it set, not in ctime) or a change in the directory: ask the box when asked
-	trust bool // fetched while a watch reported every change (see Cache.trusting)
+	trust bool // vouched for by the watch (model.trusted)
 }
 
 // Open opens the cache for one box. It reads the journal of dirty files a
@@ -256,7 +232,7 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 		dirty:    map[*file]struct{}{},
 		news:     pathmap.New[*file](),
 		pdirs:    pathmap.New[*pendingDir](),
-		touched:  map[string]map[string]uint64{},
+		fm:       newModel(),
 		mine:     map[string]time.Time{},
 		echoes:   map[string]bool{},
 		echoHeld: make(chan struct{}, 1),
@@ -317,7 +293,7 @@ func (c *Cache) fresh(t time.Time) bool {
 // attribute timeout, or trusted while the watch is (a report of a change
 // makes it stale or zeroes its time). c.mu held.
 func (c *Cache) freshAttr(a attrEntry) bool {
-	return c.fresh(a.at) || (a.trust && c.trusting && !a.at.IsZero() && !a.stale)
+	return c.fresh(a.at) || (a.trust && c.fm.healthy && !a.at.IsZero() && !a.stale)
 }
 
 // Trust says whether a watch of the box now reports every change it makes
@@ -330,16 +306,7 @@ func (c *Cache) freshAttr(a attrEntry) bool {
 func (c *Cache) Trust(on bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.trusting = on
-	c.gen++
-	c.trustGen = c.gen
-}
-
-// trustableLocked reports whether what a fetch begun at generation start
-// brought may be trusted: the watch was healthy when it began and nothing
-// was reported changed while it ran. c.mu held.
-func (c *Cache) trustableLocked(start uint64) bool {
-	return c.trusting && start >= c.trustGen && start >= c.evGen
+	c.fm.setHealthy(on)
 }
 
 // Lookup returns the attributes of rel, from the listing while it is fresh,
@@ -513,24 +480,28 @@ func (c *Cache) getattr(ctx context.Context, rel string) (providers.FileInfo, er
 // stat asks the box for rel's attributes and records the answer, a missing
 // path included.
 func (c *Cache) stat(ctx context.Context, rel string) (providers.FileInfo, error) {
-	start := c.beginFetch()
+	t := c.beginFetch()
 	fi, err := c.remote.Lstat(ctx, c.abs(rel))
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	newer := c.touchedSinceLocked(rel, start)
-	trust := c.trustableLocked(start)
-	c.endFetchLocked()
+	defer c.fm.end()
+	v := c.fm.judge(rel, t)
+	keep := v == install || v == reported
+	trust := v == install && c.fm.trusted(t)
 	old, known := c.attrGet(rel)
 	if err != nil {
-		if providers.CodeOf(err) == providers.NotFound && !newer {
+		if providers.CodeOf(err) == providers.NotFound && keep {
 			c.learnAttrLocked(rel, old, known, providers.FileInfo{}, false)
 			c.setAttrLocked(rel, attrEntry{at: now, neg: true, trust: trust})
+			if v == reported {
+				c.staleLocked(rel, now)
+			}
 		}
 		return providers.FileInfo{}, err
 	}
 	_, fi.Name = split(rel)
-	if !newer {
+	if keep {
 		c.learnAttrLocked(rel, old, known, fi, true)
 		c.recordLocked(rel, fi, now)
 		if trust {
@@ -538,34 +509,26 @@ func (c *Cache) stat(ctx context.Context, rel string) (providers.FileInfo, error
 			a.trust = true
 			c.attrs.Set(rel, a)
 		}
+		if v == reported {
+			c.staleLocked(rel, now)
+		}
 	}
 	return fi, nil
 }
 
-// beginFetch notes a fetch from the box starting; it returns the
-// generation the fetch's answer is as new as. Each fetch has a generation
-// of its own, so of two fetches the one begun later is known.
-func (c *Cache) beginFetch() uint64 {
+// beginFetch notes a fetch from the box starting and returns its ticket.
+// Call c.fm.end with c.mu held once its answer is judged.
+func (c *Cache) beginFetch() ticket {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.fetching++
-	c.gen++
-	return c.gen
-}
-
-// endFetchLocked notes a fetch ended. c.mu held.
-func (c *Cache) endFetchLocked() {
-	c.fetching--
-	if c.fetching == 0 {
-		clear(c.touched)
-	}
+	return c.fm.begin()
 }
 
 // touchLocked notes a change the host made to what the cache knows of rel.
 // c.mu held.
 func (c *Cache) touchLocked(rel string) {
 	c.mineLocked(rel)
-	c.bumpLocked(rel)
+	c.fm.hostChanged(rel)
 }
 
 // mineLocked notes that the host changes rel now, when a watch runs. Old
@@ -587,57 +550,27 @@ func (c *Cache) mineLocked(rel string) {
 	c.mine[rel] = now
 }
 
-// bumpLocked counts a change of rel, by the host or the box, that a fetch
-// in flight does not know of. c.mu held.
-func (c *Cache) bumpLocked(rel string) {
-	c.gen++
-	if c.fetching == 0 || rel == "" {
-		return
-	}
-	dir, name := split(rel)
-	m := c.touched[dir]
-	if m == nil {
-		m = map[string]uint64{}
-		c.touched[dir] = m
-	}
-	m[name] = c.gen
-}
-
-// touchedSinceLocked reports whether the host changed rel, or a directory
-// above it, after generation start, or a newer walk of the workspace was
-// installed meanwhile. c.mu held.
-func (c *Cache) touchedSinceLocked(rel string, start uint64) bool {
-	if c.allGen > start || c.walkGen > start {
-		return true
-	}
-	for p := rel; p != ""; {
-		dir, name := split(p)
-		if g, ok := c.touched[dir][name]; ok && g > start {
-			return true
-		}
-		p = dir
-	}
-	return false
-}
-
-// overlayLocked lays the host's changes made after generation start over
-// a fetched listing (attrs by path, dirs by directory) before it is
+// overlayLocked lays the host's changes made after the fetch with ticket t
+// began over its listing (attrs by path, dirs by directory) before it is
 // installed: what the host knows of a changed path wins; a path it forgot
 // leaves its directory's listing stale. Only the names in the directories
-// in lists are considered: one, or all of them (in nil). c.mu held.
-func (c *Cache) overlayLocked(start uint64, attrs map[string]providers.FileInfo, dirs map[string]*dirList, in []string) {
+// in lists are considered: one, or all of them (in nil). It returns the
+// paths the watch reported meanwhile, to be made stale again once the
+// listing is installed (staleLocked). c.mu held.
+func (c *Cache) overlayLocked(t ticket, attrs map[string]providers.FileInfo, dirs map[string]*dirList, in []string) (again []string) {
 	if in == nil {
-		for dir := range c.touched {
-			in = append(in, dir)
-		}
+		in = c.fm.changedDirs()
 	}
 	for _, dir := range in {
-		for name, g := range c.touched[dir] {
-			if g > start {
+		c.fm.changedIn(dir, t, func(name string, v verdict) {
+			if v == hostWins {
 				c.overlayOneLocked(dir, name, attrs, dirs)
+			} else {
+				again = append(again, join(dir, name))
 			}
-		}
+		})
 	}
+	return again
 }
 
 func (c *Cache) overlayOneLocked(dir, name string, attrs map[string]providers.FileInfo, dirs map[string]*dirList) {
@@ -891,9 +824,9 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 	// While a healthy watch vouches for the listings, a known one is stale
 	// only because a report named it: it alone is asked again, not the
 	// whole tree (a walk per report would cost the tree's size each time).
-	reported := c.dir(rel) != nil && c.trusting
+	named := c.dir(rel) != nil && c.fm.healthy
 	c.mu.Unlock()
-	if !reported && c.revalidate(ctx) {
+	if !named && c.revalidate(ctx) {
 		c.mu.Lock()
 		if d := c.dir(rel); c.usable(d) {
 			out := c.entriesLocked(rel, d)
@@ -902,14 +835,14 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 		}
 		c.mu.Unlock()
 	}
-	start := c.beginFetch()
+	t := c.beginFetch()
 	list, err := c.remote.ReadDir(ctx, c.abs(rel))
 	if err != nil {
 		c.mu.Lock()
-		c.endFetchLocked()
-		if providers.CodeOf(err) == providers.NotFound {
+		if providers.CodeOf(err) == providers.NotFound && c.fm.judge(rel, t) != hostWins {
 			c.forgetLocked(rel)
 		}
+		c.fm.end()
 		c.mu.Unlock()
 		return nil, err
 	}
@@ -924,27 +857,35 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 		attrs[join(rel, fi.Name)] = fi
 	}
 	c.mu.Lock()
-	if c.walkGen > start {
-		// A walk begun after this listing was asked is installed: it is
-		// the newer answer, and the listing is dropped.
-		c.endFetchLocked()
-		if nd := c.dir(rel); nd != nil {
-			out := c.entriesLocked(rel, nd)
-			c.mu.Unlock()
-			return out, nil
+	if v := c.fm.judge(rel, t); v == stale || v == hostWins {
+		// A gap of the watch, or a walk begun after this listing was
+		// asked, came first, or the host changed the directory itself
+		// meanwhile: the listing is answered, not installed (F-gap,
+		// F-noundo); the walk's, when it has the directory, is the
+		// newer answer.
+		if nd := c.dir(rel); nd != nil && uint64(t) < c.fm.walkAt {
+			d = nd
 		}
+		out := c.entriesLocked(rel, d)
+		c.fm.end()
 		c.mu.Unlock()
-		return nil, c.notFound("cache.ReadDir", rel)
+		return out, nil
 	}
-	c.overlayLocked(start, attrs, map[string]*dirList{rel: d}, []string{rel})
-	d.trust = c.trustableLocked(start)
-	c.endFetchLocked()
+	again := c.overlayLocked(t, attrs, map[string]*dirList{rel: d}, []string{rel})
+	if c.fm.judge(rel, t) == reported {
+		again = append(again, rel)
+	}
+	d.trust = c.fm.trusted(t)
 	c.learnListingLocked(rel, c.dir(rel), d)
 	c.dirs.Set(rel, d)
 	for p, fi := range attrs {
 		c.setAttrLocked(p, attrEntry{fi: fi, at: now, trust: d.trust})
 	}
 	c.overlayPendingLocked(rel, true)
+	for _, p := range again {
+		c.staleLocked(p, now)
+	}
+	c.fm.end()
 	out := c.entriesLocked(rel, d)
 	c.mu.Unlock()
 	return out, nil
@@ -1035,10 +976,9 @@ func (c *Cache) BoxChanged(rels []string, all bool) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if all {
-		c.invalidateLocked()
-		c.gen++
-		c.allGen = c.gen // no fetch in flight is installed
-		c.evGen = c.gen
+		if c.fm.gap() {
+			c.invalidateLocked()
+		}
 		clear(c.echoes)
 		return nil
 	}
@@ -1047,7 +987,7 @@ func (c *Cache) BoxChanged(rels []string, all bool) []string {
 	for _, rel := range rels {
 		if at, ok := c.mine[rel]; ok && now.Sub(at) < mineWindow {
 			c.echoes[rel] = true
-			c.gen++ // a check in flight is older than this report
+			c.fm.tick++ // a check in flight is older than this report
 			select {
 			case c.echoHeld <- struct{}{}:
 			default:
@@ -1077,16 +1017,20 @@ func (c *Cache) DueEchoes() []string {
 	return due
 }
 
-// boxChangedLocked makes what the cache holds of rel, its directory's
-// listing and (for a directory) all below it stale. A fetch in flight is
-// still installed: the refresh after a command, which already has the
-// box's newer state, must not be dropped for a report of the same change
-// (a fetch older than the change may then be trusted for the attribute
-// timeout, as without a watch). c.mu held.
+// boxChangedLocked takes a report of the watch naming rel: what the
+// cache holds of rel, its directory's listing and (for a directory) all
+// below it are asked of the box at their next use (staleLocked). A fetch
+// in flight is still installed (the refresh after a command already has
+// the box's newer state), and the report is then laid over it again
+// (model.judge). c.mu held.
 func (c *Cache) boxChangedLocked(rel string, now time.Time) {
-	// A fetch in flight is no longer trusted past the timeout.
-	c.gen++
-	c.evGen = c.gen
+	c.fm.boxReported(rel)
+	c.staleLocked(rel, now)
+}
+
+// staleLocked makes what the cache holds of rel, its directory's listing
+// and (for a directory) everything below it stale. c.mu held.
+func (c *Cache) staleLocked(rel string, now time.Time) {
 	// rel's own attributes are asked of the box at their next use, whether
 	// they came from a stat or a listing.
 	if a, ok := c.attrGet(rel); ok {

@@ -105,7 +105,7 @@ func (c *Cache) VerifyEchoes(ctx context.Context) []string {
 		checks = append(checks, check{rel: rel, at: at, a: a, known: known})
 	}
 	c.mu.Unlock()
-	gen := c.beginFetch()
+	t := c.beginFetch()
 	start := time.Now()
 	asked := 0
 	for asked < len(checks) && (asked == 0 || time.Since(start) < echoBudget) {
@@ -119,8 +119,8 @@ func (c *Cache) VerifyEchoes(ctx context.Context) []string {
 	// Nothing else happened while the checks ran: no fetch, report, walk
 	// or change of the host's (each moves the generation), so their
 	// answers are the newest the cache has.
-	quiet := c.gen == gen
-	c.endFetchLocked()
+	quiet := c.fm.tick == uint64(t)
+	c.fm.end()
 	switch {
 	case time.Since(start) >= echoBudget:
 		c.echoBatch = asked

@@ -11,6 +11,12 @@ import "github.com/boxfs/boxfs/providers"
 // therefore keeps what its fetches learned since the last Refresh, and
 // Refresh reports it with what its own walk found.
 
+// learnedSet is what the fetches learned since the last Refresh.
+type learnedSet struct {
+	paths map[string]byte // path -> the learned* bits
+	all   bool            // more than learnMax: anything may have changed
+}
+
 // learnMax bounds the paths kept; past it Refresh reports All.
 const learnMax = 4096
 
@@ -23,18 +29,18 @@ const (
 // learnLocked notes that a fetch found rel added, changed or removed in
 // the box (kind: the learned* bits). c.mu held.
 func (c *Cache) learnLocked(rel string, kind byte) {
-	if c.learnedAll || rel == "" {
+	l := &c.learned
+	if l.all || rel == "" {
 		return
 	}
-	if c.learned == nil {
-		c.learned = map[string]byte{}
+	if l.paths == nil {
+		l.paths = map[string]byte{}
 	}
-	if _, ok := c.learned[rel]; !ok && len(c.learned) >= learnMax {
-		c.learnedAll = true
-		c.learned = nil
+	if _, ok := l.paths[rel]; !ok && len(l.paths) >= learnMax {
+		l.all, l.paths = true, nil
 		return
 	}
-	c.learned[rel] |= kind
+	l.paths[rel] |= kind
 }
 
 // learnAttrLocked compares what the cache knew of rel (old, if known)
@@ -89,7 +95,7 @@ func (c *Cache) learnChangesLocked(ch Changes) {
 // takeLearnedLocked adds what the fetches learned to ch and forgets it.
 // c.mu held.
 func (c *Cache) takeLearnedLocked(ch Changes) Changes {
-	if c.learnedAll {
+	if c.learned.all {
 		ch.All = true
 	}
 	seen := map[string]bool{}
@@ -98,7 +104,7 @@ func (c *Cache) takeLearnedLocked(ch Changes) Changes {
 			seen[p] = true
 		}
 	}
-	for p, kind := range c.learned {
+	for p, kind := range c.learned.paths {
 		if seen[p] {
 			continue
 		}
@@ -112,7 +118,7 @@ func (c *Cache) takeLearnedLocked(ch Changes) Changes {
 			ch.Changed = append(ch.Changed, p)
 		}
 	}
-	c.learned, c.learnedAll = nil, false
+	c.learned = learnedSet{}
 	sortStrings(ch.Added)
 	sortStrings(ch.Changed)
 	sortStrings(ch.Removed)

@@ -75,7 +75,7 @@ func (c *Cache) prefetch(ctx context.Context, rel string) {
 // fetchSmall fetches names of dir in one round trip and keeps what came,
 // unless the host changed it meanwhile or a newer walk was installed.
 func (c *Cache) fetchSmall(ctx context.Context, sr providers.SmallReader, dir string, names []string) {
-	start := c.beginFetch()
+	t := c.beginFetch()
 	got, err := sr.ReadSmall(ctx, c.abs(dir), names, prefetchBudget)
 	now := c.now()
 	c.mu.Lock()
@@ -85,8 +85,8 @@ func (c *Cache) fetchSmall(ctx context.Context, sr providers.SmallReader, dir st
 	var fill []providers.SmallFile
 	for _, sf := range got {
 		p := join(dir, sf.Info.Name)
-		if c.touchedSinceLocked(p, start) {
-			continue
+		if c.fm.judge(p, t) != install {
+			continue // changed or reported meanwhile: asked at its next use
 		}
 		old, known := c.attrGet(p)
 		c.learnAttrLocked(p, old, known, sf.Info, true)
@@ -95,7 +95,7 @@ func (c *Cache) fetchSmall(ctx context.Context, sr providers.SmallReader, dir st
 	}
 	// Ended only now: the last fetch's end forgets what the host touched,
 	// which the loop above must still see.
-	c.endFetchLocked()
+	c.fm.end()
 	c.mu.Unlock()
 	if err != nil {
 		c.log.Debug("prefetch failed; files are fetched one by one", "dir", dir, "err", err)

@@ -28,21 +28,22 @@ func (ch Changes) Empty() bool {
 // and pages. Cached content of changed files is refetched at their next open
 // (it no longer matches the listing). It is what runs after a command.
 func (c *Cache) Refresh(ctx context.Context) (Changes, error) {
-	start := c.beginFetch()
+	t := c.beginFetch()
 	list, err := c.remote.Walk(ctx, c.opts.Root)
 	if err != nil {
 		c.mu.Lock()
-		c.endFetchLocked()
+		c.fm.end()
 		c.mu.Unlock()
 		c.Invalidate()
 		return Changes{}, err
 	}
-	ch, ok := c.installWalk(start, list)
+	ch, ok := c.installWalk(t, list)
 	if !ok {
-		// A walk begun later was installed first; what this one would
-		// have changed is not known, so all of it is asked again.
+		// A walk begun later was installed first, or the watch had a gap
+		// meanwhile; what this one would have changed is not known, so
+		// all of it is asked again.
 		c.Invalidate()
-		return Changes{}, providers.Errorf(providers.Aborted, "cache.Refresh", "a newer listing of the box was installed first")
+		return Changes{}, providers.Errorf(providers.Aborted, "cache.Refresh", "a newer listing of the box was installed first, or the watch lost changes")
 	}
 	c.mu.Lock()
 	ch = c.takeLearnedLocked(ch)
@@ -50,11 +51,12 @@ func (c *Cache) Refresh(ctx context.Context) (Changes, error) {
 	return ch, nil
 }
 
-// installWalk makes a walk of the workspace, asked at generation start, the
-// cache's listing, with the host's changes since laid over it, and returns
-// what differs from what the cache knew. ok false: a walk begun later was
-// installed first, and this one is dropped.
-func (c *Cache) installWalk(start uint64, list []providers.FileInfo) (ch Changes, ok bool) {
+// installWalk makes a walk of the workspace, with ticket t, the cache's
+// listing, with the host's changes since laid over it and the watch's
+// reports since laid over it again, and returns what differs from what
+// the cache knew. ok false: a walk begun later was installed first, or
+// the watch had a gap, and this one is dropped.
+func (c *Cache) installWalk(t ticket, list []providers.FileInfo) (ch Changes, ok bool) {
 	now := c.now()
 	attrs := make(map[string]providers.FileInfo, len(list))
 	dirs := map[string]*dirList{"": {entries: map[string]providers.FileInfo{}, fetched: now}}
@@ -81,18 +83,23 @@ func (c *Cache) installWalk(start uint64, list []providers.FileInfo) (ch Changes
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.walkGen > start {
-		c.endFetchLocked()
+	defer c.fm.end()
+	if c.fm.judge("", t) == stale || !c.fm.walkInstalled(t, now) {
 		return Changes{}, false
 	}
-	c.walkGen = start
-	c.overlayLocked(start, attrs, dirs, nil)
-	trust := c.trustableLocked(start)
+	again := c.overlayLocked(t, attrs, dirs, nil)
+	if c.fm.judge("", t) == reported {
+		again = append(again, "")
+	}
+	trust := c.fm.trusted(t)
 	for _, d := range dirs {
 		d.trust = trust && !d.fetched.IsZero()
 	}
-	c.endFetchLocked()
-	c.lastWalk = now
+	defer func() {
+		for _, p := range again {
+			c.staleLocked(p, now)
+		}
+	}()
 	c.attrs.Range(func(rel string, a attrEntry) bool {
 		if rel == "" {
 			return true
@@ -166,7 +173,7 @@ const revalidateDirs = 8
 func (c *Cache) revalidate(ctx context.Context) bool {
 	c.mu.Lock()
 	cw := c.cw
-	ok := cw != nil && c.opts.WalkMax > 0 && c.dirs.Len() >= revalidateDirs && !c.fresh(c.lastWalk) && !c.now().Before(c.walkOff)
+	ok := cw != nil && c.opts.WalkMax > 0 && c.dirs.Len() >= revalidateDirs && !c.fresh(c.fm.lastWalk) && !c.now().Before(c.fm.walkOff)
 	c.mu.Unlock()
 	if !ok {
 		return false
@@ -174,26 +181,26 @@ func (c *Cache) revalidate(ctx context.Context) bool {
 	c.walkMu.Lock()
 	defer c.walkMu.Unlock()
 	c.mu.Lock()
-	done := c.fresh(c.lastWalk) // another caller's walk ran meanwhile
+	done := c.fresh(c.fm.lastWalk) // another caller's walk ran meanwhile
 	c.mu.Unlock()
 	if done {
 		return true
 	}
-	start := c.beginFetch()
+	t := c.beginFetch()
 	list, err := cw.WalkMax(ctx, c.opts.Root, c.opts.WalkMax)
 	if err != nil {
 		c.mu.Lock()
-		c.endFetchLocked()
+		c.fm.end()
 		switch providers.CodeOf(err) {
 		case providers.TooLarge:
-			c.walkOff = c.now().Add(time.Minute)
+			c.fm.walkOff = c.now().Add(time.Minute)
 		case providers.Unsupported:
 			c.cw = nil
 		}
 		c.mu.Unlock()
 		return false
 	}
-	ch, ok := c.installWalk(start, list)
+	ch, ok := c.installWalk(t, list)
 	if ok {
 		c.mu.Lock()
 		c.learnChangesLocked(ch)

@@ -1,0 +1,238 @@
+package cache
+
+import "time"
+
+// model orders what the cache learns of the box; it is the one place the
+// freshness contract (docs/design.md §6: F-noundo, F-watch, F-trust,
+// F-gap) is decided. Three sources race: fetches the cache asks (a
+// listing, a stat, a walk, a read-ahead), the host's own changes, and the
+// watch's reports. The model orders them with no clock: each event takes
+// one tick of a logical counter, a fetch keeps the tick it began at (its
+// ticket), and while any fetch is in flight the model keeps, per path, the
+// tick of the last host change and of the last report. A fetch's answer is
+// then judged path by path (verdict):
+//
+//   - begun before a gap of the watch, or before a walk of the workspace
+//     that was installed first: nothing of it is installed (stale);
+//   - the host changed the path (or a directory above it) since: the
+//     host's knowledge wins (hostWins);
+//   - the watch reported the path (or a directory above it) since: the
+//     answer is installed, then the report is laid over it again, so the
+//     path is asked of the box at its next use (reported);
+//   - otherwise it is installed (install), and trusted past the attribute
+//     timeout when the watch was healthy for the whole fetch (trusted).
+//
+// What the cache holds of each path (attrEntry, dirList) carries the rest
+// of the per-path state: when it was fetched, whether a report or a
+// setattr made it stale, and whether the watch vouches for it.
+//
+// The model is guarded by Cache.mu.
+type model struct {
+	tick     uint64
+	inflight int
+	// since holds, while fetches are in flight, the last change of each
+	// path the host made or the watch reported: directory -> name -> mark.
+	since map[string]map[string]*mark
+	// gapAt is the tick of the last gap of the watch: no fetch begun
+	// before it is installed.
+	gapAt uint64
+	// walkAt is the ticket of the newest installed walk of the workspace.
+	walkAt uint64
+	// healthy: the watch reports every change of the box; healthyAt is
+	// the tick it became so.
+	healthy   bool
+	healthyAt uint64
+
+	// lastWalk is when the last walk was installed; walkOff is when a
+	// revalidating walk may run again after the tree was too large.
+	lastWalk, walkOff time.Time
+
+	// bug plants a deliberate bug (simulator tests only: they show that
+	// the simulator finds each).
+	bug plantedBug
+}
+
+// ticket is the tick a fetch began at.
+type ticket uint64
+
+type mark struct {
+	host, box uint64 // ticks of the last host change and the last report
+}
+
+// verdict is what becomes of a fetch's answer for one path.
+type verdict int
+
+const (
+	install  verdict = iota // keep the answer
+	reported                // keep it, then lay the report over it: asked again at next use
+	hostWins                // keep what the host knows: it changed the path since
+	stale                   // keep nothing: a gap or a newer walk came first
+)
+
+// plantedBug names a deliberate bug the simulator's tests plant.
+type plantedBug int
+
+const (
+	noBug plantedBug = iota
+	// bugInstallOld installs a fetch begun before a host change over it.
+	bugInstallOld
+	// bugDropGap ignores a gap: what was held stays as it was.
+	bugDropGap
+	// bugTrustAcross trusts a fetch begun before the watch became healthy.
+	bugTrustAcross
+)
+
+func newModel() model {
+	return model{since: map[string]map[string]*mark{}}
+}
+
+// begin notes a fetch starting and returns its ticket.
+func (m *model) begin() ticket {
+	m.inflight++
+	m.tick++
+	return ticket(m.tick)
+}
+
+// end notes a fetch ended (installed or not). Call it after judging the
+// fetch's paths: the last end forgets the marks.
+func (m *model) end() {
+	m.inflight--
+	if m.inflight == 0 {
+		clear(m.since)
+	}
+}
+
+// hostChanged notes a change the host made to rel.
+func (m *model) hostChanged(rel string) {
+	m.tick++
+	if p := m.markOf(rel); p != nil {
+		p.host = m.tick
+	}
+}
+
+// boxReported notes a report of the watch naming rel (and, for a
+// directory, all below it).
+func (m *model) boxReported(rel string) {
+	m.tick++
+	if p := m.markOf(rel); p != nil {
+		p.box = m.tick
+	}
+}
+
+func (m *model) markOf(rel string) *mark {
+	if m.inflight == 0 {
+		return nil // no fetch to judge: nothing to keep
+	}
+	dir, name := splitMark(rel)
+	names := m.since[dir]
+	if names == nil {
+		names = map[string]*mark{}
+		m.since[dir] = names
+	}
+	mk := names[name]
+	if mk == nil {
+		mk = &mark{}
+		names[name] = mk
+	}
+	return mk
+}
+
+// splitMark is split, with the root kept under ("", "").
+func splitMark(rel string) (dir, name string) {
+	if rel == "" {
+		return "", ""
+	}
+	return split(rel)
+}
+
+// gap notes a gap of the watch (F-gap): no fetch in flight is installed,
+// and the watch is not healthy until setHealthy(true). It reports whether
+// the cache is to make everything stale (always, but for a planted bug).
+func (m *model) gap() bool {
+	m.tick++
+	if m.bug == bugDropGap {
+		return false
+	}
+	m.gapAt = m.tick
+	m.healthy = false
+	return true
+}
+
+// setHealthy says whether the watch now reports every change.
+func (m *model) setHealthy(on bool) {
+	m.tick++
+	m.healthy = on
+	m.healthyAt = m.tick
+}
+
+// judge returns what becomes of a fetch's answer for rel.
+func (m *model) judge(rel string, t ticket) verdict {
+	if uint64(t) < m.gapAt || uint64(t) < m.walkAt {
+		return stale
+	}
+	v := install
+	for p := rel; ; {
+		dir, name := splitMark(p)
+		mk := m.since[dir][name]
+		if mk == nil {
+			mk = &mark{}
+		}
+		if mk.host > uint64(t) && m.bug != bugInstallOld {
+			return hostWins
+		}
+		if mk.box > uint64(t) {
+			v = reported
+		}
+		if p == "" {
+			return v
+		}
+		p = dir
+	}
+}
+
+// changedIn calls fn for each name in dir the host changed or the watch
+// reported after t, with the verdict for it.
+func (m *model) changedIn(dir string, t ticket, fn func(name string, v verdict)) {
+	for name, mk := range m.since[dir] {
+		if name == "" && dir == "" {
+			continue
+		}
+		switch {
+		case mk.host > uint64(t) && m.bug != bugInstallOld:
+			fn(name, hostWins)
+		case mk.box > uint64(t):
+			fn(name, reported)
+		}
+	}
+}
+
+// changedDirs returns the directories with a name changed or reported
+// since t.
+func (m *model) changedDirs() []string {
+	out := make([]string, 0, len(m.since))
+	for dir := range m.since {
+		out = append(out, dir)
+	}
+	return out
+}
+
+// trusted reports whether what a fetch with ticket t brought is vouched
+// for by the watch past the attribute timeout (F-trust): the watch was
+// healthy when the fetch began and has stayed so.
+func (m *model) trusted(t ticket) bool {
+	if !m.healthy {
+		return false
+	}
+	return uint64(t) > m.healthyAt || m.bug == bugTrustAcross
+}
+
+// walkInstalled notes a walk with ticket t installed; false when a walk
+// begun later was installed first (t's is then dropped).
+func (m *model) walkInstalled(t ticket, now time.Time) bool {
+	if uint64(t) < m.walkAt {
+		return false
+	}
+	m.walkAt = uint64(t)
+	m.lastWalk = now
+	return true
+}
