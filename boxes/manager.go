@@ -218,7 +218,7 @@ func (m *Manager) loadRecords() error {
 		if err == nil {
 			err = json.Unmarshal(b, &r)
 		}
-		if err != nil || checkName(r.Name) != nil {
+		if err != nil || checkRecordName(r.Name) != nil {
 			m.log.Error("unreadable box record skipped", "file", e.Name(), "err", err)
 			continue
 		}

@@ -93,11 +93,14 @@ func ParseNew(words []string) (provider string, spec providers.Spec, set Setting
 	return provider, spec, set, err
 }
 
-// CheckName reports whether name can name a box (Invalid if not): 1..63
-// bytes of UTF-8, no '/' and no control character (C0, DEL or C1: a name
-// is printed raw in listings and terminals), not starting with '.' or '-'
-// (an option to the tools that take it), not one of the namespace root's
-// own file names.
+// CheckName reports whether name can name a new box (Invalid if not):
+// 1..63 bytes of UTF-8, no '/' and no control character (C0, DEL or C1: a
+// name is printed raw in listings and terminals), no '=' (a ctl message
+// reads NAME=... as a key, so no message could name the box), no Unicode
+// format character (category Cf, such as U+202E RIGHT-TO-LEFT OVERRIDE or
+// U+200B ZERO WIDTH SPACE: a name that displays as another), not starting
+// with '.' or '-' (an option to the tools that take it), not one of the
+// namespace root's own file names.
 func CheckName(name string) error {
 	if err := checkName(name); err != nil {
 		return providers.E(providers.Invalid, "boxes.CheckName", err)
@@ -105,7 +108,31 @@ func CheckName(name string) error {
 	return nil
 }
 
+// checkName is CheckName's rule, for names given to new, attach, mkdir and
+// declared boxes.
 func checkName(name string) error {
+	if err := checkRecordName(name); err != nil {
+		return err
+	}
+	if strings.ContainsRune(name, '=') {
+		return fmt.Errorf("box name %q holds '=' (a ctl message would read it as a key)", name)
+	}
+	if i := strings.IndexFunc(name, isFormat); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(name[i:])
+		return fmt.Errorf("box name %q holds the Unicode format character %U (it changes how a name displays)", name, r)
+	}
+	return nil
+}
+
+// isFormat reports whether r is a Unicode format character (category Cf).
+func isFormat(r rune) bool { return unicode.Is(unicode.Cf, r) }
+
+// checkRecordName is the rule a box record's name is read back with: the
+// rule names were made under before '=' and format characters were
+// refused, so a box made then stays listed (and can be destroyed or
+// released through its own directory) rather than being left running
+// unseen.
+func checkRecordName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("a box name is needed")

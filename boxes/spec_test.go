@@ -2,6 +2,8 @@ package boxes_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +65,66 @@ func TestCheckName(t *testing.T) {
 		err := boxes.CheckName(bad)
 		assert.True(t, providers.IsCode(err, providers.Invalid), "CheckName(%q) = %v", bad, err)
 	}
+}
+
+// A name no ctl message could name ('=' makes a word a key) or that
+// displays as another (a Unicode format character) is refused, and the
+// error says which character, escaped.
+func TestCheckNameRefusesKeysAndFormatCharacters(t *testing.T) {
+	tests := []struct{ name, says string }{
+		{"a=b", "'='"},
+		{"=", "'='"},
+		{"key=", "'='"},
+		{"evil\u202etxt.exe", "U+202E"},   // RIGHT-TO-LEFT OVERRIDE
+		{"a\u200bb", "U+200B"},            // ZERO WIDTH SPACE
+		{"\ufeffbom", "U+FEFF"},           // ZERO WIDTH NO-BREAK SPACE
+		{"soft\u00adhyphen", "U+00AD"},    // SOFT HYPHEN
+		{"iso\u2066late\u2069", "U+2066"}, // LEFT-TO-RIGHT ISOLATE
+	}
+	for _, tt := range tests {
+		err := boxes.CheckName(tt.name)
+		require.Error(t, err, "%q", tt.name)
+		assert.Equal(t, providers.Invalid, providers.CodeOf(err), "%q", tt.name)
+		assert.Contains(t, err.Error(), tt.says)
+		assert.NotContains(t, err.Error(), "\u202e", "the error prints the name escaped, never raw")
+	}
+}
+
+// Create and Attach refuse such names before asking the provider, and a
+// record made under the older rule is still read back, so its box is not
+// left running unseen.
+func TestCreateAttachRefuseKeysAndFormatCharacters(t *testing.T) {
+	ctx := context.Background()
+	fp := fake.New()
+	state := t.TempDir()
+	open := func() *boxes.Manager {
+		m, err := boxes.New(boxes.Options{
+			StateDir:        state,
+			DefaultProvider: "fake",
+			OpenProvider:    func(string) (providers.Provider, error) { return fp, nil },
+		})
+		require.NoError(t, err)
+		return m
+	}
+	m := open()
+	for _, name := range []string{"a=b", "x\u202ey"} {
+		err := m.Create(ctx, name, "", providers.Spec{})
+		assert.Equal(t, providers.Invalid, providers.CodeOf(err), "create %q: %v", name, err)
+		err = m.Attach(ctx, name, "fake", "any")
+		assert.Equal(t, providers.Invalid, providers.CodeOf(err), "attach %q: %v", name, err)
+	}
+	assert.Empty(t, m.Names())
+	assert.Empty(t, fp.Calls(), "nothing was asked of the provider")
+
+	// A box an older boxfs made as "old=name" is still read back.
+	require.NoError(t, m.Create(ctx, "old", "", providers.Spec{}))
+	rec := filepath.Join(state, "boxes", "old.json")
+	b, err := os.ReadFile(rec)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(state, "boxes", "old=name.json"),
+		[]byte(strings.Replace(string(b), `"name": "old"`, `"name": "old=name"`, 1)), 0o600))
+	require.NoError(t, os.Remove(rec))
+	assert.Equal(t, []string{"old=name"}, open().Names())
 }
 
 // A declared box is made at its first use and recorded; a second manager
