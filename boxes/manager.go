@@ -325,10 +325,37 @@ func (m *Manager) reserve(op string, r record) (*Box, error) {
 	if _, taken := m.boxes[r.Name]; taken {
 		return nil, providers.Errorf(providers.Exists, op, "a box named %q exists", r.Name)
 	}
+	if err := m.twinLocked(op, r); err != nil {
+		return nil, err
+	}
 	b := m.newBox(r)
 	b.state = StateCreating
 	m.boxes[r.Name] = b
 	return b, nil
+}
+
+// twinLocked says Exists when a box other than r.Name already presents the
+// box r names (same provider and id, m.mu held). Two names for one box
+// would share its cache and command-record directories, each with its own
+// in-memory state: one name's reads could see the other's bytes, and
+// forgetting one would delete the other's command history.
+func (m *Manager) twinLocked(op string, r record) error {
+	if r.ID == "" {
+		return nil
+	}
+	for name, b := range m.boxes {
+		if name == r.Name {
+			continue
+		}
+		b.mu.Lock()
+		other := b.rec
+		b.mu.Unlock()
+		if other.ID != "" && m.cacheDir(other) == m.cacheDir(r) {
+			return providers.Errorf(providers.Exists, op, "%s box %q is already attached as %q (forget %s first to give it another name)",
+				r.Provider, r.ID, name, name)
+		}
+	}
+	return nil
 }
 
 // release gives back a name reserve held, for a box that was not made.
@@ -422,6 +449,18 @@ func (m *Manager) Attach(ctx context.Context, name, provider, id string) error {
 			m.ended(provider, id, time.Time{})
 		}
 		return err
+	}
+	if box.ID() != id {
+		// id was another spelling of the box (a container's name for
+		// its id, a short id): check the one the provider answers with,
+		// which is the one a create records.
+		m.mu.Lock()
+		err := m.twinLocked(op, record{Name: name, Provider: provider, ID: box.ID()})
+		m.mu.Unlock()
+		if err != nil {
+			m.release(name)
+			return err
+		}
 	}
 	b.setBox(box)
 	r := record{Name: name, Provider: provider, ID: id, Created: time.Now().UTC()}
