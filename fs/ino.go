@@ -124,6 +124,15 @@ func (t *inoTable) getFile(rel string, fi providers.FileInfo) uint64 {
 	return ino
 }
 
+// shared reports whether ino is the number of a box inode with several
+// names: one go-fuse inode, which the kernel may reach by any of them.
+func (t *inoTable) shared(ino uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.names[ino]
+	return ok
+}
+
 // dropLocked notes that a path no longer holds ino. t.mu held.
 func (t *inoTable) dropLocked(ino uint64) {
 	ln, ok := t.names[ino]

@@ -49,20 +49,3 @@ func TestOwnershipFill(t *testing.T) {
 	ownership{uid: 7, gid: 9, group: true}.fill(&a, 0o100000, 0o400)
 	assert.Equal(t, fuse.Attr{Mode: 0o100440, Owner: fuse.Owner{Uid: 7, Gid: 9}}, a)
 }
-
-func TestPresentTarget(t *testing.T) {
-	tests := []struct{ rel, target, ws, want string }{
-		{"l", "rel/x", "/workspace", "rel/x"},
-		{"l", "/etc", "/workspace", "etc"},
-		{"a/b/l", "/etc/passwd", "/workspace", "../../etc/passwd"},
-		{"a/l", "/workspace/src/x", "/workspace", "../src/x"},
-		{"a/l", "/workspace", "/workspace", ".."},
-		{"l", "/workspace/", "/workspace", "."},
-		{"a/l", "/", "/workspace", ".."},
-		{"l", "/workspacex/y", "/workspace", "workspacex/y"},
-		{"a/l", "/../../etc", "/workspace", "../etc"},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, presentTarget(tt.rel, tt.target, tt.ws), "%s -> %s", tt.rel, tt.target)
-	}
-}

@@ -607,8 +607,8 @@ func (n *workNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	var target string
 	if errno := n.run(ctx, false, 0, func(ctx context.Context, c *cache.Cache) (err error) {
 		target, err = c.Readlink(ctx, rel)
-		if err == nil && n.v.transformLinks() {
-			target = presentTarget(rel, target, c.Root())
+		if err == nil {
+			target = presentTarget(rel, target, c.Root(), n.linkView())
 		}
 		return err
 	}); errno != 0 {
