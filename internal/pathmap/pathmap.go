@@ -137,6 +137,21 @@ func (m *Map[V]) Under(p string) []string {
 	return out
 }
 
+// Children calls fn with the name of each path kept directly under p (a
+// path of p's subtree that is kept only deeper is left out). It costs the
+// number of p's children.
+func (m *Map[V]) Children(p string, fn func(name string)) {
+	n := m.find(p)
+	if n == nil {
+		return
+	}
+	for name, c := range n.kids {
+		if c.key {
+			fn(name)
+		}
+	}
+}
+
 // HasUnder reports whether any path is kept strictly under p.
 func (m *Map[V]) HasUnder(p string) bool {
 	n := m.find(p)

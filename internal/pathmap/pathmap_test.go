@@ -97,3 +97,23 @@ func TestAgainstScan(t *testing.T) {
 		require.Equal(t, len(ref), m.Len())
 	}
 }
+
+func TestChildren(t *testing.T) {
+	m := New[int]()
+	for _, p := range []string{"a", "a/b", "a/c/d", "a/e", "f"} {
+		m.Set(p, 1)
+	}
+	var got []string
+	m.Children("a", func(name string) { got = append(got, name) })
+	slices.Sort(got)
+	if want := []string{"b", "e"}; !slices.Equal(got, want) {
+		t.Fatalf("Children(a) = %v, want %v (c is kept only deeper)", got, want)
+	}
+	got = nil
+	m.Children("", func(name string) { got = append(got, name) })
+	slices.Sort(got)
+	if want := []string{"a", "f"}; !slices.Equal(got, want) {
+		t.Fatalf("Children(\"\") = %v, want %v", got, want)
+	}
+	m.Children("zz", func(string) { t.Fatal("a child of a path not kept") })
+}

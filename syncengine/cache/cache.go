@@ -16,6 +16,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -103,10 +104,10 @@ type Cache struct {
 	swept   map[string]bool
 	started time.Time
 
-	walkMu   sync.Mutex // one revalidating walk at a time
-	opts     Options
-	log      *slog.Logger
-	now      func() time.Time
+	walkMu sync.Mutex // one revalidating walk at a time
+	opts   Options
+	log    *slog.Logger
+	now    func() time.Time
 
 	dataDir string
 	jnl     *journal
@@ -358,21 +359,15 @@ func (c *Cache) lookup(ctx context.Context, rel string) (providers.FileInfo, err
 	big := d != nil && len(d.entries) > c.opts.BigDir
 	c.mu.Unlock()
 	if !big {
-		if _, err := c.ReadDir(ctx, dir); err == nil {
-			c.mu.Lock()
-			d := c.dir(dir)
-			if d == nil {
-				// Dropped meanwhile (the directory went, or the cache was
-				// closed): ask for rel alone.
-				c.mu.Unlock()
-				return c.stat(ctx, rel)
-			}
-			fi, ok := d.entries[name]
-			c.mu.Unlock()
+		if list, err := c.ReadDir(ctx, dir); err == nil {
+			// The listing's answer, installed or not (a gap of the watch
+			// meanwhile leaves it uninstalled, and the cache's own
+			// listing older).
+			i, ok := slices.BinarySearchFunc(list, name, func(fi providers.FileInfo, name string) int { return strings.Compare(fi.Name, name) })
 			if !ok {
 				return providers.FileInfo{}, c.notFound("cache.Lookup", rel)
 			}
-			return fi, nil
+			return list[i], nil
 		} else if providers.CodeOf(err) != providers.Permission {
 			return providers.FileInfo{}, err
 		}
@@ -480,9 +475,11 @@ func (c *Cache) getattr(ctx context.Context, rel string) (providers.FileInfo, er
 // stat asks the box for rel's attributes and records the answer, a missing
 // path included.
 func (c *Cache) stat(ctx context.Context, rel string) (providers.FileInfo, error) {
+	// What a fetch brings is as old as its ask: it is fresh for the
+	// attribute timeout from then (F-timeout).
+	now := c.now()
 	t := c.beginFetch()
 	fi, err := c.remote.Lstat(ctx, c.abs(rel))
-	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer c.fm.end()
@@ -492,8 +489,14 @@ func (c *Cache) stat(ctx context.Context, rel string) (providers.FileInfo, error
 	old, known := c.attrGet(rel)
 	if err != nil {
 		if providers.CodeOf(err) == providers.NotFound && keep {
+			c.fm.installed(rel, t)
 			c.learnAttrLocked(rel, old, known, providers.FileInfo{}, false)
 			c.setAttrLocked(rel, attrEntry{at: now, neg: true, trust: trust})
+			if dir, name := split(rel); rel != "" {
+				if d := c.dir(dir); d != nil {
+					delete(d.entries, name) // the listing agrees with the newer stat
+				}
+			}
 			if v == reported {
 				c.staleLocked(rel, now)
 			}
@@ -502,6 +505,7 @@ func (c *Cache) stat(ctx context.Context, rel string) (providers.FileInfo, error
 	}
 	_, fi.Name = split(rel)
 	if keep {
+		c.fm.installed(rel, t)
 		c.learnAttrLocked(rel, old, known, fi, true)
 		c.recordLocked(rel, fi, now)
 		if trust {
@@ -556,21 +560,32 @@ func (c *Cache) mineLocked(rel string) {
 // leaves its directory's listing stale. Only the names in the directories
 // in lists are considered: one, or all of them (in nil). It returns the
 // paths the watch reported meanwhile, to be made stale again once the
-// listing is installed (staleLocked). c.mu held.
-func (c *Cache) overlayLocked(t ticket, attrs map[string]providers.FileInfo, dirs map[string]*dirList, in []string) (again []string) {
+// listing is installed (staleLocked), and the host's own entries of the
+// paths it changed, to be kept as they are (stale or not). c.mu held.
+func (c *Cache) overlayLocked(t ticket, attrs map[string]providers.FileInfo, dirs map[string]*dirList, in []string) (again []string, host map[string]attrEntry) {
 	if in == nil {
 		in = c.fm.changedDirs()
 	}
+	host = map[string]attrEntry{}
 	for _, dir := range in {
 		c.fm.changedIn(dir, t, func(name string, v verdict) {
 			if v == hostWins {
+				p := join(dir, name)
+				if a, ok := c.attrGet(p); ok {
+					host[p] = a
+					if a.stale {
+						// The host's entry waits for the box's word:
+						// its listing does too.
+						again = append(again, p)
+					}
+				}
 				c.overlayOneLocked(dir, name, attrs, dirs)
 			} else {
 				again = append(again, join(dir, name))
 			}
 		})
 	}
-	return again
+	return again, host
 }
 
 func (c *Cache) overlayOneLocked(dir, name string, attrs map[string]providers.FileInfo, dirs map[string]*dirList) {
@@ -602,10 +617,17 @@ func (c *Cache) overlayOneLocked(dir, name string, attrs map[string]providers.Fi
 		}
 	}
 	if d := dirs[dir]; d != nil {
-		delete(d.entries, name)
 		if !known {
+			// The host's change left the path unknown (a rename of a
+			// name it did not know): the listing is stale, and shows
+			// what the box had when it was asked, not an absence that
+			// never was.
 			d.fetched = time.Time{}
+			if ok && !fetched.IsDir() {
+				return
+			}
 		}
+		delete(d.entries, name)
 	}
 }
 
@@ -835,6 +857,7 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 		}
 		c.mu.Unlock()
 	}
+	now := c.now() // what the listing brings is as old as its ask
 	t := c.beginFetch()
 	list, err := c.remote.ReadDir(ctx, c.abs(rel))
 	if err != nil {
@@ -846,7 +869,6 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 		c.mu.Unlock()
 		return nil, err
 	}
-	now := c.now()
 	d := &dirList{entries: make(map[string]providers.FileInfo, len(list)), fetched: now}
 	attrs := make(map[string]providers.FileInfo, len(list))
 	for _, fi := range list {
@@ -863,7 +885,7 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 		// meanwhile: the listing is answered, not installed (F-gap,
 		// F-noundo); the walk's, when it has the directory, is the
 		// newer answer.
-		if nd := c.dir(rel); nd != nil && uint64(t) < c.fm.walkAt {
+		if nd := c.dir(rel); nd != nil && uint64(t) < c.fm.walkAt && c.usable(nd) {
 			d = nd
 		}
 		out := c.entriesLocked(rel, d)
@@ -871,15 +893,35 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 		c.mu.Unlock()
 		return out, nil
 	}
-	again := c.overlayLocked(t, attrs, map[string]*dirList{rel: d}, []string{rel})
+	again, host := c.overlayLocked(t, attrs, map[string]*dirList{rel: d}, []string{rel})
 	if c.fm.judge(rel, t) == reported {
 		again = append(again, rel)
 	}
 	d.trust = c.fm.trusted(t)
 	c.learnListingLocked(rel, c.dir(rel), d)
 	c.dirs.Set(rel, d)
+	// A name the listing does not have is gone: a stat of it taken
+	// before does not outlive the listing (F-mono).
+	var gone []string
+	c.attrs.Children(rel, func(name string) {
+		if _, ok := d.entries[name]; !ok {
+			if p := join(rel, name); !hostKept(host, p) {
+				gone = append(gone, p)
+			}
+		}
+	})
+	for _, p := range gone {
+		c.fm.installed(p, t)
+		if a, _ := c.attrGet(p); !a.neg {
+			c.setAttrLocked(p, attrEntry{at: now, neg: true, trust: d.trust})
+		}
+	}
 	for p, fi := range attrs {
+		c.fm.installed(p, t)
 		c.setAttrLocked(p, attrEntry{fi: fi, at: now, trust: d.trust})
+	}
+	for p, a := range host {
+		c.setAttrLocked(p, a)
 	}
 	c.overlayPendingLocked(rel, true)
 	for _, p := range again {
@@ -889,6 +931,11 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 	out := c.entriesLocked(rel, d)
 	c.mu.Unlock()
 	return out, nil
+}
+
+func hostKept(host map[string]attrEntry, p string) bool {
+	_, ok := host[p]
+	return ok
 }
 
 // entriesLocked renders a listing, with the host's attributes for files
@@ -940,13 +987,38 @@ func (c *Cache) Statfs(ctx context.Context) (providers.StatFS, error) {
 	return v, nil
 }
 
-// intend notes that the host is about to change rels in the box: the
-// watch's report of the change may come back before the change's answer.
-func (c *Cache) intend(rels ...string) {
+// intend notes that the host is about to change rels in the box, and
+// returns what to call once the change's answer is recorded (or failed).
+// A host change is a fetch of its own: what it records is the box as the
+// change left it, and a report of the watch naming one of rels while the
+// change was in flight may be of a later box change, so it is laid over
+// what the change recorded (F-watch).
+func (c *Cache) intend(rels ...string) (done func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	t := c.fm.hostBegin(rels)
+	begun := c.now()
 	for _, rel := range rels {
 		c.mineLocked(rel)
+	}
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		now := c.now()
+		for _, rel := range rels {
+			// What the change recorded is as old as its ask (F-timeout).
+			if a, ok := c.attrGet(rel); ok && a.at.After(begun) {
+				a.at = begun
+				c.attrs.Set(rel, a)
+			}
+			if d := c.dir(rel); d != nil && d.fetched.After(begun) {
+				d.fetched = begun
+			}
+			if c.fm.newsSince(rel, t) {
+				c.staleLocked(rel, now)
+			}
+		}
+		c.fm.hostEnd(rels, t)
 	}
 }
 
@@ -1139,7 +1211,7 @@ func (c *Cache) Mkdir(ctx context.Context, rel string, perm fs.FileMode) (provid
 	if err := c.settle(ctx, rel); err != nil {
 		return providers.FileInfo{}, err
 	}
-	c.intend(rel)
+	defer c.intend(rel)()
 	fi, err := c.sw.MkdirStat(ctx, c.abs(rel), perm)
 	if err != nil {
 		return providers.FileInfo{}, err
@@ -1170,7 +1242,7 @@ func (c *Cache) Symlink(ctx context.Context, target, rel string) (providers.File
 	if err := c.settle(ctx, rel); err != nil {
 		return providers.FileInfo{}, err
 	}
-	c.intend(rel)
+	defer c.intend(rel)()
 	if err := c.remote.Symlink(ctx, target, c.abs(rel)); err != nil {
 		return providers.FileInfo{}, err
 	}
@@ -1195,7 +1267,7 @@ func (c *Cache) Link(ctx context.Context, oldrel, newrel string) (providers.File
 	if err := c.settle(ctx, oldrel, newrel); err != nil {
 		return providers.FileInfo{}, err
 	}
-	c.intend(oldrel, newrel)
+	defer c.intend(oldrel, newrel)()
 	if err := c.remote.Link(ctx, c.abs(oldrel), c.abs(newrel)); err != nil {
 		return providers.FileInfo{}, err
 	}
@@ -1227,7 +1299,7 @@ func (c *Cache) Remove(ctx context.Context, rel string) error {
 	if c.removeHere(rel) {
 		return nil
 	}
-	c.intend(rel)
+	defer c.intend(rel)()
 	if err := c.remote.Remove(ctx, c.abs(rel)); err != nil {
 		return err
 	}
@@ -1270,7 +1342,7 @@ func (c *Cache) Rmdir(ctx context.Context, rel string) error {
 	if err := c.settle(ctx, rel); err != nil {
 		return err
 	}
-	c.intend(rel)
+	defer c.intend(rel)()
 	if err := c.remote.Rmdir(ctx, c.abs(rel)); err != nil {
 		return err
 	}
@@ -1296,7 +1368,7 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 		return err
 	}
 	// A replaced file's dirty data must not be pushed over the moved one.
-	c.intend(oldrel, newrel)
+	defer c.intend(oldrel, newrel)()
 	left, dirsLeft, err := c.renameStat(ctx, oldrel, newrel)
 	if err != nil {
 		return err
@@ -1333,7 +1405,10 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 	c.forgetLocked(newrel)
 	var kept providers.FileInfo
 	var haveKept bool
-	if a, ok := c.attrGet(oldrel); ok && !a.neg {
+	if a, ok := c.attrGet(oldrel); ok && !a.neg && !a.stale && c.freshAttr(a) {
+		// What the host knows of the moved file, unless it is old or a
+		// report or a setattr made it stale: then the new name is asked
+		// of the box.
 		kept, haveKept = a.fi, true
 	}
 	c.forgetLocked(oldrel)
@@ -1350,6 +1425,14 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 		dir, name := split(newrel)
 		if d := c.dir(dir); d != nil {
 			d.entries[name] = kept
+		}
+	default:
+		// What moved is not known here (a fetch installed meanwhile
+		// no longer has the old name): the new name is asked of the
+		// box, not taken for missing.
+		dir, _ := split(newrel)
+		if d := c.dir(dir); d != nil {
+			d.fetched = time.Time{}
 		}
 	}
 	// The directories' times, as the box answered them, else asked of it.
@@ -1425,7 +1508,7 @@ func (c *Cache) Chmod(ctx context.Context, rel string, mode fs.FileMode) (provid
 	}); ok {
 		return fi, nil
 	}
-	c.intend(rel)
+	defer c.intend(rel)()
 	if err := c.remote.Chmod(ctx, c.abs(rel), mode); err != nil {
 		return providers.FileInfo{}, err
 	}
@@ -1454,7 +1537,7 @@ func (c *Cache) Chown(ctx context.Context, rel string, uid, gid int) (providers.
 	}); ok {
 		return fi, nil
 	}
-	c.intend(rel)
+	defer c.intend(rel)()
 	if err := c.remote.Chown(ctx, c.abs(rel), uid, gid); err != nil {
 		return providers.FileInfo{}, err
 	}
@@ -1485,7 +1568,7 @@ func (c *Cache) Utimes(ctx context.Context, rel string, atime, mtime time.Time) 
 	}); ok {
 		return fi, nil
 	}
-	c.intend(rel)
+	defer c.intend(rel)()
 	if err := c.remote.Utimes(ctx, c.abs(rel), atime, mtime); err != nil {
 		return providers.FileInfo{}, err
 	}
@@ -1526,7 +1609,7 @@ func (c *Cache) Truncate(ctx context.Context, rel string, size int64) (providers
 		}
 		return c.Getattr(ctx, rel)
 	}
-	c.intend(rel)
+	defer c.intend(rel)()
 	if err := c.remote.Truncate(ctx, c.abs(rel), size); err != nil {
 		return providers.FileInfo{}, err
 	}

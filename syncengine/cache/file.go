@@ -131,7 +131,7 @@ func (c *Cache) Create(ctx context.Context, rel string, flags int, perm fs.FileM
 	if h, fi, made, err := c.createHere(rel, excl, perm); made {
 		return h, fi, err
 	}
-	c.intend(rel)
+	defer c.intend(rel)()
 	fi, err := c.sw.CreateStat(ctx, c.abs(rel), perm, excl)
 	if err != nil {
 		if providers.CodeOf(err) != providers.Exists {
@@ -254,6 +254,13 @@ func (f *file) ensure(ctx context.Context, c *Cache) error {
 	// out; f.mu is free for attribute calls meanwhile.
 	n, err := fetch(ctx, c, rel, fi.Size, d)
 	if err != nil {
+		if providers.CodeOf(err) == providers.NotFound {
+			// Gone since the stat: no later stat shows it still there
+			// (F-mono).
+			c.mu.Lock()
+			c.boxChangedLocked(rel, c.now()) // as a report: a fetch in flight is older
+			c.mu.Unlock()
+		}
 		return err
 	}
 	f.mu.Lock()
@@ -264,10 +271,16 @@ func (f *file) ensure(ctx context.Context, c *Cache) error {
 	c.charged(f, n)
 	if n != fi.Size {
 		// It changed while we read it; what we hold is newer than the stat,
-		// and the next open stats again and sees the difference.
+		// and the next open stats again and sees the difference. The
+		// attributes the cache holds are older than these bytes: they are
+		// asked again too (F-mono: no stat after this read shows the
+		// older size).
 		f.mu.Lock()
 		f.boxMtime = time.Time{}
 		f.mu.Unlock()
+		c.mu.Lock()
+		c.boxChangedLocked(rel, c.now()) // as a report: a fetch in flight is older
+		c.mu.Unlock()
 	}
 	return nil
 }

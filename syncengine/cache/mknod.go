@@ -17,7 +17,7 @@ func (c *Cache) Mknod(ctx context.Context, rel string, mode fs.FileMode, dev uin
 		return providers.FileInfo{}, providers.Errorf(providers.Unsupported, op, "the box's files cannot make special files").
 			WithBox(c.opts.Box).WithPath(c.abs(rel))
 	}
-	c.intend(rel)
+	defer c.intend(rel)()
 	if err := mk.Mknod(ctx, c.abs(rel), mode, dev); err != nil {
 		return providers.FileInfo{}, err
 	}

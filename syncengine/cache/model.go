@@ -14,8 +14,9 @@ import "time"
 //
 //   - begun before a gap of the watch, or before a walk of the workspace
 //     that was installed first: nothing of it is installed (stale);
-//   - the host changed the path (or a directory above it) since: the
-//     host's knowledge wins (hostWins);
+//   - the host changed the path (or a directory above it) since, or a
+//     fetch begun later was installed for it first: what the cache holds
+//     wins (hostWins);
 //   - the watch reported the path (or a directory above it) since: the
 //     answer is installed, then the report is laid over it again, so the
 //     path is asked of the box at its next use (reported);
@@ -38,6 +39,10 @@ type model struct {
 	gapAt uint64
 	// walkAt is the ticket of the newest installed walk of the workspace.
 	walkAt uint64
+	// hostOps are the host changes in flight: path -> the tick the
+	// newest began (Cache.intend).
+	hostOps map[string]uint64
+
 	// healthy: the watch reports every change of the box; healthyAt is
 	// the tick it became so.
 	healthy   bool
@@ -56,7 +61,14 @@ type model struct {
 type ticket uint64
 
 type mark struct {
-	host, box uint64 // ticks of the last host change and the last report
+	// newer is the tick of the last host change, fetched the ticket of
+	// the newest fetch installed, box the tick of the last report.
+	newer, fetched, box uint64
+	// began is when the host change recorded at newer began (0: known
+	// to be newer than any fetch begun before newer). A fetch begun
+	// after it began may have seen its effect, or a box change after
+	// it: its answer is installed stale, neither taken nor dropped.
+	began uint64
 }
 
 // verdict is what becomes of a fetch's answer for one path.
@@ -83,7 +95,7 @@ const (
 )
 
 func newModel() model {
-	return model{since: map[string]map[string]*mark{}}
+	return model{since: map[string]map[string]*mark{}, hostOps: map[string]uint64{}}
 }
 
 // begin notes a fetch starting and returns its ticket.
@@ -106,7 +118,38 @@ func (m *model) end() {
 func (m *model) hostChanged(rel string) {
 	m.tick++
 	if p := m.markOf(rel); p != nil {
-		p.host = m.tick
+		p.newer, p.began = m.tick, m.hostOps[rel]
+	}
+}
+
+// hostBegin notes a host change of rels beginning; it returns its ticket,
+// for hostEnd. The change counts as a fetch in flight meanwhile.
+func (m *model) hostBegin(rels []string) ticket {
+	t := m.begin()
+	for _, rel := range rels {
+		m.hostOps[rel] = uint64(t)
+	}
+	return t
+}
+
+// hostEnd notes the host change with ticket t ended.
+func (m *model) hostEnd(rels []string, t ticket) {
+	for _, rel := range rels {
+		if m.hostOps[rel] == uint64(t) {
+			delete(m.hostOps, rel)
+		}
+	}
+	m.end()
+}
+
+// installed notes that a fetch with ticket t was installed for rel: a
+// fetch begun before it and answered after is older (F-mono).
+func (m *model) installed(rel string, t ticket) {
+	if m.inflight < 2 {
+		return // no other fetch to judge
+	}
+	if p := m.markOf(rel); p.fetched < uint64(t) {
+		p.fetched = uint64(t)
 	}
 }
 
@@ -173,14 +216,10 @@ func (m *model) judge(rel string, t ticket) verdict {
 	v := install
 	for p := rel; ; {
 		dir, name := splitMark(p)
-		mk := m.since[dir][name]
-		if mk == nil {
-			mk = &mark{}
-		}
-		if mk.host > uint64(t) && m.bug != bugInstallOld {
+		switch m.judgeMark(m.since[dir][name], t) {
+		case hostWins:
 			return hostWins
-		}
-		if mk.box > uint64(t) {
+		case reported:
 			v = reported
 		}
 		if p == "" {
@@ -190,6 +229,48 @@ func (m *model) judge(rel string, t ticket) verdict {
 	}
 }
 
+// newsSince reports whether, since t, the watch reported rel (or a
+// directory above it), had a gap (which reports everything), or a fetch
+// begun after t was installed for it: what a host change begun at t
+// recorded may then be older than what the cache learned meanwhile.
+func (m *model) newsSince(rel string, t ticket) bool {
+	if m.gapAt > uint64(t) || m.walkAt > uint64(t) {
+		return true
+	}
+	for p := rel; ; {
+		dir, name := splitMark(p)
+		if mk := m.since[dir][name]; mk != nil && (mk.box > uint64(t) || mk.fetched > uint64(t)) {
+			return true
+		}
+		if p == "" {
+			return false
+		}
+		p = dir
+	}
+}
+
+// judgeMark judges a fetch with ticket t against one path's mark: what
+// the cache holds wins when it is certainly newer and no report came after
+// it; a report after the fetch began, or a host change that may overlap
+// the fetch, makes the answer installed stale.
+func (m *model) judgeMark(mk *mark, t ticket) verdict {
+	if mk == nil {
+		return install
+	}
+	if m.bug == bugInstallOld {
+		mk = &mark{box: mk.box}
+	}
+	newer := mk.newer > uint64(t)
+	switch {
+	case newer && (mk.began == 0 || mk.began > uint64(t)) && mk.box <= mk.newer,
+		mk.fetched > uint64(t) && mk.box <= mk.fetched:
+		return hostWins
+	case newer, mk.fetched > uint64(t), mk.box > uint64(t):
+		return reported
+	}
+	return install
+}
+
 // changedIn calls fn for each name in dir the host changed or the watch
 // reported after t, with the verdict for it.
 func (m *model) changedIn(dir string, t ticket, fn func(name string, v verdict)) {
@@ -197,11 +278,8 @@ func (m *model) changedIn(dir string, t ticket, fn func(name string, v verdict))
 		if name == "" && dir == "" {
 			continue
 		}
-		switch {
-		case mk.host > uint64(t) && m.bug != bugInstallOld:
-			fn(name, hostWins)
-		case mk.box > uint64(t):
-			fn(name, reported)
+		if v := m.judgeMark(mk, t); v != install {
+			fn(name, v)
 		}
 	}
 }

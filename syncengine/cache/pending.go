@@ -220,7 +220,7 @@ func (c *Cache) dirPushed(op dirOp, fi providers.FileInfo) {
 
 // pushDir sends one directory operation, for a remote without batches.
 func (c *Cache) pushDir(ctx context.Context, op dirOp) (providers.FileInfo, error) {
-	c.intend(op.rel)
+	defer c.intend(op.rel)()
 	return providers.WriteDir(ctx, c.remote, providers.FileWrite{Name: c.abs(op.rel), Dir: true, Make: op.mkdir, Options: op.o})
 }
 

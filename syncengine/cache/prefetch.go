@@ -75,9 +75,9 @@ func (c *Cache) prefetch(ctx context.Context, rel string) {
 // fetchSmall fetches names of dir in one round trip and keeps what came,
 // unless the host changed it meanwhile or a newer walk was installed.
 func (c *Cache) fetchSmall(ctx context.Context, sr providers.SmallReader, dir string, names []string) {
+	now := c.now() // what comes is as old as the ask
 	t := c.beginFetch()
 	got, err := sr.ReadSmall(ctx, c.abs(dir), names, prefetchBudget)
-	now := c.now()
 	c.mu.Lock()
 	if providers.CodeOf(err) == providers.Unsupported {
 		c.sr = nil
@@ -88,6 +88,7 @@ func (c *Cache) fetchSmall(ctx context.Context, sr providers.SmallReader, dir st
 		if c.fm.judge(p, t) != install {
 			continue // changed or reported meanwhile: asked at its next use
 		}
+		c.fm.installed(p, t)
 		old, known := c.attrGet(p)
 		c.learnAttrLocked(p, old, known, sf.Info, true)
 		c.recordLocked(p, sf.Info, now)

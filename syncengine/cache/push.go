@@ -11,6 +11,7 @@ import (
 
 // pushJob is one dirty file made ready to push: what to write where.
 type pushJob struct {
+	done    func() // called once the push's answer is recorded (Cache.intend)
 	f       *file
 	rel     string
 	o       providers.WriteOptions
@@ -35,6 +36,7 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 		return err
 	}
 	defer j.src.Close()
+	defer j.done()
 	var fi providers.FileInfo
 	if j.inPlace {
 		var replaced bool
@@ -108,7 +110,7 @@ func (f *file) prepare(ctx context.Context, c *Cache) (*pushJob, error) {
 	// A name of a hard link: replacing it would split it from its other
 	// names. Written in place instead (not atomic, as on a disk).
 	j.inPlace = j.inBox && links > 1
-	c.intend(j.rel)
+	j.done = c.intend(j.rel)
 	return j, nil
 }
 
@@ -204,8 +206,14 @@ func (c *Cache) pushAll(ctx context.Context, files []*file, report func(rel stri
 	}
 	var jobs []*pushJob
 	var writes []providers.FileWrite
+	var dones []func()
+	defer func() {
+		for _, done := range dones {
+			done()
+		}
+	}()
 	for _, op := range mk {
-		c.intend(op.rel)
+		dones = append(dones, c.intend(op.rel))
 		writes = append(writes, providers.FileWrite{Name: c.abs(op.rel), Dir: true, Make: true, Options: op.o})
 	}
 	for _, f := range files {
@@ -216,6 +224,7 @@ func (c *Cache) pushAll(ctx context.Context, files []*file, report func(rel stri
 			fail(f.path(), err)
 			continue
 		}
+		dones = append(dones, j.done)
 		if j.inPlace {
 			fi, replaced, err := c.writeLinked(ctx, j.rel, j.src, j.o)
 			if replaced {
@@ -230,7 +239,7 @@ func (c *Cache) pushAll(ctx context.Context, files []*file, report func(rel stri
 		writes = append(writes, providers.FileWrite{Name: c.abs(j.rel), Data: j.src, Size: j.size, Options: j.o})
 	}
 	for _, op := range set {
-		c.intend(op.rel)
+		dones = append(dones, c.intend(op.rel))
 		writes = append(writes, providers.FileWrite{Name: c.abs(op.rel), Dir: true, Options: op.o})
 	}
 	if len(writes) == 0 {

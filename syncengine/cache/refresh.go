@@ -28,6 +28,7 @@ func (ch Changes) Empty() bool {
 // and pages. Cached content of changed files is refetched at their next open
 // (it no longer matches the listing). It is what runs after a command.
 func (c *Cache) Refresh(ctx context.Context) (Changes, error) {
+	asked := c.now()
 	t := c.beginFetch()
 	list, err := c.remote.Walk(ctx, c.opts.Root)
 	if err != nil {
@@ -37,7 +38,7 @@ func (c *Cache) Refresh(ctx context.Context) (Changes, error) {
 		c.Invalidate()
 		return Changes{}, err
 	}
-	ch, ok := c.installWalk(t, list)
+	ch, ok := c.installWalk(t, asked, list)
 	if !ok {
 		// A walk begun later was installed first, or the watch had a gap
 		// meanwhile; what this one would have changed is not known, so
@@ -51,13 +52,12 @@ func (c *Cache) Refresh(ctx context.Context) (Changes, error) {
 	return ch, nil
 }
 
-// installWalk makes a walk of the workspace, with ticket t, the cache's
+// installWalk makes a walk of the workspace, with ticket t, asked at now, the cache's
 // listing, with the host's changes since laid over it and the watch's
 // reports since laid over it again, and returns what differs from what
 // the cache knew. ok false: a walk begun later was installed first, or
 // the watch had a gap, and this one is dropped.
-func (c *Cache) installWalk(t ticket, list []providers.FileInfo) (ch Changes, ok bool) {
-	now := c.now()
+func (c *Cache) installWalk(t ticket, now time.Time, list []providers.FileInfo) (ch Changes, ok bool) {
 	attrs := make(map[string]providers.FileInfo, len(list))
 	dirs := map[string]*dirList{"": {entries: map[string]providers.FileInfo{}, fetched: now}}
 	for _, fi := range list {
@@ -87,7 +87,7 @@ func (c *Cache) installWalk(t ticket, list []providers.FileInfo) (ch Changes, ok
 	if c.fm.judge("", t) == stale || !c.fm.walkInstalled(t, now) {
 		return Changes{}, false
 	}
-	again := c.overlayLocked(t, attrs, dirs, nil)
+	again, host := c.overlayLocked(t, attrs, dirs, nil)
 	if c.fm.judge("", t) == reported {
 		again = append(again, "")
 	}
@@ -136,6 +136,9 @@ func (c *Cache) installWalk(t ticket, list []providers.FileInfo) (ch Changes, ok
 	clear(c.links)
 	for rel, fi := range attrs {
 		c.setAttrLocked(rel, attrEntry{fi: fi, at: now, trust: trust})
+	}
+	for rel, a := range host {
+		c.setAttrLocked(rel, a)
 	}
 	if haveRoot {
 		root.at = time.Time{}
@@ -186,6 +189,7 @@ func (c *Cache) revalidate(ctx context.Context) bool {
 	if done {
 		return true
 	}
+	asked := c.now()
 	t := c.beginFetch()
 	list, err := cw.WalkMax(ctx, c.opts.Root, c.opts.WalkMax)
 	if err != nil {
@@ -200,7 +204,7 @@ func (c *Cache) revalidate(ctx context.Context) bool {
 		c.mu.Unlock()
 		return false
 	}
-	ch, ok := c.installWalk(t, list)
+	ch, ok := c.installWalk(t, asked, list)
 	if ok {
 		c.mu.Lock()
 		c.learnChangesLocked(ch)
