@@ -234,7 +234,6 @@ func (b *Box) connect(ctx context.Context) error {
 		b.fresh = freshness{note: fmt.Sprintf("the box cannot be watched: it is reached %s, without the agent, and its provider watches nothing", h.Via())}
 	default:
 		b.fresh = freshness{note: "the watch is starting"}
-		c.Watched()
 		wctx, stop := context.WithCancel(context.Background())
 		b.stopWatch = stop
 		guard.Go(func() { b.watch(wctx, h, c, c.Root()) }, b.panicked)
@@ -755,6 +754,9 @@ func (b *Box) FactsJSON(ctx context.Context) ([]byte, error) {
 		Freshness     string  `json:"freshness"`
 		FreshnessMs   float64 `json:"freshnessMs"`
 		FreshnessNote string  `json:"freshnessNote,omitempty"`
+		// WatchReports counts the watch's reports: taken (made their
+		// path stale) and dropped as echoes of the host's own changes.
+		WatchReports *cache.ReportCounts `json:"watchReports,omitempty"`
 	}{Facts: facts, Name: b.name, State: state, Health: "ok", Dirty: []string{}, Write: b.WriteMode(), ResumeAuto: rec.ResumeAuto, ResumedFrom: resumed}
 	var bound time.Duration
 	out.Freshness, bound, out.FreshnessNote = b.Freshness()
@@ -782,6 +784,8 @@ func (b *Box) FactsJSON(ctx context.Context) ([]byte, error) {
 		out.LastErr = health.lastErr.Error()
 	}
 	if c != nil {
+		rc := c.Reports()
+		out.WatchReports = &rc
 		out.Dirty = append(out.Dirty, c.Dirty()...)
 		for rel, err := range c.PushErrors() {
 			if out.PushErrors == nil {

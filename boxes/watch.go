@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/boxfs/boxfs/hands"
-	"github.com/boxfs/boxfs/internal/guard"
 	"github.com/boxfs/boxfs/internal/treewatch"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/syncengine/cache"
@@ -71,7 +70,6 @@ const (
 // keeps the host's view as fresh as without a watch, and facts.json says
 // so.
 func (b *Box) watch(ctx context.Context, h *hands.Hands, c *cache.Cache, root string) {
-	guard.Go(func() { b.dueEchoes(ctx, c) }, b.panicked)
 	pause := watchPause
 	for ctx.Err() == nil {
 		started := time.Now()
@@ -140,7 +138,7 @@ func (b *Box) watchOnce(ctx context.Context, h *hands.Hands, c *cache.Cache, roo
 		run.ready = true
 		c.Trust(true)
 		b.setFresh(freshness{watching: true})
-	}, func(paths []string, all bool) {
+	}, func(changes []providers.Change, all bool) {
 		if run.lost {
 			return
 		}
@@ -156,40 +154,10 @@ func (b *Box) watchOnce(ctx context.Context, h *hands.Hands, c *cache.Cache, roo
 			cancel()
 			return
 		}
-		b.pathsChanged(c.BoxChanged(paths, false))
+		b.pathsChanged(c.Reported(changes, false))
 	})
 	c.Trust(false)
 	return run
-}
-
-// dueEchoes tells the view of the watch's reports that were held as
-// echoes of the host's own changes, as they fall due or as the box shows
-// them to be its own changes (cache.VerifyEchoes).
-// A report held now is checked as soon as the host's change it may echo
-// has settled (20 ms after it), not at the next tick: a box's change to a
-// file the host wrote just before shows within a round trip of its report.
-func (b *Box) dueEchoes(ctx context.Context, c *cache.Cache) {
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-c.EchoHeld():
-			if d := c.EchoWait(); d > 0 {
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(d):
-				}
-			}
-		}
-		b.pathsChanged(c.DueEchoes())
-		vctx, cancel := context.WithTimeout(ctx, b.m.opts.OpTimeout)
-		b.pathsChanged(c.VerifyEchoes(vctx))
-		cancel()
-	}
 }
 
 func (b *Box) pathsChanged(rels []string) {

@@ -43,7 +43,7 @@ type watchingBox struct {
 	runs chan watchRun
 }
 
-func (b watchingBox) Watch(ctx context.Context, root string, ready func(), changed func([]string, bool)) error {
+func (b watchingBox) Watch(ctx context.Context, root string, ready func(), changed func([]providers.Change, bool)) error {
 	var run watchRun
 	select {
 	case run = <-b.runs:

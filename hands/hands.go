@@ -433,7 +433,7 @@ func (h *Hands) writeBatch(ctx context.Context, bw providers.BatchWriter, files 
 // in-process inotify, E2B's WatchDir); Unsupported when the box has
 // neither, Unavailable while the agent's command stream is not up. It
 // returns nil when ctx ends.
-func (h *Hands) Watch(ctx context.Context, root string, ready func(), changed func(paths []string, all bool)) error {
+func (h *Hands) Watch(ctx context.Context, root string, ready func(), changed func(changes []providers.Change, all bool)) error {
 	if _, err := checkPath("hands.Watch", h.box.ID(), root); err != nil {
 		return err
 	}

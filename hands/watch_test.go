@@ -26,12 +26,18 @@ func TestWatchWithoutAgent(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	var mu sync.Mutex
 	var seen []string
+	var info *providers.FileInfo // f's attributes, as a report said them
 	ready := make(chan struct{})
 	ended := make(chan error, 1)
 	go func() {
-		ended <- h.Watch(ctx, root, func() { close(ready) }, func(paths []string, all bool) {
+		ended <- h.Watch(ctx, root, func() { close(ready) }, func(changes []providers.Change, all bool) {
 			mu.Lock()
-			seen = append(seen, paths...)
+			for _, c := range changes {
+				seen = append(seen, c.Path)
+				if c.Path == "f" && c.Info != nil {
+					info = c.Info
+				}
+			}
 			mu.Unlock()
 		})
 	}()
@@ -46,8 +52,17 @@ func TestWatchWithoutAgent(t *testing.T) {
 	assert.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return slices.Contains(seen, "f")
+		return slices.Contains(seen, "f") && info != nil
 	}, 10*time.Second, 10*time.Millisecond)
+	// The report carries f's attributes after the write: the host drops
+	// the echo of its own write by them.
+	mu.Lock()
+	if assert.NotNil(t, info) {
+		assert.EqualValues(t, 1, info.Size)
+		assert.True(t, info.IsRegular())
+		assert.NotZero(t, info.Ctime)
+	}
+	mu.Unlock()
 	cancel()
 	select {
 	case err := <-ended:
@@ -58,6 +73,6 @@ func TestWatchWithoutAgent(t *testing.T) {
 
 	script, sroot := openOn(t, newHostBox(t), hands.ViaScript, hands.Options{})
 	assert.False(t, script.CanWatch())
-	err := script.Watch(t.Context(), sroot, nil, func([]string, bool) {})
+	err := script.Watch(t.Context(), sroot, nil, func([]providers.Change, bool) {})
 	assert.True(t, providers.IsCode(err, providers.Unsupported), "%v", err)
 }

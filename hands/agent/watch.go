@@ -3,7 +3,9 @@ package agent
 import (
 	"bufio"
 	"context"
+	"encoding/hex"
 	"io"
+	"path"
 	"strconv"
 	"strings"
 
@@ -13,6 +15,8 @@ import (
 // Records WatchTree writes, each ended by a NUL byte.
 const (
 	watchPath     = 'p' // 'p' REL: REL (relative to the root; "" is the root) or what is in it changed
+	watchStat     = 'q' // 'q' HEX REL: REL changed, and HEX (hex of a statNS) is its lstat after
+	watchGone     = 'g' // 'g' REL: REL changed, and is gone
 	watchOverflow = '!' // changes were lost: anything may have changed
 	watchReady    = 'r' // the watches are set: changes from here on are reported
 )
@@ -25,7 +29,7 @@ const (
 // bounds the directories watched (0: the agent's default), past which an
 // overflow is reported. Watch returns when ctx ends (nil) or the watch
 // stops (its error); Unavailable when the command stream is not up.
-func (ch *Channel) Watch(ctx context.Context, root string, limit int, ready func(), changed func(paths []string, all bool)) error {
+func (ch *Channel) Watch(ctx context.Context, root string, limit int, ready func(), changed func(changes []providers.Change, all bool)) error {
 	const op = "agent.Watch"
 	dest, err := ch.binaryPath(ctx, op)
 	if err != nil {
@@ -53,7 +57,7 @@ func (ch *Channel) Watch(ctx context.Context, root string, limit int, ready func
 		close(ended)
 	}()
 	br := bufio.NewReaderSize(pr, 64<<10)
-	var batch []string
+	var batch []providers.Change
 	all := false
 	for {
 		rec, err := br.ReadString(0)
@@ -78,7 +82,13 @@ func (ch *Channel) Watch(ctx context.Context, root string, limit int, ready func
 		case watchOverflow:
 			all = true
 		case watchPath:
-			batch = append(batch, rec[1:])
+			batch = append(batch, providers.Change{Path: rec[1:]})
+		case watchGone:
+			batch = append(batch, providers.Change{Path: rec[1:], Gone: true})
+		case watchStat:
+			if c, ok := parseWatchStat(rec[1:]); ok {
+				batch = append(batch, c)
+			}
 		}
 		if br.Buffered() == 0 && (all || len(batch) > 0) {
 			changed(batch, all)
@@ -95,6 +105,26 @@ func (ch *Channel) Watch(ctx context.Context, root string, limit int, ready func
 	default:
 		return providers.Errorf(providers.Unknown, op, "the agent's watch exited %d: %s", code, strings.TrimSpace(stderr.String())).WithBox(ch.box.ID()).WithPath(root)
 	}
+}
+
+// parseWatchStat parses the rest of a watchStat record.
+func parseWatchStat(rec string) (providers.Change, bool) {
+	const n = 2 * statNSLen
+	if len(rec) < n {
+		return providers.Change{}, false
+	}
+	raw, err := hex.DecodeString(rec[:n])
+	if err != nil {
+		return providers.Change{}, false
+	}
+	st, err := unmarshalStatNS(string(raw))
+	if err != nil {
+		return providers.Change{}, false
+	}
+	rel := rec[n:]
+	_, name := path.Split(rel)
+	fi := st.info(name)
+	return providers.Change{Path: rel, Info: &fi}, true
 }
 
 // binaryPath returns where the agent binary is in the box, opening the

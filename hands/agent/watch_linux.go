@@ -5,8 +5,12 @@ package agent
 import (
 	"bufio"
 	"context"
+	"encoding/hex"
 	"io"
+	"path"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/boxfs/boxfs/internal/treewatch"
 )
@@ -42,8 +46,19 @@ func WatchTree(root string, limit int, out io.Writer) error {
 			if all {
 				record(watchOverflow, "")
 			}
+			// Each path goes with its attributes after the change: the
+			// host drops the echo of its own change by them, with no
+			// round trip (docs/design.md §6, F-echo).
+			var st unix.Stat_t
 			for _, p := range paths {
-				record(watchPath, p)
+				switch err := unix.Lstat(path.Join(root, p), &st); {
+				case err == nil:
+					record(watchStat, hex.EncodeToString([]byte(statNSOf(&st).marshal()))+p)
+				case err == unix.ENOENT || err == unix.ENOTDIR:
+					record(watchGone, p)
+				default:
+					record(watchPath, p)
+				}
 			}
 			flush()
 		},

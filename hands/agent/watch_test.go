@@ -69,16 +69,16 @@ func TestWatchTree(t *testing.T) {
 		}
 		for len(left) > 0 {
 			r := next(what)
-			if strings.HasPrefix(r, "p.boxfs-tmp-") || strings.Contains(r, "/.boxfs-tmp-") {
-				t.Errorf("%s: a temporary name was reported: %q", what, r)
-			}
 			if r == "!" {
 				t.Fatalf("%s: overflow", what)
+			}
+			got := recordPath(t, r)
+			if strings.HasPrefix(got, ".boxfs-tmp-") || strings.Contains(got, "/.boxfs-tmp-") {
+				t.Errorf("%s: a temporary name was reported: %q", what, r)
 			}
 			// A directory reported covers what is under it (the host
 			// drops all it knows below it): a directory made just before
 			// a write in it may be reported after the write.
-			got := strings.TrimPrefix(r, "p")
 			for w := range left {
 				if w == got || strings.HasPrefix(w, got+"/") {
 					delete(left, w)
@@ -121,4 +121,23 @@ func TestWatchTree(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the watch did not end when its root went away")
 	}
+}
+
+// recordPath returns the path of a watch record: a path alone, a path
+// gone, or a path with its attributes after the change (checked to
+// decode, and to name a file of the path's kind).
+func recordPath(t *testing.T, r string) string {
+	t.Helper()
+	switch r[0] {
+	case watchPath, watchGone:
+		return r[1:]
+	case watchStat:
+		c, ok := parseWatchStat(r[1:])
+		if !ok || c.Info == nil || c.Info.Ctime.IsZero() {
+			t.Fatalf("record %q does not decode", r)
+		}
+		return c.Path
+	}
+	t.Fatalf("record %q of no known type", r)
+	return ""
 }

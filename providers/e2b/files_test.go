@@ -76,7 +76,8 @@ func TestWatch(t *testing.T) {
 	wctx, cancel := context.WithCancel(context.Background())
 	ended := make(chan error, 1)
 	go func() {
-		ended <- b.Watch(wctx, ws, func() { close(ready) }, func(paths []string, all bool) {
+		ended <- b.Watch(wctx, ws, func() { close(ready) }, func(changes []providers.Change, all bool) {
+			paths := providers.Paths(changes)
 			mu.Lock()
 			seen = append(seen, paths...)
 			mu.Unlock()
@@ -112,7 +113,7 @@ func TestWatch(t *testing.T) {
 
 	// A box that goes ends the watch with Gone.
 	go func() {
-		ended <- b.Watch(context.Background(), ws, nil, func([]string, bool) {})
+		ended <- b.Watch(context.Background(), ws, nil, func([]providers.Change, bool) {})
 	}()
 	time.Sleep(200 * time.Millisecond)
 	srv.KillSandbox(b.ID())
@@ -163,7 +164,8 @@ func TestAgentChannel(t *testing.T) {
 	wctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ready := make(chan struct{})
-	go h.Watch(wctx, ws, func() { close(ready) }, func(paths []string, all bool) {
+	go h.Watch(wctx, ws, func() { close(ready) }, func(changes []providers.Change, all bool) {
+		paths := providers.Paths(changes)
 		mu.Lock()
 		seen = append(seen, paths...)
 		mu.Unlock()

@@ -33,7 +33,7 @@ func TestKeepaliveKeepsIdleStreams(t *testing.T) {
 
 	wctx, wcancel := context.WithCancel(ctx)
 	werr := make(chan error, 1)
-	go func() { werr <- b.Watch(wctx, f.Workspace, nil, func([]string, bool) {}) }()
+	go func() { werr <- b.Watch(wctx, f.Workspace, nil, func([]providers.Change, bool) {}) }()
 
 	var out bytes.Buffer
 	proc, err := b.Exec(ctx, providers.ExecRequest{Argv: []string{"sh", "-c", "sleep 4; echo done"}, Stdout: &out})

@@ -69,7 +69,7 @@ func TestLiveAgent(t *testing.T) {
 	wctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ready := make(chan struct{})
-	go b.(*e2b.Box).Watch(wctx, ws, func() { close(ready) }, func(paths []string, all bool) { seen <- paths })
+	go b.(*e2b.Box).Watch(wctx, ws, func() { close(ready) }, func(changes []providers.Change, all bool) { seen <- providers.Paths(changes) })
 	<-ready
 	run(t, b, providers.ExecRequest{Argv: []string{"sh", "-c", "echo w >watched"}})
 	select {

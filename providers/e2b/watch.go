@@ -30,7 +30,7 @@ const maxBatch = 1024
 // stream broke, the box went): whatever changed from then on is not
 // reported, so the caller takes everything under root as changed before
 // it watches again.
-func (b *Box) Watch(ctx context.Context, root string, ready func(), changed func(paths []string, all bool)) error {
+func (b *Box) Watch(ctx context.Context, root string, ready func(), changed func(changes []providers.Change, all bool)) error {
 	const op = "e2b.Watch"
 	if err := b.gone(op); err != nil {
 		return err
@@ -85,7 +85,7 @@ func (b *Box) Watch(ctx context.Context, root string, ready func(), changed func
 				break more
 			}
 		}
-		changed(batch, false)
+		changed(providers.PathChanges(batch), false) // envd says no attributes
 	}
 	switch {
 	case parent.Err() != nil:

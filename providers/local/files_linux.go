@@ -818,3 +818,17 @@ func (b *Box) Fsync(ctx context.Context, name string) error {
 	}
 	return nil
 }
+
+// lstatChange is a watch's report of rel under root, with rel's attributes
+// as they are now.
+func lstatChange(root, rel string) providers.Change {
+	var st unix.Stat_t
+	switch err := unix.Lstat(path.Join(root, rel), &st); {
+	case err == nil:
+		fi := fileInfo(path.Base("/"+rel), &st)
+		return providers.Change{Path: rel, Info: &fi}
+	case err == unix.ENOENT || err == unix.ENOTDIR:
+		return providers.Change{Path: rel, Gone: true}
+	}
+	return providers.Change{Path: rel}
+}

@@ -45,3 +45,5 @@ func diskGB(dir string) float64 { return 0 }
 func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Process, error) {
 	return nil, providers.E(providers.Unsupported, "local.Exec", errNotLinux).WithBox(b.id)
 }
+
+func lstatChange(root, rel string) providers.Change { return providers.Change{Path: rel} }

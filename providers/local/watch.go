@@ -17,7 +17,7 @@ var _ providers.Watcher = (*Box)(nil)
 // inotify in this process. The provider's own temporary names are left
 // out. A tree larger than treewatch.DefaultLimit directories is reported
 // as an overflow.
-func (b *Box) Watch(ctx context.Context, root string, ready func(), changed func(paths []string, all bool)) error {
+func (b *Box) Watch(ctx context.Context, root string, ready func(), changed func(changes []providers.Change, all bool)) error {
 	const op = "local.Watch"
 	if _, err := b.rel(op, root); err != nil {
 		return err
@@ -26,9 +26,18 @@ func (b *Box) Watch(ctx context.Context, root string, ready func(), changed func
 		return err
 	}
 	err := treewatch.Watch(ctx, root, treewatch.Options{
-		Ready:   ready,
-		Changed: changed,
-		Skip:    func(name string) bool { return strings.HasPrefix(name, ".boxfs-tmp-") },
+		Ready: ready,
+		// Each path goes with its attributes after the change: the host
+		// drops the echo of its own change by them (docs/design.md §6,
+		// F-echo).
+		Changed: func(paths []string, all bool) {
+			changes := make([]providers.Change, len(paths))
+			for i, p := range paths {
+				changes[i] = lstatChange(root, p)
+			}
+			changed(changes, all)
+		},
+		Skip: func(name string) bool { return strings.HasPrefix(name, ".boxfs-tmp-") },
 	})
 	switch {
 	case errors.Is(err, treewatch.ErrNotLinux):

@@ -142,21 +142,9 @@ type Cache struct {
 	// (model.go: the freshness contract) (c.mu).
 	fm model
 
-	// watched: a watch reports the box's changes (Watched); mine is kept
-	// only then (c.mu).
-	watched bool
-	// minePruned is when mine was last cleared of old entries (c.mu).
-	minePruned time.Time
-	// mine is when the host last changed each path (c.mu): a watch's
-	// report of that change coming back from the box is not news.
-	mine map[string]time.Time
-	// echoes are reports of paths the host changed just before, held
-	// until DueEchoes (c.mu).
-	echoes map[string]bool
-	// echoBatch is how many held reports VerifyEchoes takes next.
-	echoBatch int
-	// echoHeld is signalled when BoxChanged holds a report (EchoHeld).
-	echoHeld chan struct{}
+	// reports counts the watch's reports: taken, and dropped as echoes
+	// of the host's own changes (c.mu).
+	reports ReportCounts
 	// learned are the paths fetches found changed in the box since the
 	// last Refresh (c.mu; see learned.go).
 	learned learnedSet
@@ -216,28 +204,25 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 	}
 	rs, _ := remote.(providers.RenameStater)
 	c := &Cache{
-		remote:   remote,
-		sw:       providers.AsStatWriter(remote),
-		rs:       rs,
-		cold:     map[string]int{},
-		ahead:    newReadAhead(),
-		reap:     newReaper(),
-		opts:     opts,
-		log:      opts.Logger.With("box", opts.Box),
-		now:      opts.Now,
-		dataDir:  filepath.Join(opts.Dir, "data"),
-		dirs:     pathmap.New[*dirList](),
-		attrs:    pathmap.New[attrEntry](),
-		files:    pathmap.New[*file](),
-		links:    map[linkKey]map[string]bool{},
-		dirty:    map[*file]struct{}{},
-		news:     pathmap.New[*file](),
-		pdirs:    pathmap.New[*pendingDir](),
-		fm:       newModel(),
-		mine:     map[string]time.Time{},
-		echoes:   map[string]bool{},
-		echoHeld: make(chan struct{}, 1),
-		swept:    map[string]bool{},
+		remote:  remote,
+		sw:      providers.AsStatWriter(remote),
+		rs:      rs,
+		cold:    map[string]int{},
+		ahead:   newReadAhead(),
+		reap:    newReaper(),
+		opts:    opts,
+		log:     opts.Logger.With("box", opts.Box),
+		now:     opts.Now,
+		dataDir: filepath.Join(opts.Dir, "data"),
+		dirs:    pathmap.New[*dirList](),
+		attrs:   pathmap.New[attrEntry](),
+		files:   pathmap.New[*file](),
+		links:   map[linkKey]map[string]bool{},
+		dirty:   map[*file]struct{}{},
+		news:    pathmap.New[*file](),
+		pdirs:   pathmap.New[*pendingDir](),
+		fm:      newModel(),
+		swept:   map[string]bool{},
 	}
 	c.started = c.now()
 	for _, d := range []string{c.dataDir} {
@@ -294,7 +279,7 @@ func (c *Cache) fresh(t time.Time) bool {
 // attribute timeout, or trusted while the watch is (a report of a change
 // makes it stale or zeroes its time). c.mu held.
 func (c *Cache) freshAttr(a attrEntry) bool {
-	return c.fresh(a.at) || (a.trust && c.fm.healthy && !a.at.IsZero() && !a.stale)
+	return c.fresh(a.at) || (c.fm.vouches(a.trust) && !a.at.IsZero() && !a.stale)
 }
 
 // Trust says whether a watch of the box now reports every change it makes
@@ -531,27 +516,7 @@ func (c *Cache) beginFetch() ticket {
 // touchLocked notes a change the host made to what the cache knows of rel.
 // c.mu held.
 func (c *Cache) touchLocked(rel string) {
-	c.mineLocked(rel)
 	c.fm.hostChanged(rel)
-}
-
-// mineLocked notes that the host changes rel now, when a watch runs. Old
-// notes are dropped at most once per mineWindow, so a burst of writes
-// does not scan them at every write. c.mu held.
-func (c *Cache) mineLocked(rel string) {
-	if !c.watched {
-		return
-	}
-	now := c.now()
-	if now.Sub(c.minePruned) >= mineWindow {
-		c.minePruned = now
-		for p, at := range c.mine {
-			if now.Sub(at) >= mineWindow && !c.echoes[p] {
-				delete(c.mine, p)
-			}
-		}
-	}
-	c.mine[rel] = now
 }
 
 // overlayLocked lays the host's changes made after the fetch with ticket t
@@ -900,6 +865,7 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 	d.trust = c.fm.trusted(t)
 	c.learnListingLocked(rel, c.dir(rel), d)
 	c.dirs.Set(rel, d)
+	c.fm.dirListed(rel, t)
 	// A name the listing does not have is gone: a stat of it taken
 	// before does not outlive the listing (F-mono).
 	var gone []string
@@ -998,9 +964,6 @@ func (c *Cache) intend(rels ...string) (done func()) {
 	defer c.mu.Unlock()
 	t := c.fm.hostBegin(rels)
 	begun := c.now()
-	for _, rel := range rels {
-		c.mineLocked(rel)
-	}
 	return func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -1022,71 +985,89 @@ func (c *Cache) intend(rels ...string) (done func()) {
 	}
 }
 
-// Watched says that a watch of the box will report its changes
-// (BoxChanged): from now on the host's own changes are noted, so that
-// their echoes are known for what they are.
-func (c *Cache) Watched() {
-	c.mu.Lock()
-	c.watched = true
-	c.mu.Unlock()
+// ReportCounts counts a watch's reports of single paths.
+type ReportCounts struct {
+	Taken  uint64 `json:"taken"`  // made their paths stale
+	Echoes uint64 `json:"echoes"` // dropped: the box shows the path as the cache holds it
 }
 
-// mineWindow is how long after the host changed a path a watch's report
-// of it is taken for the echo of that change.
-const mineWindow = 2 * time.Second
+// Reports returns the counts of the watch's reports so far.
+func (c *Cache) Reports() ReportCounts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reports
+}
 
-// BoxChanged takes a watch's report of what changed in the box: each path
-// (relative to the root) is asked of the box at its next use, with its
-// directory's listing and, for a directory, everything below it; all
-// makes everything stale. A report of a path the host itself changed
-// within mineWindow is most likely the echo of that change: it is held
-// until the host has left the path alone for mineWindow (DueEchoes), so a
-// burst of the host's own writes is not listed and stat'ed again file by
-// file, while a change the box made meanwhile still shows, that much
-// later. It returns the paths it made stale.
+// BoxChanged is Reported for reports that carry no attributes.
 func (c *Cache) BoxChanged(rels []string, all bool) []string {
+	return c.Reported(providers.PathChanges(rels), all)
+}
+
+// Reported takes a batch of the watch's reports (docs/design.md §6). all
+// is a gap: everything is asked of the box again at its next use, and no
+// fetch in flight is installed (F-gap). A report whose attributes are
+// what the cache holds of its path (or that finds gone a path the cache
+// holds missing) is no news: the echo of the host's own change, dropped
+// with no round trip (F-echo). Any other report makes its path, its
+// directory's listing and (for a directory) everything below it be asked
+// again at their next use (F-watch). It returns the paths made stale.
+func (c *Cache) Reported(changes []providers.Change, all bool) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if all {
 		if c.fm.gap() {
 			c.invalidateLocked()
 		}
-		clear(c.echoes)
 		return nil
 	}
 	now := c.now()
 	var changed []string
-	for _, rel := range rels {
-		if at, ok := c.mine[rel]; ok && now.Sub(at) < mineWindow {
-			c.echoes[rel] = true
-			c.fm.tick++ // a check in flight is older than this report
-			select {
-			case c.echoHeld <- struct{}{}:
-			default:
-			}
+	for _, ch := range changes {
+		if c.echoLocked(ch) {
+			// No news for what the cache holds, but a fetch in flight
+			// may bring an older state: it is judged against the
+			// report all the same.
+			c.fm.boxReported(ch.Path)
+			c.reports.Echoes++
 			continue
 		}
-		c.boxChangedLocked(rel, now)
-		changed = append(changed, rel)
+		c.reports.Taken++
+		c.boxChangedLocked(ch.Path, now)
+		changed = append(changed, ch.Path)
 	}
 	return changed
 }
 
-// DueEchoes makes stale, as BoxChanged does, the held reports whose paths
-// the host has left alone for mineWindow, and returns them.
-func (c *Cache) DueEchoes() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.now()
-	var due []string
-	for rel := range c.echoes {
-		if now.Sub(c.mine[rel]) >= mineWindow {
-			delete(c.echoes, rel)
-			c.boxChangedLocked(rel, now)
-			due = append(due, rel)
-		}
+// echoLocked reports whether a report carries no news: the box shows its
+// path as the cache holds it. A report without attributes, of a path a
+// host change of which is in flight (what it leaves is not recorded yet),
+// or of a directory (a directory watched as it appeared may hold changes
+// its own attributes do not show) is news. c.mu held.
+func (c *Cache) echoLocked(ch providers.Change) bool {
+	if ch.Info == nil && !ch.Gone || c.fm.hostBusy(ch.Path) {
+		return false
 	}
-	return due
+	if ch.Gone {
+		// Missing in the box, and nothing the cache holds says it is
+		// there: a name the host removed, or one it never saw (an
+		// O_TMPFILE's "#ino", a temporary name made and renamed away
+		// within one batch).
+		_, known := c.knownAttrLocked(ch.Path)
+		a, _ := c.attrGet(ch.Path)
+		return !known && !a.stale && c.dir(ch.Path) == nil
+	}
+	a, ok := c.attrGet(ch.Path)
+	if !ok || a.stale {
+		return false
+	}
+	return !a.neg && !ch.Info.IsDir() && sameState(a.fi, *ch.Info)
+}
+
+// sameState reports whether two stats of a path show one state of it: a
+// change of its content, attributes or names moves its change time.
+func sameState(a, b providers.FileInfo) bool {
+	return a.Mode == b.Mode && a.Size == b.Size && a.Mtime.Equal(b.Mtime) && a.Ctime.Equal(b.Ctime) &&
+		a.Ino == b.Ino && a.Nlink == b.Nlink && !a.Ctime.IsZero()
 }
 
 // boxChangedLocked takes a report of the watch naming rel: what the

@@ -34,6 +34,10 @@ type model struct {
 	// since holds, while fetches are in flight, the last change of each
 	// path the host made or the watch reported: directory -> name -> mark.
 	since map[string]map[string]*mark
+	// listed holds, while fetches are in flight, the ticket of the
+	// newest listing installed for each directory: a walk begun before
+	// it keeps that listing.
+	listed map[string]uint64
 	// gapAt is the tick of the last gap of the watch: no fetch begun
 	// before it is installed.
 	gapAt uint64
@@ -90,12 +94,13 @@ const (
 	bugInstallOld
 	// bugDropGap ignores a gap: what was held stays as it was.
 	bugDropGap
-	// bugTrustAcross trusts a fetch begun before the watch became healthy.
+	// bugTrustAcross trusts, once the watch is healthy again, what was
+	// fetched while it was not.
 	bugTrustAcross
 )
 
 func newModel() model {
-	return model{since: map[string]map[string]*mark{}, hostOps: map[string]uint64{}}
+	return model{since: map[string]map[string]*mark{}, listed: map[string]uint64{}, hostOps: map[string]uint64{}}
 }
 
 // begin notes a fetch starting and returns its ticket.
@@ -111,6 +116,7 @@ func (m *model) end() {
 	m.inflight--
 	if m.inflight == 0 {
 		clear(m.since)
+		clear(m.listed)
 	}
 }
 
@@ -130,6 +136,31 @@ func (m *model) hostBegin(rels []string) ticket {
 		m.hostOps[rel] = uint64(t)
 	}
 	return t
+}
+
+// dirListed notes that a listing of dir with ticket t was installed.
+func (m *model) dirListed(dir string, t ticket) {
+	if m.inflight >= 2 && m.listed[dir] < uint64(t) {
+		m.listed[dir] = uint64(t)
+	}
+}
+
+// listedSince returns the directories a listing begun after t was
+// installed for.
+func (m *model) listedSince(t ticket) []string {
+	var out []string
+	for dir, l := range m.listed {
+		if l > uint64(t) && m.bug != bugInstallOld {
+			out = append(out, dir)
+		}
+	}
+	return out
+}
+
+// hostBusy reports whether a host change of rel is in flight.
+func (m *model) hostBusy(rel string) bool {
+	_, ok := m.hostOps[rel]
+	return ok
 }
 
 // hostEnd notes the host change with ticket t ended.
@@ -302,6 +333,13 @@ func (m *model) trusted(t ticket) bool {
 		return false
 	}
 	return uint64(t) > m.healthyAt || m.bug == bugTrustAcross
+}
+
+// vouches reports whether the watch vouches now for an entry installed
+// with trust (F-trust): it is healthy, and was for the entry's whole
+// fetch.
+func (m *model) vouches(trust bool) bool {
+	return m.healthy && (trust || m.bug == bugTrustAcross)
 }
 
 // walkInstalled notes a walk with ticket t installed; false when a walk

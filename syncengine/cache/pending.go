@@ -34,7 +34,7 @@ type pendingDir struct {
 // (or trusted while the watch is: a report of a change zeroes its time),
 // or of a directory the box does not have yet.
 func (c *Cache) usable(d *dirList) bool {
-	return d != nil && (d.local || c.fresh(d.fetched) || (d.trust && c.fm.healthy && !d.fetched.IsZero()))
+	return d != nil && (d.local || c.fresh(d.fetched) || (c.fm.vouches(d.trust) && !d.fetched.IsZero()))
 }
 
 // pendingAttrLocked returns what the host shows of rel when the box does

@@ -87,6 +87,29 @@ func (c *Cache) installWalk(t ticket, now time.Time, list []providers.FileInfo) 
 	if c.fm.judge("", t) == stale || !c.fm.walkInstalled(t, now) {
 		return Changes{}, false
 	}
+	// A directory listed by a fetch begun after the walk keeps that
+	// listing: it is the newer answer (F-mono).
+	for _, dir := range c.fm.listedSince(t) {
+		cur := c.dir(dir)
+		if cur == nil {
+			continue
+		}
+		if wd := dirs[dir]; wd != nil {
+			for name := range wd.entries {
+				if _, ok := cur.entries[name]; !ok {
+					delete(attrs, join(dir, name))
+				}
+			}
+		}
+		dirs[dir] = cur
+		for name, fi := range cur.entries {
+			p := join(dir, name)
+			if a, ok := c.attrGet(p); ok && !a.neg {
+				fi = a.fi
+			}
+			attrs[p] = fi
+		}
+	}
 	again, host := c.overlayLocked(t, attrs, dirs, nil)
 	if c.fm.judge("", t) == reported {
 		again = append(again, "")

@@ -126,7 +126,6 @@ func TestStaleListingsRenewedByOneWalk(t *testing.T) {
 // however many directories the cache knows; the box's change is seen.
 func TestReportedListingAskedAlone(t *testing.T) {
 	c, r, inner, now := walkCache(t, 0)
-	c.Watched()
 	c.Trust(true)
 	ctx := t.Context()
 	const ndirs = 10

@@ -43,6 +43,7 @@ var (
 	simSeed      = flag.Int64("sim.seed", 0, "run the simulator on this seed only")
 	simSchedules = flag.Int("sim.schedules", 10000, "schedules TestSimulator runs")
 	simRandom    = flag.Bool("sim.random", false, "run schedules from a seed taken from the clock, not from 1")
+	simBug       = flag.Int("sim.bug", 0, "plant this bug (plantedBug) in TestSimulator's schedules")
 	simCount     = flag.Bool("sim.count", false, "run every schedule and count the violations by rule")
 )
 
@@ -115,12 +116,15 @@ type sim struct {
 	healthy bool
 	nextVer int
 	broke   *violation
+	counts  ReportCounts // the cache's, at the end
+	weights simWeights
 }
 
 type simReport struct {
-	path string
-	idx  int       // the state the change made
-	due  time.Time // the watch reports by then (F-watch's bound)
+	change providers.Change // with the attributes the watch read
+	path   string
+	idx    int       // the state the change made
+	due    time.Time // the watch reports by then (F-watch's bound)
 }
 
 type simOp struct {
@@ -222,6 +226,9 @@ func (s *sim) applied() {
 			if op != nil {
 				op.applied[p] = idx
 			}
+			// The watch reports the host's changes too, with their
+			// attributes: the cache drops them as echoes (F-echo).
+			s.report(p)
 		}
 	}
 }
@@ -370,6 +377,7 @@ func newSim(t *testing.T, seed int64, dir string, bug plantedBug) *sim {
 	}
 	c.fm.bug = bug
 	c.Trust(true) // the watch is set and healthy from the start
+	s.weights = drawWeights(s.rng)
 	s.c = c
 	return s
 }
@@ -829,11 +837,24 @@ func (s *sim) boxChange() {
 		changed = []string{p, q}
 		s.logf("box renames %s %s", p, q)
 	}
-	if s.healthy {
-		for _, c := range changed {
-			s.reports = append(s.reports, simReport{path: c, idx: s.current(c).idx, due: s.clk.Now().Add(simLatency)})
-		}
+	for _, c := range changed {
+		s.report(c)
 	}
+}
+
+// report queues the watch's report of p's change, while the watch is
+// healthy, with p's attributes as the box shows them now.
+func (s *sim) report(p string) {
+	if !s.healthy {
+		return
+	}
+	ch := providers.Change{Path: p}
+	if fi, err := s.box.Lstat(s.ctx, simRoot+"/"+p); err == nil {
+		ch.Info = &fi
+	} else {
+		ch.Gone = true
+	}
+	s.reports = append(s.reports, simReport{change: ch, path: p, idx: s.current(p).idx, due: s.clk.Now().Add(simLatency)})
 }
 
 // deliver hands the watch's report i to the cache (F-watch).
@@ -841,7 +862,7 @@ func (s *sim) deliver(i int) {
 	r := s.reports[i]
 	s.reports = slices.Delete(s.reports, i, i+1)
 	s.logf("report %s", r.path)
-	s.c.BoxChanged([]string{r.path}, false)
+	s.c.Reported([]providers.Change{r.change}, false)
 	s.raise(r.path, r.idx, "F-watch")
 }
 
@@ -890,26 +911,74 @@ func (s *sim) advance(d time.Duration) {
 	s.logf("clock")
 }
 
+// simWeights is how often a schedule takes each kind of step. Each
+// schedule draws its own (swarm testing): a schedule whose watch rarely
+// fails and one whose watch fails all the time each reach states the
+// other seldom does.
+type simWeights struct {
+	host, release, box, deliver, overflow, reconnect, refresh, clock int
+}
+
+func drawWeights(rng *rand.Rand) simWeights {
+	pick := func(vs ...int) int { return vs[rng.Intn(len(vs))] }
+	return simWeights{
+		host:      pick(20, 30, 40),
+		release:   pick(15, 25, 40),
+		box:       pick(5, 15, 30),
+		deliver:   pick(5, 10, 20),
+		overflow:  pick(0, 2, 6),
+		reconnect: pick(2, 5, 15),
+		refresh:   pick(1, 3),
+		clock:     pick(5, 10, 20),
+	}
+}
+
 func (s *sim) step() {
 	s.mu.Lock()
 	nops, nheld := len(s.ops), len(s.held)
 	s.mu.Unlock()
-	switch k := s.rng.Intn(100); {
-	case k < 30 && nops < simMaxOps:
+	w := s.weights
+	// Only the steps that can be taken now are drawn.
+	if nops >= simMaxOps {
+		w.host, w.refresh = 0, 0
+	}
+	if nheld == 0 {
+		w.release = 0
+	}
+	if len(s.reports) == 0 {
+		w.deliver = 0
+	}
+	if s.healthy {
+		w.reconnect = 0
+	} else {
+		// A watch overflows when the box changes a lot at once: the box
+		// goes on changing while it is set again.
+		w.box *= 3
+	}
+	k := s.rng.Intn(w.host + w.release + w.box + w.deliver + w.overflow + w.reconnect + w.refresh + w.clock)
+	next := func(n int) bool {
+		if k < n {
+			return true
+		}
+		k -= n
+		return false
+	}
+	switch {
+	case next(w.host):
 		s.hostOp()
-	case k < 55 && nheld > 0:
+	case next(w.release):
 		s.release(s.rng.Intn(nheld))
-	case k < 70:
+	case next(w.box):
 		s.boxChange()
-	case k < 80 && len(s.reports) > 0:
+	case next(w.deliver):
 		s.deliver(s.rng.Intn(len(s.reports)))
-	case k < 82:
+	case next(w.overflow):
 		s.overflow()
-	case k < 86 && !s.healthy:
+	case next(w.reconnect):
 		s.reconnect()
-	case k < 88 && nops < simMaxOps:
+	case next(w.refresh):
 		s.refresh()
-	case k < 100:
+	default:
 		durs := []time.Duration{time.Millisecond, 20 * time.Millisecond, 300 * time.Millisecond, simAttr}
 		s.advance(durs[s.rng.Intn(len(durs))])
 	}
@@ -963,6 +1032,7 @@ func runSchedule(t *testing.T, seed int64, dir string, bug plantedBug) *sim {
 		s.step()
 	}
 	s.finish()
+	s.counts = s.c.Reports()
 	return s
 }
 
@@ -1004,15 +1074,22 @@ func TestSimulator(t *testing.T) {
 		}
 	}
 	counts := map[string]int{}
+	var reports ReportCounts
 	defer func() {
+		t.Logf("watch reports: %d taken, %d dropped as echoes", reports.Taken, reports.Echoes)
+		if reports.Echoes == 0 && len(seeds) > 100 {
+			t.Error("no echo was dropped: the schedules do not exercise F-echo")
+		}
 		if len(counts) > 0 {
 			t.Errorf("violations by rule: %v", counts)
 		}
 	}()
 	for _, seed := range seeds {
 		dir, _ := os.MkdirTemp(base, "s")
-		s := runSchedule(t, seed, dir, noBug)
+		s := runSchedule(t, seed, dir, plantedBug(*simBug))
 		os.RemoveAll(dir)
+		reports.Taken += s.counts.Taken
+		reports.Echoes += s.counts.Echoes
 		if s.broke != nil && *simCount {
 			if counts[s.broke.rule] == 0 {
 				t.Logf("seed %d broke %v", seed, s.broke)

@@ -67,7 +67,6 @@ func TestTrustWhileWatched(t *testing.T) {
 	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Second, WalkMax: -1, Now: clock})
 	require.NoError(t, err)
 	defer c.Close()
-	c.Watched()
 	ctx := t.Context()
 	names := func() map[string]bool { t.Helper(); return rootNames(t, c) }
 	boxWrite(t, r, "f", "1")
@@ -158,7 +157,6 @@ func TestOlderListingAfterRefresh(t *testing.T) {
 		c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Minute, WalkMax: -1})
 		require.NoError(t, err)
 		if watched {
-			c.Watched()
 			c.Trust(true)
 		}
 		ctx := t.Context()

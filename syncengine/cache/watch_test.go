@@ -27,17 +27,15 @@ func watchedCache(t *testing.T, r cache.Remote) (*cache.Cache, func(time.Duratio
 	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour, Now: clock})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
-	c.Watched()
 	return c, advance
 }
 
 // A watch's report makes the cache ask the box again about a path it
-// trusts (here for an hour); a report of a path the host just changed is
-// held as the likely echo of that change until the host has left the path
-// alone for a while, then taken like any other.
+// trusts (here for an hour); the echo of the host's own change is dropped
+// by its attributes, and a box change right after it is taken at once.
 func TestBoxChangedReports(t *testing.T) {
 	_, _, r := fakeBox(t)
-	c, advance := watchedCache(t, r)
+	c, _ := watchedCache(t, r)
 	ctx := t.Context()
 	size := func(rel string) int64 {
 		t.Helper()
@@ -66,33 +64,22 @@ func TestBoxChangedReports(t *testing.T) {
 		t.Errorf("after the report: f is %d bytes, names %v", size("f"), names())
 	}
 
-	// The host writes h; the box writes it right after.
-	h, _, err := c.Create(ctx, "h", syscall.O_CREAT|syscall.O_WRONLY|syscall.O_TRUNC, 0o644)
-	if err != nil {
-		t.Fatal(err)
+	// The host writes h: the watch's report of it, with the attributes
+	// the box shows, is the echo of that write, dropped (F-echo). The box
+	// then writes h: that report is taken at once.
+	hostWrite(t, c, "h", "host")
+	if got := c.Reported([]providers.Change{boxChange(t, r, "h")}, false); len(got) != 0 {
+		t.Errorf("the echo of the host's own write was taken: %q", got)
 	}
-	h.WriteAt([]byte("host"), 0)
-	if err := h.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	h.Release(ctx)
 	boxWrite(t, r, "h", "the box's")
-	if got := c.BoxChanged([]string{"h"}, false); len(got) != 0 {
-		t.Errorf("a report of what the host just wrote was taken at once: %q", got)
-	}
-	if size("h") != 4 {
-		t.Errorf("h is %d bytes while the report is held", size("h"))
-	}
-	advance(time.Second)
-	if due := c.DueEchoes(); len(due) != 0 {
-		t.Errorf("DueEchoes a second later = %q", due)
-	}
-	advance(2 * time.Second)
-	if due := c.DueEchoes(); len(due) != 1 || due[0] != "h" {
-		t.Errorf("DueEchoes 3 s later = %q, want [h]", due)
+	if got := c.Reported([]providers.Change{boxChange(t, r, "h")}, false); len(got) != 1 {
+		t.Errorf("a report of the box's write right after the host's was not taken: %q", got)
 	}
 	if size("h") != int64(len("the box's")) {
-		t.Errorf("h is %d bytes after its held report fell due", size("h"))
+		t.Errorf("h is %d bytes after the report of the box's write", size("h"))
+	}
+	if rc := c.Reports(); rc.Echoes != 1 || rc.Taken != 3 {
+		t.Errorf("Reports = %+v, want 1 echo and 3 taken", rc)
 	}
 
 	// all: everything is asked again.
@@ -103,131 +90,97 @@ func TestBoxChangedReports(t *testing.T) {
 	}
 }
 
-// A held report is checked with the box soon after the host's change: a
-// change the box made right after the host's write shows at once, not
-// after the echo window, and the check's answer serves the host's next
-// look; a true echo is dropped without making anything stale, and does
-// not fall due later.
-func TestVerifyEchoes(t *testing.T) {
+// hostWrite writes name through the cache and closes it.
+func hostWrite(t *testing.T, c *cache.Cache, name, data string) {
+	t.Helper()
+	h, _, err := c.Create(t.Context(), name, syscall.O_CREAT|syscall.O_WRONLY|syscall.O_TRUNC, 0o644)
+	require.NoError(t, err)
+	_, err = h.WriteAt([]byte(data), 0)
+	require.NoError(t, err)
+	require.NoError(t, h.Flush(t.Context()))
+	h.Release(t.Context())
+}
+
+// boxChange is the watch's report of name as the box shows it now, with
+// its attributes (gone when it is missing), as the agent sends it.
+func boxChange(t *testing.T, r cache.Remote, name string) providers.Change {
+	t.Helper()
+	fi, err := r.Lstat(t.Context(), path.Join(root, name))
+	if err != nil {
+		require.True(t, providers.IsCode(err, providers.NotFound), "%v", err)
+		return providers.Change{Path: name, Gone: true}
+	}
+	return providers.Change{Path: name, Info: &fi}
+}
+
+// A burst of the host's own writes, created, replaced and removed, comes
+// back as reports with the box's attributes: every echo is dropped with
+// no round trip, and the box's one change among them is taken (F-echo).
+// A report without attributes is taken whatever the host did (it cannot
+// be told from a box change).
+func TestEchoesDroppedByAttributes(t *testing.T) {
 	_, _, inner := fakeBox(t)
 	r := &renameStater{Remote: inner}
-	c, advance := watchedCache(t, r)
+	c, _ := watchedCache(t, r)
 	ctx := t.Context()
-	hostWrite := func(name, data string) {
-		t.Helper()
-		h, _, err := c.Create(ctx, name, syscall.O_CREAT|syscall.O_WRONLY|syscall.O_TRUNC, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.WriteAt([]byte(data), 0)
-		if err := h.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		h.Release(ctx)
-	}
-	size := func(rel string) int64 {
-		t.Helper()
-		fi, err := c.Getattr(ctx, rel)
-		if err != nil {
-			return -1
-		}
-		return fi.Size
-	}
-
-	hostWrite("h", "host")
-	hostWrite("k", "host")
-	boxWrite(t, r, "h", "the box's")
-	if got := c.BoxChanged([]string{"h", "k"}, false); len(got) != 0 {
-		t.Fatalf("reports of what the host just wrote were taken at once: %q", got)
-	}
-	if got := c.VerifyEchoes(ctx); len(got) != 0 {
-		t.Errorf("checked before the host's answer settled: %q", got)
-	}
-	advance(30 * time.Millisecond)
-	if got := c.VerifyEchoes(ctx); len(got) != 1 || got[0] != "h" {
-		t.Errorf("VerifyEchoes = %q, want [h]", got)
-	}
-	stats := r.stats.Load()
-	if size("h") != int64(len("the box's")) || size("k") != 4 {
-		t.Errorf("after the check h is %d bytes, k %d", size("h"), size("k"))
-	}
-	if n := r.stats.Load() - stats; n != 0 {
-		t.Errorf("the host's look after the check asked %d stats: the check's answer was not kept", n)
-	}
-	advance(3 * time.Second)
-	if due := c.DueEchoes(); len(due) != 0 {
-		t.Errorf("checked reports fell due again: %q", due)
-	}
-}
-
-// A burst of the host's own writes has all its held reports checked, a
-// few at a time: the box's one change among them is taken, and the
-// host's echoes, of files and of the directory they went into (whose
-// times the host only estimates), are dropped without a listing made
-// stale.
-func TestVerifyEchoesOfABurst(t *testing.T) {
-	_, _, r := fakeBox(t)
-	c, advance := watchedCache(t, r)
-	ctx := t.Context()
-	if _, err := c.Mkdir(ctx, "d", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	reports := []string{"d"}
+	_, err := c.Mkdir(ctx, "d", 0o755)
+	require.NoError(t, err)
+	var reports []providers.Change
 	for i := range 300 {
 		name := fmt.Sprintf("d/f%d", i)
-		write(t, c, name, "host").Release(ctx)
-		reports = append(reports, name)
+		hostWrite(t, c, name, "host")
+		if i%3 == 0 {
+			hostWrite(t, c, name, "host, again") // a replaced file
+		}
+		if i%10 == 9 {
+			require.NoError(t, c.Remove(ctx, name))
+		}
 	}
 	boxWrite(t, r, "d/f7", "the box's")
-	advance(5 * time.Millisecond) // the box's change is newer than the host's last write
-	if got := c.BoxChanged(reports, false); len(got) != 0 {
-		t.Fatalf("reports of what the host just wrote were taken at once: %q", got)
+	for i := range 300 {
+		reports = append(reports, boxChange(t, r, fmt.Sprintf("d/f%d", i)))
 	}
-	advance(30 * time.Millisecond)
-	var changed []string
-	for range 20 {
-		changed = append(changed, c.VerifyEchoes(ctx)...)
-	}
-	if len(changed) != 1 || changed[0] != "d/f7" {
-		t.Errorf("changed = %q, want [d/f7]", changed)
-	}
-	advance(3 * time.Second)
-	if due := c.DueEchoes(); len(due) != 0 {
-		t.Errorf("%d checked reports fell due: %q", len(due), due[:min(len(due), 5)])
-	}
-	if fi, err := c.Getattr(ctx, "d/f7"); err != nil || fi.Size != int64(len("the box's")) {
-		t.Errorf("d/f7 after the check: %+v, %v", fi, err)
-	}
+	stats := r.stats.Load()
+	got := c.Reported(reports, false)
+	assert.Equal(t, []string{"d/f7"}, got, "reports taken")
+	assert.Equal(t, cache.ReportCounts{Taken: 1, Echoes: 299}, c.Reports())
+	fi, err := c.Getattr(ctx, "d/f7")
+	require.NoError(t, err)
+	assert.Equal(t, int64(len("the box's")), fi.Size, "d/f7 after the report")
+	fi, err = c.Getattr(ctx, "d/f3")
+	require.NoError(t, err)
+	assert.Equal(t, int64(len("host, again")), fi.Size)
+	assert.EqualValues(t, 1, r.stats.Load()-stats, "stats asked: only the box's change is asked again")
+
+	// Without attributes the report is taken.
+	assert.Equal(t, []string{"d/f1"}, c.BoxChanged([]string{"d/f1"}, false))
 }
 
-// A held report can be checked once the host's change it may echo has
-// settled: EchoWait says how long that is, 0 for a change long past.
-func TestEchoWait(t *testing.T) {
-	_, _, r := fakeBox(t)
-	c, advance := watchedCache(t, r)
+// A report that comes while the host's own change of its path is in
+// flight cannot be compared with what that change left (it is not
+// recorded yet): it is taken, and the path is asked again once the change
+// is recorded, so a box change right after the host's shows (F-watch).
+func TestReportDuringHostChange(t *testing.T) {
+	_, _, inner := fakeBox(t)
+	r := &hookedLstat{renameStater: &renameStater{Remote: inner}, name: "h"}
+	c, _ := watchedCache(t, r)
 	ctx := t.Context()
-	if d := c.EchoWait(); d != 0 {
-		t.Errorf("nothing held: wait %v", d)
+	r.hook = func() {
+		// The host's create of h has reached the box; before its answer
+		// is recorded the box writes h, and the watch says so.
+		boxWrite(t, inner, "h", "the box's")
+		assert.Equal(t, []string{"h"}, c.Reported([]providers.Change{boxChange(t, inner, "h")}, false))
 	}
-	write(t, c, "f", "host").Release(ctx)
-	advance(5 * time.Millisecond)
-	c.BoxChanged([]string{"f"}, false)
-	select {
-	case <-c.EchoHeld():
-	default:
-		t.Error("a held report was not signalled")
-	}
-	if d := c.EchoWait(); d != 15*time.Millisecond {
-		t.Errorf("5 ms after the host's change: wait %v, want 15ms", d)
-	}
-	advance(200 * time.Millisecond)
-	if d := c.EchoWait(); d != 0 {
-		t.Errorf("200 ms after the host's change: wait %v, want 0", d)
-	}
+	h, _, err := c.Create(ctx, "h", syscall.O_CREAT|syscall.O_WRONLY|syscall.O_EXCL, 0o644)
+	require.NoError(t, err)
+	h.Release(ctx)
+	fi, err := c.Getattr(ctx, "h")
+	require.NoError(t, err)
+	assert.Equal(t, int64(len("the box's")), fi.Size, "h after the host's create and the box's write")
 }
 
 // hookedLstat runs a hook inside Lstat of one name, once: a box that
-// changes again while the check of its last change is in flight.
+// changes while a call of the host is in flight.
 type hookedLstat struct {
 	*renameStater
 	name string
@@ -241,27 +194,4 @@ func (h *hookedLstat) Lstat(ctx context.Context, name string) (providers.FileInf
 		hook()
 	}
 	return fi, err
-}
-
-// A check whose answer is older than a report that came while it ran
-// keeps nothing: the host's next look asks the box and sees its newest
-// change.
-func TestVerifyEchoesOlderThanAReport(t *testing.T) {
-	_, _, inner := fakeBox(t)
-	r := &hookedLstat{renameStater: &renameStater{Remote: inner}, name: "h"}
-	c, advance := watchedCache(t, r)
-	ctx := t.Context()
-
-	write(t, c, "h", "host").Release(ctx)
-	boxWrite(t, inner, "h", "the box's")
-	c.BoxChanged([]string{"h"}, false)
-	advance(30 * time.Millisecond)
-	r.hook = func() {
-		boxWrite(t, inner, "h", "the box's, again")
-		c.BoxChanged([]string{"h"}, false)
-	}
-	require.Equal(t, []string{"h"}, c.VerifyEchoes(ctx))
-	fi, err := c.Getattr(ctx, "h")
-	require.NoError(t, err)
-	assert.Equal(t, int64(len("the box's, again")), fi.Size, "the host's look after the check")
 }
