@@ -138,16 +138,10 @@ type Cache struct {
 		at time.Time
 	}
 
-	// fm orders fetches, the host's changes and the watch's reports
-	// (model.go: the freshness contract) (c.mu).
+	// fm is the freshness model (model.go): it orders fetches, the
+	// host's changes and the watch's reports, and holds all the cache
+	// keeps of them beside each path's own entry (c.mu).
 	fm model
-
-	// reports counts the watch's reports: taken, and dropped as echoes
-	// of the host's own changes (c.mu).
-	reports ReportCounts
-	// learned are the paths fetches found changed in the box since the
-	// last Refresh (c.mu; see learned.go).
-	learned learnedSet
 }
 
 type dirList struct {
@@ -995,7 +989,7 @@ type ReportCounts struct {
 func (c *Cache) Reports() ReportCounts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.reports
+	return c.fm.reports
 }
 
 // BoxChanged is Reported for reports that carry no attributes.
@@ -1028,10 +1022,10 @@ func (c *Cache) Reported(changes []providers.Change, all bool) []string {
 			// may bring an older state: it is judged against the
 			// report all the same.
 			c.fm.boxReported(ch.Path)
-			c.reports.Echoes++
+			c.fm.reports.Echoes++
 			continue
 		}
-		c.reports.Taken++
+		c.fm.reports.Taken++
 		c.boxChangedLocked(ch.Path, now)
 		changed = append(changed, ch.Path)
 	}

@@ -29,7 +29,7 @@ const (
 // learnLocked notes that a fetch found rel added, changed or removed in
 // the box (kind: the learned* bits). c.mu held.
 func (c *Cache) learnLocked(rel string, kind byte) {
-	l := &c.learned
+	l := &c.fm.learned
 	if l.all || rel == "" {
 		return
 	}
@@ -95,7 +95,7 @@ func (c *Cache) learnChangesLocked(ch Changes) {
 // takeLearnedLocked adds what the fetches learned to ch and forgets it.
 // c.mu held.
 func (c *Cache) takeLearnedLocked(ch Changes) Changes {
-	if c.learned.all {
+	if c.fm.learned.all {
 		ch.All = true
 	}
 	seen := map[string]bool{}
@@ -104,7 +104,7 @@ func (c *Cache) takeLearnedLocked(ch Changes) Changes {
 			seen[p] = true
 		}
 	}
-	for p, kind := range c.learned.paths {
+	for p, kind := range c.fm.learned.paths {
 		if seen[p] {
 			continue
 		}
@@ -118,7 +118,7 @@ func (c *Cache) takeLearnedLocked(ch Changes) Changes {
 			ch.Changed = append(ch.Changed, p)
 		}
 	}
-	c.learned = learnedSet{}
+	c.fm.learned = learnedSet{}
 	sortStrings(ch.Added)
 	sortStrings(ch.Changed)
 	sortStrings(ch.Removed)

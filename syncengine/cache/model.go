@@ -56,6 +56,11 @@ type model struct {
 	// revalidating walk may run again after the tree was too large.
 	lastWalk, walkOff time.Time
 
+	// learned are the paths fetches found changed in the box since the
+	// last Refresh (learned.go); reports counts the watch's reports.
+	learned learnedSet
+	reports ReportCounts
+
 	// bug plants a deliberate bug (simulator tests only: they show that
 	// the simulator finds each).
 	bug plantedBug
