@@ -3,25 +3,31 @@ package cache
 import "time"
 
 // model orders what the cache learns of the box; it is the one place the
-// freshness contract (docs/design.md §6: F-noundo, F-watch, F-trust,
-// F-gap) is decided. Three sources race: fetches the cache asks (a
-// listing, a stat, a walk, a read-ahead), the host's own changes, and the
-// watch's reports. The model orders them with no clock: each event takes
-// one tick of a logical counter, a fetch keeps the tick it began at (its
-// ticket), and while any fetch is in flight the model keeps, per path, the
-// tick of the last host change and of the last report. A fetch's answer is
-// then judged path by path (verdict):
+// freshness contract (docs/design.md §6: F-mono, F-noundo, F-watch,
+// F-trust, F-gap, F-echo) is decided. Three sources race: fetches the
+// cache asks (a listing, a stat, a walk, a read-ahead), the host's own
+// changes (each a fetch of its own: Cache.intend), and the watch's
+// reports. The model orders them with no clock: each event takes one tick
+// of a logical counter, a fetch keeps the tick it began at (its ticket),
+// and while anything is in flight the model keeps, per path, the tick of
+// the last host change, of the newest fetch installed and of the last
+// report (mark). A fetch's answer is then judged path by path (verdict):
 //
 //   - begun before a gap of the watch, or before a walk of the workspace
 //     that was installed first: nothing of it is installed (stale);
-//   - the host changed the path (or a directory above it) since, or a
-//     fetch begun later was installed for it first: what the cache holds
-//     wins (hostWins);
-//   - the watch reported the path (or a directory above it) since: the
-//     answer is installed, then the report is laid over it again, so the
-//     path is asked of the box at its next use (reported);
+//   - the host changed the path (or a directory above it) since, and
+//     began that change after the fetch began, or a fetch begun later was
+//     installed for it first, with no report after either: what the
+//     cache holds wins (hostWins);
+//   - the watch reported the path since, or a host change overlapped the
+//     fetch: the answer is installed, then made stale again, so the path
+//     is asked of the box at its next use (reported);
 //   - otherwise it is installed (install), and trusted past the attribute
 //     timeout when the watch was healthy for the whole fetch (trusted).
+//
+// A host change is judged the same way when it ends (newsSince): a report,
+// a gap or a newer fetch while it was in flight leaves what it recorded
+// stale. What a fetch or change brings is as old as its ask.
 //
 // What the cache holds of each path (attrEntry, dirList) carries the rest
 // of the per-path state: when it was fetched, whether a report or a
