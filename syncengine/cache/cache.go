@@ -461,7 +461,7 @@ func (c *Cache) stat(ctx context.Context, rel string) (providers.FileInfo, error
 	fi, err := c.remote.Lstat(ctx, c.abs(rel))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	defer c.fm.end()
+	defer c.fm.end(t)
 	v := c.fm.judge(rel, t)
 	keep := v == install || v == reported
 	trust := v == install && c.fm.trusted(t)
@@ -824,7 +824,7 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 		if providers.CodeOf(err) == providers.NotFound && c.fm.judge(rel, t) != hostWins {
 			c.forgetLocked(rel)
 		}
-		c.fm.end()
+		c.fm.end(t)
 		c.mu.Unlock()
 		return nil, err
 	}
@@ -848,7 +848,7 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 			d = nd
 		}
 		out := c.entriesLocked(rel, d)
-		c.fm.end()
+		c.fm.end(t)
 		c.mu.Unlock()
 		return out, nil
 	}
@@ -887,7 +887,7 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 	for _, p := range again {
 		c.staleLocked(p, now)
 	}
-	c.fm.end()
+	c.fm.end(t)
 	out := c.entriesLocked(rel, d)
 	c.mu.Unlock()
 	return out, nil

@@ -37,6 +37,10 @@ import "time"
 type model struct {
 	tick     uint64
 	inflight int
+	open     map[uint64]struct{} // the tickets in flight
+	// marks counts the marks in since; past pruneAt, end drops those
+	// older than every fetch in flight.
+	marks, pruneAt int
 	// since holds, while fetches are in flight, the last change of each
 	// path the host made or the watch reported: directory -> name -> mark.
 	since map[string]map[string]*mark
@@ -111,25 +115,79 @@ const (
 )
 
 func newModel() model {
-	return model{since: map[string]map[string]*mark{}, listed: map[string]uint64{}, hostOps: map[string]uint64{}}
+	return model{since: map[string]map[string]*mark{}, listed: map[string]uint64{}, hostOps: map[string]uint64{},
+		open: map[uint64]struct{}{}, pruneAt: pruneMin}
 }
 
 // begin notes a fetch starting and returns its ticket.
 func (m *model) begin() ticket {
 	m.inflight++
 	m.tick++
+	m.open[m.tick] = struct{}{}
 	return ticket(m.tick)
 }
 
-// end notes a fetch ended (installed or not). Call it after judging the
-// fetch's paths: the last end forgets the marks.
-func (m *model) end() {
+// end notes the fetch with ticket t ended (installed or not). Call it
+// after judging the fetch's paths: the last end forgets the marks, and
+// while fetches overlap without end, marks older than every fetch in
+// flight are dropped once they are many (they can judge nothing now).
+func (m *model) end(t ticket) {
 	m.inflight--
+	delete(m.open, uint64(t))
 	if m.inflight == 0 {
 		clear(m.since)
 		clear(m.listed)
+		m.marks = 0
+		return
+	}
+	if m.marks > m.pruneAt || m.marks > pruneMin && m.oldest(t) {
+		m.prune()
 	}
 }
+
+// oldest reports whether t is older than every fetch in flight: marks it
+// kept may be free now.
+func (m *model) oldest(t ticket) bool {
+	for o := range m.open {
+		if o < uint64(t) {
+			return false
+		}
+	}
+	return true
+}
+
+// prune drops the marks no fetch in flight is older than.
+func (m *model) prune() {
+	oldest := uint64(0)
+	for t := range m.open {
+		if oldest == 0 || t < oldest {
+			oldest = t
+		}
+	}
+	m.marks = 0
+	for dir, names := range m.since {
+		for name, mk := range names {
+			if max(mk.newer, mk.fetched, mk.box) < oldest {
+				delete(names, name)
+			} else {
+				m.marks++
+			}
+		}
+		if len(names) == 0 {
+			delete(m.since, dir)
+		}
+	}
+	for dir, l := range m.listed {
+		if l < oldest {
+			delete(m.listed, dir)
+		}
+	}
+	m.pruneAt = max(pruneMin, 2*m.marks)
+}
+
+// pruneMin is the fewest marks that make end prune (a variable: the
+// simulator prunes at every chance).
+var pruneMin = 4096
 
 // hostChanged notes a change the host made to rel.
 func (m *model) hostChanged(rel string) {
@@ -181,7 +239,7 @@ func (m *model) hostEnd(rels []string, t ticket) {
 			delete(m.hostOps, rel)
 		}
 	}
-	m.end()
+	m.end(t)
 }
 
 // installed notes that a fetch with ticket t was installed for rel: a
@@ -218,6 +276,7 @@ func (m *model) markOf(rel string) *mark {
 	if mk == nil {
 		mk = &mark{}
 		names[name] = mk
+		m.marks++
 	}
 	return mk
 }

@@ -96,7 +96,7 @@ func (c *Cache) fetchSmall(ctx context.Context, sr providers.SmallReader, dir st
 	}
 	// Ended only now: the last fetch's end forgets what the host touched,
 	// which the loop above must still see.
-	c.fm.end()
+	c.fm.end(t)
 	c.mu.Unlock()
 	if err != nil {
 		c.log.Debug("prefetch failed; files are fetched one by one", "dir", dir, "err", err)

@@ -33,7 +33,7 @@ func (c *Cache) Refresh(ctx context.Context) (Changes, error) {
 	list, err := c.remote.Walk(ctx, c.opts.Root)
 	if err != nil {
 		c.mu.Lock()
-		c.fm.end()
+		c.fm.end(t)
 		c.mu.Unlock()
 		c.Invalidate()
 		return Changes{}, err
@@ -83,7 +83,7 @@ func (c *Cache) installWalk(t ticket, now time.Time, list []providers.FileInfo) 
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	defer c.fm.end()
+	defer c.fm.end(t)
 	if c.fm.judge("", t) == stale || !c.fm.walkInstalled(t, now) {
 		return Changes{}, false
 	}
@@ -217,7 +217,7 @@ func (c *Cache) revalidate(ctx context.Context) bool {
 	list, err := cw.WalkMax(ctx, c.opts.Root, c.opts.WalkMax)
 	if err != nil {
 		c.mu.Lock()
-		c.fm.end()
+		c.fm.end(t)
 		switch providers.CodeOf(err) {
 		case providers.TooLarge:
 			c.fm.walkOff = c.now().Add(time.Minute)

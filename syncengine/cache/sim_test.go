@@ -1055,6 +1055,10 @@ func simDir(t *testing.T) string {
 // contract; a failing seed is printed with its schedule and replays with
 // -sim.seed.
 func TestSimulator(t *testing.T) {
+	// Marks are dropped at every chance, so that dropping them is
+	// checked too.
+	defer func(n int) { pruneMin = n }(pruneMin)
+	pruneMin = 1
 	base := simDir(t)
 	seeds := []int64{*simSeed}
 	if *simSeed == 0 {
