@@ -12,7 +12,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -48,6 +47,11 @@ type request struct {
 	header http.Header
 	// body returns a fresh body for each attempt; nil means none.
 	body func() (io.Reader, error)
+	// size is the body's length, always sent as Content-Length: the
+	// object API refuses an upload without one (411), and net/http sends
+	// a body it cannot measure (a file's section) chunked, dropping a
+	// Content-Length header set by hand.
+	size int64
 	// idempotent calls are retried on no answer, 429 and 5xx.
 	idempotent bool
 }
@@ -191,6 +195,13 @@ func (c *client) do(ctx context.Context, req request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
+		if body != nil {
+			// A length of 0 with a body would read as unknown.
+			hreq.ContentLength = req.size
+			if req.size == 0 {
+				hreq.Body = http.NoBody
+			}
+		}
 		for k, vs := range req.header {
 			hreq.Header[k] = vs
 		}
@@ -297,6 +308,7 @@ func (c *client) control(ctx context.Context, method, path string, query url.Val
 			return 0, err
 		}
 		req.body = func() (io.Reader, error) { return bytes.NewReader(b), nil }
+		req.size = int64(len(b))
 		req.header = http.Header{"Content-Type": {"application/json"}}
 	}
 	resp, err := c.do(ctx, req)
@@ -348,8 +360,8 @@ func (c *client) getObject(ctx context.Context, disk, key string, header http.He
 
 // putObject writes an object whole; body gives the bytes for each attempt.
 func (c *client) putObject(ctx context.Context, disk, key string, body func() (io.Reader, error), size int64) error {
-	h := http.Header{"Content-Type": {"application/octet-stream"}, "Content-Length": {strconv.FormatInt(size, 10)}}
-	resp, err := c.do(ctx, request{method: http.MethodPut, url: c.objectURL(disk, key), header: h, body: body, idempotent: true})
+	h := http.Header{"Content-Type": {"application/octet-stream"}}
+	resp, err := c.do(ctx, request{method: http.MethodPut, url: c.objectURL(disk, key), header: h, body: body, size: size, idempotent: true})
 	if err != nil {
 		return err
 	}

@@ -131,9 +131,46 @@ func wrap(op, box string, err error) *providers.Error {
 	return providers.Classify(op, box, err, errorCode)
 }
 
-// retryable reports whether a failed call may be sent again: E2B or its
-// proxy said it is busy or rate limited (the request was not acted on).
+// retryable reports whether a failed call that is safe to repeat may be
+// sent again: E2B or its proxy said it is busy or rate limited, or could
+// not be reached.
 func retryable(err error) bool { return errorCode(err) == providers.Unavailable }
+
+// retryableOnce reports whether a failed call that is not safe to repeat
+// (a create, a snapshot) may be sent again: only when E2B was not asked
+// at all, because it refused the request for its rate limit (429, which
+// E2B's SDK retries and nothing else) or the connection was never made.
+// A 502 or 504 comes from a gateway, possibly after E2B acted.
+func retryableOnce(err error) bool {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.Status == http.StatusTooManyRequests
+	}
+	return notSent(err)
+}
+
+// notSent reports whether err is a failure to connect, before anything
+// of the request was sent.
+func notSent(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
+}
+
+// ambiguous reports whether a failed call may have been carried out
+// though its answer was lost: a 5xx (E2B's gateway answers 502 or 504
+// when the call outlives it), or a transport failure once the request was
+// sent. The caller's own cancellation is not ambiguous: it says nothing
+// of E2B.
+func ambiguous(err error) bool {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae.Status >= 500
+	case errors.Is(err, context.Canceled), notSent(err):
+		return false
+	}
+	return true
+}
 
 // Bounds of retrying a busy E2B.
 const (
@@ -171,10 +208,20 @@ type apiClient struct {
 	key  string
 }
 
-// do sends one request, again while E2B answers busy, and decodes a
-// successful JSON answer into out (nil: dropped). It returns the answer's
-// headers.
+// do sends a request that is safe to repeat, again while E2B answers
+// busy, and decodes a successful JSON answer into out (nil: dropped). It
+// returns the answer's headers.
 func (c *apiClient) do(ctx context.Context, method, path string, query url.Values, body, out any) (http.Header, error) {
+	return c.send(ctx, retryable, method, path, query, body, out)
+}
+
+// doOnce is do for a request that is not safe to repeat: it is sent again
+// only when E2B was not asked (retryableOnce).
+func (c *apiClient) doOnce(ctx context.Context, method, path string, query url.Values, body, out any) (http.Header, error) {
+	return c.send(ctx, retryableOnce, method, path, query, body, out)
+}
+
+func (c *apiClient) send(ctx context.Context, retry func(error) bool, method, path string, query url.Values, body, out any) (http.Header, error) {
 	var payload []byte
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -185,7 +232,7 @@ func (c *apiClient) do(ctx context.Context, method, path string, query url.Value
 	}
 	for n := 0; ; n++ {
 		h, err := c.once(ctx, method, path, query, payload, out)
-		if err == nil || !retryable(err) || n+1 >= maxAttempts {
+		if err == nil || !retry(err) || n+1 >= maxAttempts {
 			return h, err
 		}
 		if berr := backoff(ctx, n, err); berr != nil {
@@ -261,9 +308,10 @@ type networkConfig struct {
 	DenyOut  []string `json:"denyOut,omitempty"`
 }
 
+// create asks E2B once for a sandbox (again only on a 429).
 func (c *apiClient) create(ctx context.Context, body newSandbox) (sandbox, error) {
 	var sb sandbox
-	_, err := c.do(ctx, http.MethodPost, "/v2/sandboxes", nil, body, &sb)
+	_, err := c.doOnce(ctx, http.MethodPost, "/v2/sandboxes", nil, body, &sb)
 	return sb, err
 }
 

@@ -4,13 +4,14 @@
 //
 // A box is a sandbox made from a template (the spec's image; the template
 // fixes CPUs, memory and disk), labelled boxfs=1 plus the provider's own
-// labels under "boxfs." as E2B metadata, with the spec's lifetime as its
-// timeout: E2B kills it then, whatever happens to the host. Commands run
-// through envd's process service, each as its own process group (a fixed
-// wrapper puts it in a session of its own), with output streamed on the
-// Start call and stdin sent with SendInput; so one long-lived process can
-// carry the agent channel. Whole-file reads go through envd's /files
-// endpoint; Watch reports changes under a directory from envd's WatchDir.
+// labels under "boxfs." as E2B metadata, with the spec's lifetime (an hour
+// when it sets none) as its timeout: E2B kills it then, whatever happens to
+// the host. Commands run through envd's process service, each as its own
+// process group (a fixed wrapper puts it in a session of its own), with
+// output streamed on the Start call and stdin sent with SendInput; so one
+// long-lived process can carry the agent channel. Whole-file reads go
+// through envd's /files endpoint; Watch reports changes under a directory
+// from envd's WatchDir.
 //
 // The API key comes from the "api_key" option or E2B_API_KEY. It is sent
 // in the X-API-KEY header to the control plane and nowhere else; envd is
@@ -46,6 +47,11 @@ const (
 	DefaultTemplate = "base"
 	// DefaultUser is the sandbox user commands and file calls run as.
 	DefaultUser = "user"
+	// DefaultLifetime is the lifetime of a box whose spec sets none: an
+	// hour, the longest timeout E2B's Hobby tier grants, so a spec without
+	// a lifetime works on every tier (providers.DefaultLifetime, 2 h, is
+	// refused there with a 400).
+	DefaultLifetime = time.Hour
 	// DefaultMaxLifetime is the longest sandbox timeout E2B grants (its Pro
 	// tier's; the Hobby tier's is an hour).
 	DefaultMaxLifetime = 24 * time.Hour
@@ -192,7 +198,9 @@ var supported = []string{"image", "snapshot", "lifetime", "cpus", "memoryMb", "i
 // is Unsupported (found once E2B has answered, and the sandbox killed).
 // A snapshot (Snapshot's id) is the template a box is made from.
 // Isolation other than microvm, region, gpu, ports, mounts, user and
-// capabilities are Unsupported, as is a lifetime over max_lifetime.
+// capabilities are Unsupported, as is a lifetime over max_lifetime. A
+// spec without a lifetime gets DefaultLifetime, which every E2B tier
+// grants.
 func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.Box, error) {
 	const op = "e2b.Create"
 	if err := spec.Validate(); err != nil {
@@ -204,7 +212,10 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.B
 	if spec.Isolation != "" && spec.Isolation != providers.IsolationMicroVM {
 		return nil, providers.Errorf(providers.Unsupported, op, "isolation %q: E2B sandboxes are microVMs", spec.Isolation)
 	}
-	lifetime := spec.LifetimeOrDefault()
+	lifetime := spec.Lifetime
+	if lifetime == 0 {
+		lifetime = min(DefaultLifetime, p.maxLifetime)
+	}
 	if lifetime > p.maxLifetime {
 		return nil, providers.Errorf(providers.Unsupported, op, "lifetime %v is over the %v E2B grants (option max_lifetime)", lifetime, p.maxLifetime)
 	}
@@ -244,7 +255,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.B
 	}
 	body.Metadata = labels
 
-	sb, err := p.api.create(ctx, body)
+	sb, err := p.create(ctx, body, labels[labelCreate])
 	if err != nil {
 		var ae *apiError
 		if !errors.As(err, &ae) || ae.Status >= 500 {
@@ -264,6 +275,63 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.B
 		return nil, providers.E(0, op, err).WithBox(b.id)
 	}
 	return b, nil
+}
+
+// maxCreates bounds how many times a Create asks E2B for a sandbox when
+// the answers are lost.
+const maxCreates = 3
+
+// create asks E2B for the sandbox body describes, labelled with the create
+// nonce. A create is not safe to repeat, so after a failure that E2B may
+// have carried out (ambiguous: a gateway's 502 or 504, a connection lost
+// once the request was sent) it looks the sandbox up by its nonce and
+// takes the one found; only when there is none does it ask again. If a
+// sandbox made by an earlier ask shows up beside the one taken, it is
+// killed.
+func (p *Provider) create(ctx context.Context, body newSandbox, nonce string) (sandbox, error) {
+	mine := map[string]string{labelMarker: "1", labelCreate: nonce}
+	var (
+		sb     sandbox
+		err    error
+		unsure bool // an earlier ask may have made a sandbox
+	)
+	for n := 0; n < maxCreates; n++ {
+		if n > 0 {
+			if berr := backoff(ctx, n-1, err); berr != nil {
+				return sandbox{}, err
+			}
+		}
+		sb, err = p.api.create(ctx, body)
+		if err == nil || !ambiguous(err) || ctx.Err() != nil {
+			break
+		}
+		unsure = true
+		found, lerr := p.api.list(ctx, mine)
+		if lerr != nil {
+			// Whether E2B made it cannot be told: asking again could make
+			// a second one.
+			return sandbox{}, err
+		}
+		if len(found) > 0 {
+			sb, err = found[0], nil
+			p.log.Info("e2b: a create's answer was lost; found the sandbox it made", "box", sb.SandboxID)
+			break
+		}
+	}
+	if err != nil || !unsure {
+		return sb, err
+	}
+	if found, lerr := p.api.list(ctx, mine); lerr == nil {
+		for _, other := range found {
+			if other.SandboxID == sb.SandboxID {
+				continue
+			}
+			if kerr := p.api.kill(ctx, other.SandboxID); kerr != nil {
+				p.log.Warn("e2b: killing a second sandbox of one create", "box", other.SandboxID, "err", kerr)
+			}
+		}
+	}
+	return sb, nil
 }
 
 // settle checks what only the running sandbox tells (its template's size)

@@ -1,8 +1,10 @@
 package e2b_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -56,7 +58,8 @@ func TestConformance(t *testing.T) {
 
 // TestConformanceFaults runs the suite with every seventh request to the
 // control plane or envd answered busy before it is handled: 429 with
-// Retry-After, 502 (E2B's proxy) and 503.
+// Retry-After, 502 (E2B's proxy) and 503. A snapshot, which boxfs sends
+// again only after a 429, gets 429s.
 func TestConformanceFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the suite with faults is long; -short skips it")
@@ -67,6 +70,9 @@ func TestConformanceFaults(t *testing.T) {
 	srv.SetFault(func(r *http.Request, n int) e2btest.Fault {
 		if n%7 != 0 {
 			return e2btest.Fault{}
+		}
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/snapshots") {
+			return e2btest.Fault{Status: http.StatusTooManyRequests, RetryAfter: "0"}
 		}
 		switch k.Add(1) % 3 {
 		case 0:
@@ -209,4 +215,30 @@ func TestSetLifetime(t *testing.T) {
 		_, err := b.Status(ctx(t))
 		return providers.IsCode(err, providers.Gone)
 	}, 30*time.Second, 50*time.Millisecond)
+}
+
+// TestDefaultLifetime makes boxes on a team of E2B's Hobby tier, whose
+// sandboxes may live an hour at most (the fake's default): a spec without
+// a lifetime gets a box that ends in an hour, and one asking for two hours
+// is refused by E2B as invalid, with E2B's reason.
+func TestDefaultLifetime(t *testing.T) {
+	srv := e2btest.New(e2btest.Options{})
+	t.Cleanup(srv.Close)
+	p := newProvider(t, srv, nil)
+
+	b := newBox(t, p, providers.Spec{})
+	req, err := http.NewRequestWithContext(ctx(t), http.MethodGet, srv.APIURL()+"/sandboxes/"+b.ID(), nil)
+	require.NoError(t, err)
+	req.Header.Set("X-API-KEY", srv.APIKey())
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var info struct{ StartedAt, EndAt time.Time }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&info))
+	assert.Equal(t, time.Hour, info.EndAt.Sub(info.StartedAt).Round(time.Second), "the lifetime of a box whose spec sets none")
+
+	_, err = p.Create(ctx(t), providers.Spec{Lifetime: 2 * time.Hour})
+	assert.True(t, providers.IsCode(err, providers.Invalid), "a lifetime over the tier's cap: %v", err)
+	assert.ErrorContains(t, err, "Timeout cannot be greater than 1 hours")
+	assert.Equal(t, []string{b.ID()}, srv.SandboxIDs())
 }

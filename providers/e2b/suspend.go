@@ -115,7 +115,8 @@ func (p *Provider) Snapshot(ctx context.Context, b providers.Box, name string) (
 		SnapshotID string   `json:"snapshotID"`
 		Names      []string `json:"names"`
 	}
-	if _, err := p.api.do(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(eb.id)+"/snapshots", nil, body, &out); err != nil {
+	// A snapshot E2B made is not made again: only a 429 is retried.
+	if _, err := p.api.doOnce(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(eb.id)+"/snapshots", nil, body, &out); err != nil {
 		return "", goneIfMissing(wrap(op, eb.id, err))
 	}
 	if out.SnapshotID == "" {

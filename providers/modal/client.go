@@ -37,11 +37,19 @@ const (
 
 // Call bounds and retry policy, as Modal's own clients have them.
 const (
-	maxMessage      = 100 << 20
-	unaryRetries    = 3
-	retryBase       = 100 * time.Millisecond
-	retryMax        = time.Second
-	authTokenTTL    = 20 * time.Minute // assumed when a token has no exp
+	maxMessage   = 100 << 20
+	unaryRetries = 3
+	retryBase    = 100 * time.Millisecond
+	retryMax     = time.Second
+	authTokenTTL = 20 * time.Minute // assumed when a token has no exp
+
+	// A throttled call (one whose error carries the delay Modal asks
+	// for, serverDelay) is sent again after that delay, up to
+	// throttleRetries times and throttleBudget of waiting in all. A delay
+	// past what is left of the budget, or of the caller's deadline, is not
+	// waited for: the call fails at once, Unavailable.
+	throttleRetries = 10
+	throttleBudget  = 2 * time.Minute
 	authTokenMethod = "/modal.client.ModalClient/AuthTokenGet"
 )
 
@@ -56,6 +64,8 @@ type client struct {
 	host      string // the server's host name, sent as x-modal-host
 	plaintext bool   // the server is on loopback: routers are reached in plaintext too
 	log       *slog.Logger
+	// sleep waits between attempts of a call; tests replace it.
+	sleep func(ctx context.Context, d time.Duration) error
 
 	mu        sync.Mutex
 	token     string
@@ -69,7 +79,7 @@ func dial(op string, prof profile, log *slog.Logger) (*client, error) {
 		return nil, err
 	}
 	host, _, _ := net.SplitHostPort(target)
-	c := &client{prof: prof, host: host, plaintext: plaintext, log: log}
+	c := &client{prof: prof, host: host, plaintext: plaintext, log: log, sleep: sleep}
 	conn, err := grpc.NewClient(target,
 		grpc.WithTransportCredentials(transportCreds(plaintext)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)),
@@ -113,10 +123,15 @@ func (c *client) headers(ctx context.Context, method string) ([]string, error) {
 	return md, nil
 }
 
+// unary sends a control-plane call: again, under the same idempotency key,
+// after a transient failure (unaryRetries times, backing off from
+// retryBase) or after the delay Modal asks for when it throttles the call
+// (within throttleBudget).
 func (c *client) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	key := newUUID()
 	delay := retryBase
 	start := time.Now()
+	retries, throttles, budget := 0, 0, throttleBudget
 	for attempt := 0; ; attempt++ {
 		md, err := c.headers(ctx, method)
 		if err != nil {
@@ -127,15 +142,36 @@ func (c *client) unary(ctx context.Context, method string, req, reply any, cc *g
 			md = append(md, "x-retry-delay", strconv.FormatFloat(time.Since(start).Seconds(), 'f', 3, 64))
 		}
 		err = invoker(metadata.AppendToOutgoingContext(ctx, md...), method, req, reply, cc, opts...)
-		if err == nil || !retryable(err) || attempt >= unaryRetries || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil {
 			return err
 		}
-		c.log.Debug("modal: retrying a call", "method", method, "attempt", attempt+1, "err", err)
-		if err := sleep(ctx, delay); err != nil {
+		wait, throttled := serverDelay(err)
+		switch {
+		case throttled:
+			if wait > budget || throttles >= throttleRetries || pastDeadline(ctx, wait) {
+				return err
+			}
+			throttles++
+			budget -= wait
+			c.log.Debug("modal: throttled; waiting as asked", "method", method, "wait", wait)
+		case !retryable(err) || retries >= unaryRetries:
+			return err
+		default:
+			retries++
+			wait = delay
+			delay = min(2*delay, retryMax)
+			c.log.Debug("modal: retrying a call", "method", method, "attempt", attempt+1, "err", err)
+		}
+		if err := c.sleep(ctx, wait); err != nil {
 			return err
 		}
-		delay = min(2*delay, retryMax)
 	}
+}
+
+// pastDeadline reports whether ctx ends within d.
+func pastDeadline(ctx context.Context, d time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return ok && time.Until(dl) < d
 }
 
 func (c *client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {

@@ -3,7 +3,9 @@ package modal
 import (
 	"context"
 	"errors"
+	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -36,8 +38,15 @@ func errorCode(err error) providers.Code {
 		return providers.Exists
 	case codes.InvalidArgument, codes.OutOfRange:
 		return providers.Invalid
-	case codes.FailedPrecondition, codes.ResourceExhausted:
-		// Modal refuses for a state of its own, or for a quota or capacity.
+	case codes.ResourceExhausted:
+		if _, ok := serverDelay(err); ok {
+			// Throttled, with a time to come back: it passes.
+			return providers.Unavailable
+		}
+		// Refused for a quota or capacity.
+		return providers.Refused
+	case codes.FailedPrecondition:
+		// Modal refuses for a state of its own.
 		return providers.Refused
 	case codes.PermissionDenied:
 		return providers.Permission
@@ -64,6 +73,26 @@ func retryable(err error) bool {
 		return true
 	}
 	return false
+}
+
+// serverDelay returns the delay after which a failed call may be sent
+// again, when the server asked for one: gRPC's standard RetryInfo detail
+// (google.rpc.RetryInfo.retry_delay) in the error's status, which a
+// throttling server attaches to ResourceExhausted or Unavailable. A
+// negative delay reads as none asked.
+func serverDelay(err error) (time.Duration, bool) {
+	st, ok := status.FromError(err)
+	if !ok {
+		return 0, false
+	}
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
+			if d := ri.GetRetryDelay().AsDuration(); d >= 0 {
+				return d, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // wrap makes err a *providers.Error of op, classified by errorCode.

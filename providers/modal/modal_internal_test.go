@@ -10,8 +10,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/modal/internal/pb"
@@ -128,6 +130,9 @@ func TestErrorCode(t *testing.T) {
 	}
 	assert.Equal(t, providers.Aborted, errorCode(context.Canceled))
 	assert.Equal(t, providers.Gone, errorCode(providers.Errorf(providers.Gone, "op", "x")))
+	throttled, err := status.New(codes.ResourceExhausted, "x").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)})
+	require.NoError(t, err)
+	assert.Equal(t, providers.Unavailable, errorCode(throttled.Err()), "ResourceExhausted with a delay to wait")
 	assert.True(t, retryable(status.Error(codes.Unavailable, "")))
 	assert.False(t, retryable(status.Error(codes.NotFound, "")))
 }

@@ -64,6 +64,11 @@ func (s *Server) objects(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet, http.MethodHead:
 		s.getObject(w, r, root, key)
 	case http.MethodPut:
+		if r.ContentLength < 0 {
+			// S3 takes no chunked upload without a declared length.
+			s3Error(w, http.StatusLengthRequired, "MissingContentLength", "You must provide the Content-Length HTTP header.", key)
+			return
+		}
 		if s.opts.SharedMode && s.heldByOther(key) {
 			s3Error(w, http.StatusConflict, "OperationAborted", "Another client owns this path", key)
 			return

@@ -25,7 +25,9 @@
 // continuation-token, start-after and pages of at most Options.PageSize
 // entries), on the disk's directory, with S3's XML errors (NoSuchKey,
 // NoSuchBucket, AccessDenied, InvalidRange). A PUT lands whole (a
-// temporary name, then rename), making missing parent directories.
+// temporary name, then rename), making missing parent directories; one
+// without a Content-Length (a chunked body) is refused with 411
+// MissingContentLength, as S3 refuses it.
 //
 // # Shared mode
 //

@@ -80,7 +80,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		timeout = time.Duration(*body.Timeout) * time.Second
 	}
 	if timeout <= 0 || timeout > s.opts.MaxTimeout {
-		jsonError(w, http.StatusBadRequest, "timeout cannot be greater than %d hours", int(s.opts.MaxTimeout.Hours()))
+		jsonError(w, http.StatusBadRequest, "Timeout cannot be greater than %d hours", int(s.opts.MaxTimeout.Hours()))
 		return
 	}
 	if body.AllowInternetAccess != nil && !*body.AllowInternetAccess && body.Network != nil && len(body.Network.AllowOut) > 0 {
@@ -132,7 +132,7 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
 	}
 	d := time.Duration(body.Timeout) * time.Second
 	if d < 0 || time.Since(sb.startedAt)+d > s.opts.MaxTimeout {
-		jsonError(w, http.StatusBadRequest, "timeout cannot be greater than %d hours", int(s.opts.MaxTimeout.Hours()))
+		jsonError(w, http.StatusBadRequest, "Timeout cannot be greater than %d hours", int(s.opts.MaxTimeout.Hours()))
 		return
 	}
 	sb.setEnd(time.Now().Add(d))

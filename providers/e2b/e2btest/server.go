@@ -48,7 +48,8 @@
 //
 // Options set the API key, templates, envd's version, the longest timeout
 // and latency; SetFault injects a status (429 with Retry-After, 401, 5xx)
-// before a request is handled, or cuts a stream after some messages.
+// before a request is handled or in place of its answer once handled, or
+// cuts a stream after some messages.
 // Every request is recorded.
 package e2btest
 
@@ -86,7 +87,10 @@ type Options struct {
 	Templates map[string]Template
 	// EnvdVersion is the version sandboxes report. Default "0.5.7".
 	EnvdVersion string
-	// MaxTimeout is the longest sandbox timeout accepted. Default 24h.
+	// MaxTimeout is the longest sandbox timeout accepted, the team's tier
+	// cap: a create or a timeout over it is answered 400 {code: 400,
+	// message: "Timeout cannot be greater than N hours"}, as E2B does.
+	// Default 1h, the Hobby tier's (Pro's is 24h).
 	MaxTimeout time.Duration
 	// Latency is added before every answer.
 	Latency time.Duration
@@ -105,6 +109,11 @@ type Options struct {
 type Fault struct {
 	Status     int    // answered before the request is handled; 0: none
 	RetryAfter string // the Retry-After header of the answer, if any
+	// Handled, with Status, carries the request out before answering
+	// Status in place of its answer, as E2B's gateway does when a call
+	// outlives it (502, 504): the client cannot tell whether it was done.
+	// For unary calls only.
+	Handled bool
 	// CutAfter, on a streaming call (Start, Connect, WatchDir), severs the
 	// connection after that many messages were sent, as a proxy that drops
 	// it would. The process keeps running.
@@ -153,7 +162,7 @@ func New(opts Options) *Server {
 		opts.EnvdVersion = "0.5.7"
 	}
 	if opts.MaxTimeout == 0 {
-		opts.MaxTimeout = 24 * time.Hour
+		opts.MaxTimeout = time.Hour
 	}
 	if opts.PageSize == 0 {
 		opts.PageSize = 100
@@ -316,6 +325,9 @@ func (s *Server) wrap(h http.Handler) http.Handler {
 			s.mu.Unlock()
 		}()
 		if fault.Status != 0 {
+			if fault.Handled {
+				h.ServeHTTP(httptest.NewRecorder(), r)
+			}
 			if fault.RetryAfter != "" {
 				w.Header().Set("Retry-After", fault.RetryAfter)
 			}

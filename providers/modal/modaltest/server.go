@@ -43,9 +43,10 @@
 // Options inject the vendor's awkward moments: a task id not ready for N
 // polls, stdio streams that drop after some bytes (once per stream), waits
 // that time out, the router answering Unauthenticated once per task, short
-// token lives, ResourceExhausted creates, creates whose answers are lost,
-// and Unavailable answers on every nth control-plane call, before or
-// after it is handled.
+// token lives, ResourceExhausted creates, throttled calls (answered
+// ResourceExhausted with the delay to wait in a google.rpc.RetryInfo),
+// creates whose answers are lost, and Unavailable answers on every nth
+// control-plane call, before or after it is handled.
 package modaltest
 
 import (
@@ -60,11 +61,13 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/boxfs/boxfs/providers/modal/internal/pb"
 )
@@ -99,6 +102,12 @@ type Options struct {
 	// answers Unavailable, as if the answer were lost, the same key or not:
 	// a create whose every retry is lost.
 	LostCreates int
+	// ThrottledCalls answers the first this many control-plane calls
+	// (AuthTokenGet left out) with ResourceExhausted carrying a
+	// google.rpc.RetryInfo detail of ThrottleDelay, the time after which
+	// the call may come again, as a server that rate-limits does.
+	ThrottledCalls int
+	ThrottleDelay  time.Duration
 	// FaultEvery answers every nth control-plane call (AuthTokenGet and
 	// streams left out) with Unavailable: alternately before the call is
 	// handled and after (its answer lost). 0: never.
@@ -133,6 +142,7 @@ type Server struct {
 	tokens    map[string]token
 	idem      map[string]any // idempotency key -> answer
 	calls     int
+	throttled int // calls answered ResourceExhausted with a RetryInfo
 	creates   int
 	lost      int
 	unauthed  map[string]bool // tasks that had their Unauthenticated
@@ -299,6 +309,9 @@ func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 		return handler(ctx, req)
 	}
 	key := first(md.Get("x-idempotency-key"))
+	if err := s.throttle(); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	lose := info.FullMethod == controlPrefix+"SandboxCreate" && s.lost < s.opts.LostCreates
 	if lose {
@@ -330,6 +343,23 @@ func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 		return nil, status.Error(codes.Unavailable, "modaltest: injected fault after the call (its answer lost)")
 	}
 	return resp, err
+}
+
+// throttle answers ResourceExhausted with a RetryInfo while
+// Options.ThrottledCalls lasts.
+func (s *Server) throttle() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.throttled >= s.opts.ThrottledCalls {
+		return nil
+	}
+	s.throttled++
+	st, err := status.New(codes.ResourceExhausted, "modaltest: rate limited (injected)").
+		WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(s.opts.ThrottleDelay)})
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	return st.Err()
 }
 
 func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
