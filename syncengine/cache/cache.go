@@ -511,6 +511,7 @@ func (c *Cache) beginFetch() ticket {
 // c.mu held.
 func (c *Cache) touchLocked(rel string) {
 	c.fm.hostChanged(rel)
+	c.fm.noteHost(rel, c.now())
 }
 
 // overlayLocked lays the host's changes made after the fetch with ticket t
@@ -1042,19 +1043,39 @@ func (c *Cache) echoLocked(ch providers.Change) bool {
 		return false
 	}
 	if ch.Gone {
-		// Missing in the box, and nothing the cache holds says it is
-		// there: a name the host removed, or one it never saw (an
-		// O_TMPFILE's "#ino", a temporary name made and renamed away
-		// within one batch).
-		_, known := c.knownAttrLocked(ch.Path)
-		a, _ := c.attrGet(ch.Path)
-		return !known && !a.stale && c.dir(ch.Path) == nil
+		if _, known := c.knownAttrLocked(ch.Path); !known && c.dir(ch.Path) == nil {
+			// A name only writers make and the host never shows (an
+			// O_TMPFILE's "#ino", boxfs's own temporary names).
+			if _, name := split(ch.Path); transient(name) || tmpfileName(name) {
+				return true
+			}
+		}
 	}
+	// Only the state the host's own change left is known to the kernel
+	// too: one a fetch found (the kernel may hold an older one) is
+	// news for the kernel, and the report is taken.
 	a, ok := c.attrGet(ch.Path)
-	if !ok || a.stale {
+	if !ok || a.stale || !c.fm.hostRecent(ch.Path, c.now()) {
 		return false
 	}
+	if ch.Gone {
+		return a.neg
+	}
 	return !a.neg && !ch.Info.IsDir() && sameState(a.fi, *ch.Info)
+}
+
+// tmpfileName reports whether name is the kernel's name of an O_TMPFILE
+// file ("#" and its inode number), which inotify reports.
+func tmpfileName(name string) bool {
+	if len(name) < 2 || name[0] != '#' {
+		return false
+	}
+	for _, r := range name[1:] {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // sameState reports whether two stats of a path show one state of it: a

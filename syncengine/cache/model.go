@@ -66,6 +66,11 @@ type model struct {
 	// revalidating walk may run again after the tree was too large.
 	lastWalk, walkOff time.Time
 
+	// hostAt is when the host last changed each path, for echoWindow:
+	// a report is dropped as an echo only of the host's own change.
+	hostAt      map[string]time.Time
+	hostPruneAt int
+
 	// learned are the paths fetches found changed in the box since the
 	// last Refresh (learned.go); reports counts the watch's reports.
 	learned learnedSet
@@ -116,7 +121,7 @@ const (
 
 func newModel() model {
 	return model{since: map[string]map[string]*mark{}, listed: map[string]uint64{}, hostOps: map[string]uint64{},
-		open: map[uint64]struct{}{}, pruneAt: pruneMin}
+		open: map[uint64]struct{}{}, pruneAt: pruneMin, hostAt: map[string]time.Time{}}
 }
 
 // begin notes a fetch starting and returns its ticket.
@@ -224,6 +229,32 @@ func (m *model) listedSince(t ticket) []string {
 		}
 	}
 	return out
+}
+
+// echoWindow is how long after the host changed a path a report of the
+// state it left is taken for the echo of that change (the watch reports
+// within about 60 ms; the rest is room for a loaded machine).
+const echoWindow = 10 * time.Second
+
+// noteHost notes the host changed rel at now; old notes are dropped once
+// they are many (then twice as many as were kept, so a burst costs a
+// constant per change).
+func (m *model) noteHost(rel string, now time.Time) {
+	if len(m.hostAt) >= max(pruneMin, m.hostPruneAt) {
+		for p, at := range m.hostAt {
+			if now.Sub(at) >= echoWindow {
+				delete(m.hostAt, p)
+			}
+		}
+		m.hostPruneAt = 2 * len(m.hostAt)
+	}
+	m.hostAt[rel] = now
+}
+
+// hostRecent reports whether the host changed rel within echoWindow.
+func (m *model) hostRecent(rel string, now time.Time) bool {
+	at, ok := m.hostAt[rel]
+	return ok && now.Sub(at) < echoWindow
 }
 
 // hostBusy reports whether a host change of rel is in flight.
