@@ -866,7 +866,8 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 	var gone []string
 	c.attrs.Children(rel, func(name string) {
 		if _, ok := d.entries[name]; !ok {
-			if p := join(rel, name); !hostKept(host, p) {
+			p := join(rel, name)
+			if _, kept := host[p]; !kept {
 				gone = append(gone, p)
 			}
 		}
@@ -892,11 +893,6 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 	out := c.entriesLocked(rel, d)
 	c.mu.Unlock()
 	return out, nil
-}
-
-func hostKept(host map[string]attrEntry, p string) bool {
-	_, ok := host[p]
-	return ok
 }
 
 // entriesLocked renders a listing, with the host's attributes for files
@@ -1423,9 +1419,9 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 			d.entries[name] = kept
 		}
 	default:
-		// What moved is not known here (a fetch installed meanwhile
-		// no longer has the old name): the new name is asked of the
-		// box, not taken for missing.
+		// The cache holds nothing fresh of the old name, so what moved
+		// is not known: the new name is asked of the box, not taken
+		// for missing.
 		dir, _ := split(newrel)
 		if d := c.dir(dir); d != nil {
 			d.fetched = time.Time{}
