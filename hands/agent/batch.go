@@ -94,20 +94,30 @@ func (c *Client) writeBatch(ctx context.Context, files []providers.FileWrite) ([
 	}
 	first := ps[0]
 	q := url.Values{"id": {providers.NewID(8)}}
+	// The tar of a small batch is built first, as its size is known only
+	// then (each member's headers take 1.5 KiB or more): a tar within
+	// inlineMax is sent inline, a larger one streamed from the buffer.
+	tarOf := func() io.ReadCloser {
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(writeBatchTar(pw, files, ps)) }()
+		return pr
+	}
 	if total <= inlineMax {
 		var buf bytes.Buffer
 		if err := writeBatchTar(&buf, files, ps); err != nil {
 			return nil, providers.E(0, op, err).WithBox(c.box).WithPath(first)
 		}
-		return call(ctx, c, op, first, true, func() ([]providers.FileWritten, error) {
-			return c.batchResults(op, c.setExt(opBatch, q, sftp.StatExtended{ExtType: extData, ExtData: buf.String()}), ps)
-		})
+		if buf.Len() <= inlineMax {
+			return call(ctx, c, op, first, true, func() ([]providers.FileWritten, error) {
+				return c.batchResults(op, c.setExt(opBatch, q, sftp.StatExtended{ExtType: extData, ExtData: buf.String()}), ps)
+			})
+		}
+		tarOf = func() io.ReadCloser { return io.NopCloser(bytes.NewReader(buf.Bytes())) }
 	}
 	return call(ctx, c, op, first, true, func() ([]providers.FileWritten, error) {
-		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(writeBatchTar(pw, files, ps)) }()
-		defer pr.Close()
-		src := &srcReader{r: pr, ctxErr: ctx.Err}
+		r := tarOf()
+		defer r.Close()
+		src := &srcReader{r: r, ctxErr: ctx.Err}
 		f, err := c.sc.OpenFile(syntheticPath(opBatch, q), os.O_WRONLY|os.O_CREATE)
 		if err != nil {
 			return nil, err

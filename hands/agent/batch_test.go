@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,6 +66,30 @@ func TestWriteFiles(t *testing.T) {
 			ents, _ := os.ReadDir(dir)
 			assert.Len(t, ents, 3, "a, big, taken and nothing else: %v", ents)
 		})
+	}
+}
+
+// A batch of many tiny files, whose tar's headers outweigh its data,
+// arrives whole: it is streamed when its tar passes what one packet holds.
+func TestWriteFilesManySmall(t *testing.T) {
+	c := newPipeServer(t, 10*time.Second).client
+	ctx := bg(t)
+	for _, n := range []int{10, 150, 400, batchMax + 5} {
+		dir := t.TempDir()
+		files := make([]providers.FileWrite, n)
+		for i := range files {
+			files[i] = providers.FileWrite{Name: filepath.Join(dir, fmt.Sprintf("file-with-a-longer-name-%04d", i)),
+				Data: strings.NewReader("x"), Size: 1, Options: providers.WriteOptions{Perm: 0o644, Mtime: time.Unix(1e9, 0)}}
+		}
+		res, err := c.WriteFiles(ctx, files)
+		require.NoError(t, err, "%d files", n)
+		require.Len(t, res, n)
+		for i, r := range res {
+			require.NoError(t, r.Err, "file %d of %d", i, n)
+		}
+		ents, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		assert.Len(t, ents, n)
 	}
 }
 
