@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
 
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/modal"
@@ -149,7 +150,7 @@ func TestGPUMissing(t *testing.T) {
 }
 
 // TestImageBuild: a registry image is built by Modal, its log followed to
-// the end; an image id Modal does not know is NotFound.
+// the end.
 func TestImageBuild(t *testing.T) {
 	srv := newFake(t, modaltest.Options{BuildLog: []string{"Step 1/1 : FROM alpine:3.20", "Built"}})
 	var logs bytes.Buffer
@@ -159,8 +160,31 @@ func TestImageBuild(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Destroy(ctx)
 	assert.Contains(t, logs.String(), "Step 1/1")
-	_, err = p.Create(ctx, providers.Spec{Image: "im-doesnotexist", Workspace: t.TempDir()})
-	assert.True(t, providers.IsCode(err, providers.NotFound), "unknown image id: %v", err)
+}
+
+// TestUnknownImage: an image id Modal does not have, given as the image or
+// as a snapshot, is not_found. Modal answers it FailedPrecondition ("Could
+// not find image with ID ..."), as the fake does, and no sandbox is made.
+func TestUnknownImage(t *testing.T) {
+	srv := newFake(t, modaltest.Options{})
+	p := open(t, srv, nil, nil)
+	ctx := ctxT(t)
+	for _, spec := range []providers.Spec{{Image: "im-doesnotexist"}, {Snapshot: "im-doesnotexist"}} {
+		spec.Workspace = t.TempDir()
+		_, err := p.Create(ctx, spec)
+		require.Error(t, err)
+		assert.Equal(t, providers.NotFound, providers.CodeOf(err), "image %q snapshot %q: %v", spec.Image, spec.Snapshot, err)
+		assert.Contains(t, err.Error(), "not_found")
+	}
+	looked := false
+	for _, r := range srv.Requests() {
+		if strings.HasSuffix(r.Method, "/ImageFromId") {
+			looked = true
+			assert.Equal(t, codes.FailedPrecondition, r.Code, "the fake answers an unknown image as Modal does")
+		}
+	}
+	assert.True(t, looked)
+	assert.Empty(t, srv.SandboxIDs())
 }
 
 // TestEndpoint: a spec port has a tunnel; another port has none.

@@ -3,6 +3,7 @@ package modal
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -12,9 +13,14 @@ import (
 	"github.com/boxfs/boxfs/providers"
 )
 
+// imageNotFound begins the message of the FailedPrecondition with which
+// Modal answers an image id it does not have (ImageFromId of an unknown or
+// deleted image).
+const imageNotFound = "Could not find image with ID"
+
 // errorCode classifies an error of Modal's API (a gRPC status) or of the
-// call itself. It is the one place Modal's failures become codes; it never
-// looks at error text.
+// call itself. It is the one place Modal's failures become codes; it reads
+// error text only where Modal's own clients do.
 func errorCode(err error) providers.Code {
 	var pe *providers.Error
 	switch {
@@ -46,6 +52,11 @@ func errorCode(err error) providers.Code {
 		// Refused for a quota or capacity.
 		return providers.Refused
 	case codes.FailedPrecondition:
+		if strings.Contains(st.Message(), imageNotFound) {
+			// An unknown image: modal-js's images.fromId and
+			// images.delete read this answer as NotFoundError.
+			return providers.NotFound
+		}
 		// Modal refuses for a state of its own.
 		return providers.Refused
 	case codes.PermissionDenied:

@@ -128,6 +128,8 @@ func TestErrorCode(t *testing.T) {
 	} {
 		assert.Equal(t, want, errorCode(status.Error(c, "x")), c.String())
 	}
+	assert.Equal(t, providers.NotFound, errorCode(status.Error(codes.FailedPrecondition, "Could not find image with ID im-1")), "an unknown image")
+	assert.Equal(t, providers.Refused, errorCode(status.Error(codes.FailedPrecondition, "sandbox sb-1 has finished")), "another precondition")
 	assert.Equal(t, providers.Aborted, errorCode(context.Canceled))
 	assert.Equal(t, providers.Gone, errorCode(providers.Errorf(providers.Gone, "op", "x")))
 	throttled, err := status.New(codes.ResourceExhausted, "x").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)})

@@ -83,7 +83,9 @@ func (c *control) ImageFromId(_ context.Context, r *pb.ImageFromIdRequest) (*pb.
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
 	if c.s.images[r.GetImageId()] == nil {
-		return nil, status.Errorf(codes.NotFound, "Could not find image with ID %s", r.GetImageId())
+		// Modal's answer for an image id it does not have; its clients
+		// read it as not found by the message.
+		return nil, status.Errorf(codes.FailedPrecondition, "Could not find image with ID %s", r.GetImageId())
 	}
 	return &pb.ImageFromIdResponse{ImageId: r.GetImageId()}, nil
 }
