@@ -202,3 +202,89 @@ func TestRawRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// The watch's counts are read from facts.json as the daemon writes it; a
+// box without them says so, and a torn file is an error.
+func TestReadWatchCounts(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "facts.json")
+	os.WriteFile(f, []byte(`{"provider": "docker", "freshness": "watch", "freshnessMs": 100,
+  "watchReports": {"taken": 7, "echoes": 1234}, "commands": 2}`), 0o644)
+	c, ok, err := readWatchCounts(f)
+	if err != nil || !ok || c != (watchCounts{Taken: 7, Echoes: 1234}) {
+		t.Errorf("readWatchCounts = %+v, %v, %v", c, ok, err)
+	}
+	os.WriteFile(f, []byte(`{"provider": "docker", "freshness": "timeout"}`), 0o644)
+	if c, ok, err := readWatchCounts(f); err != nil || ok {
+		t.Errorf("no watchReports: %+v, %v, %v", c, ok, err)
+	}
+	os.WriteFile(f, []byte(`{"provider": "doc`), 0o644)
+	if _, _, err := readWatchCounts(f); err == nil {
+		t.Error("a torn facts.json was read")
+	}
+	if _, _, err := readWatchCounts(filepath.Join(dir, "none")); err == nil {
+		t.Error("a missing facts.json was read")
+	}
+}
+
+// settle waits for the counts to stop moving, and gives up at its bound.
+func TestSettle(t *testing.T) {
+	ctx := context.Background()
+	calls := 0
+	arriving := func() (watchCounts, error) {
+		calls++
+		return watchCounts{Echoes: uint64(min(calls, 4))}, nil
+	}
+	c, quiet, err := settle(ctx, arriving, 40*time.Millisecond, 5*time.Second)
+	if err != nil || !quiet || c.Echoes != 4 {
+		t.Errorf("settle = %+v, %v, %v; want the 4th count, quiet", c, quiet, err)
+	}
+	calls = 0
+	endless := func() (watchCounts, error) {
+		calls++
+		return watchCounts{Taken: uint64(calls)}, nil
+	}
+	t0 := time.Now()
+	c, quiet, err = settle(ctx, endless, 40*time.Millisecond, 200*time.Millisecond)
+	if err != nil || quiet || c.Taken < 2 || time.Since(t0) > 2*time.Second {
+		t.Errorf("settle on moving counts = %+v, %v, %v after %v; want not quiet, at the bound", c, quiet, err, time.Since(t0))
+	}
+}
+
+// A count shows as it is, with no ratio to native, and stays out of the
+// ratio tables; a peer with no count shows none.
+func TestCountCells(t *testing.T) {
+	g := group{sz: standardSizes, peers: []*peer{{name: "native"}, {name: "loopback"}, {name: "boxfs"}, {name: "sshfs"}}}
+	ss := []sample{
+		{Profile: "standard", Peer: "native", Row: "w4.untar", Value: 1, OK: true},
+		{Profile: "standard", Peer: "boxfs", Row: "w4.untar", Value: 2, OK: true},
+		{Profile: "standard", Peer: "loopback", Row: "w4.untar", Value: 1.5, OK: true},
+		{Profile: "standard", Peer: "boxfs", Row: "watch.w4.untar.echoes", Value: 600, OK: true},
+		{Profile: "standard", Peer: "boxfs", Row: "watch.w4.untar.echoes", Value: 603, OK: true},
+		{Profile: "standard", Peer: "boxfs", Row: "watch.w4.untar.taken", Value: 40, OK: true},
+	}
+	tb := summarizeGroup(ss, g)
+	if got := tb.cellText("watch.w4.untar.echoes", "boxfs", false, 0); got != "601.5" {
+		t.Errorf("echoes = %q, want 601.5", got)
+	}
+	if got := tb.cellText("watch.w4.untar.taken", "boxfs", false, 0); got != "40" {
+		t.Errorf("taken = %q, want 40", got)
+	}
+	if got := tb.cellText("watch.w4.untar.taken", "sshfs", false, 0); got != "—" {
+		t.Errorf("sshfs taken = %q, want —", got)
+	}
+	var md strings.Builder
+	tb.markdown(&md, false, 0)
+	if !strings.Contains(md.String(), "| W4 untar: watch reports dropped as echoes | n | — | — | 601.5 | — |") {
+		t.Errorf("table:\n%s", md.String())
+	}
+	var ratios strings.Builder
+	tb.boxfsRatios(&ratios)
+	tb.familyRatios(&ratios)
+	if strings.Contains(ratios.String(), "watch reports") {
+		t.Errorf("a count in the ratio tables:\n%s", ratios.String())
+	}
+	if got := (sample{Peer: "boxfs", Row: "watch.w1.taken", Value: 3, OK: true}).csv()[5]; got != "n" {
+		t.Errorf("raw.csv unit of a count = %q", got)
+	}
+}

@@ -34,6 +34,10 @@ type peer struct {
 	root    string // the workspace as the workloads see it (a host path)
 	boxRoot string // the same directory as the box sees it
 	probe   *probe // a shell in the box
+	// facts is the box's facts.json in a boxfs mount, whose watchReports
+	// count the watch's reports taken and dropped as echoes; "" for the
+	// peers that are not boxfs.
+	facts string
 	// seedTar extracts a tar into a box directory, for a box that is
 	// neither the bench container nor on the host (a pod); nil otherwise.
 	seedTar func(ctx context.Context, data []byte, dir string) error
@@ -394,6 +398,7 @@ func boxfsPeer(r *run, provider, write string) *peer {
 		name:  name,
 		inBox: provider == "docker",
 		root:  filepath.Join(mnt, box, "work"),
+		facts: filepath.Join(mnt, box, "facts.json"),
 	}
 	switch {
 	case provider == "docker" && write != "":

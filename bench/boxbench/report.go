@@ -18,7 +18,7 @@ import (
 // row is one line of the tables: a measured quantity.
 type row struct {
 	id    string
-	unit  string // "s" or "ms"
+	unit  string // "s", "ms", or "n" (a count)
 	label func(sizes) string
 }
 
@@ -63,6 +63,23 @@ var rows = []row{
 	{"mount", "s", fixed("mount, cold (fresh mount + first listing)")},
 	{"umount", "s", fixed("unmount (flush)")},
 	{"probe", "ms", fixed("probe round trip (the floor under W1 'visible')")},
+	// The boxfs peers' watch: of its reports during each write workload,
+	// how many the mount dropped as echoes of its own writes, and how
+	// many it took as news (F-echo, docs/design.md §6).
+	{"watch.w4.untar.echoes", "n", fixed("W4 untar: watch reports dropped as echoes")},
+	{"watch.w4.untar.taken", "n", fixed("W4 untar: watch reports taken")},
+	{"watch.w4.serial.echoes", "n", fixed("W4 serial creates: watch reports dropped as echoes")},
+	{"watch.w4.serial.taken", "n", fixed("W4 serial creates: watch reports taken")},
+	{"watch.w4.parallel.echoes", "n", fixed("W4 4 writers: watch reports dropped as echoes")},
+	{"watch.w4.parallel.taken", "n", fixed("W4 4 writers: watch reports taken")},
+	{"watch.w2.commit.echoes", "n", fixed("W2 commit: watch reports dropped as echoes")},
+	{"watch.w2.commit.taken", "n", fixed("W2 commit: watch reports taken")},
+	{"watch.w1.echoes", "n", fixed("W1 agent loop (edits): watch reports dropped as echoes")},
+	{"watch.w1.taken", "n", fixed("W1 agent loop (edits): watch reports taken")},
+	{"watch.w5.write.echoes", "n", fixed("W5 write: watch reports dropped as echoes")},
+	{"watch.w5.write.taken", "n", fixed("W5 write: watch reports taken")},
+	{"watch.w8.rmrf.echoes", "n", fixed("W8 rm -rf: watch reports dropped as echoes")},
+	{"watch.w8.rmrf.taken", "n", fixed("W8 rm -rf: watch reports taken")},
 }
 
 func rowUnit(id string) string {
@@ -318,6 +335,11 @@ func (t table) cellText(rowID, peer string, p95 bool, timeout time.Duration) str
 	if math.IsInf(v, 1) {
 		return fmt.Sprintf(">%v (stale)", timeout)
 	}
+	if rowUnit(rowID) == "n" {
+		// A count: as it is (a median of two may end in .5), and no
+		// ratio to native, which has no mount to count on.
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
 	s := fmtVal(v)
 	if !p95 && peer != "native" {
 		if r := ratio(c, t.cells[rowID]["native"]); !math.IsNaN(r) && r > 0 {
@@ -358,7 +380,7 @@ func (t table) boxfsRatios(b *strings.Builder) {
 	fmt.Fprintf(b, "|---|---:|%s\n", strings.Repeat("---:|", len(cols)))
 	for _, r := range rows {
 		bc, ok := t.cells[r.id]["boxfs"]
-		if !ok || r.id == "probe" {
+		if !ok || r.id == "probe" || r.unit == "n" {
 			continue
 		}
 		var cs []string
@@ -413,7 +435,7 @@ func (t table) familyRatios(b *strings.Builder) {
 	fmt.Fprintf(b, "\nThe boxfs peers' medians divided by the FUSE ceiling's and by sshfs's (below 1: faster):\n\n")
 	fmt.Fprintf(b, "| workload | %s |\n|---|%s\n", strings.Join(heads, " | "), strings.Repeat("---:|", len(heads)))
 	for _, r := range rows {
-		if _, ok := t.cells[r.id]; !ok || r.id == "probe" {
+		if _, ok := t.cells[r.id]; !ok || r.id == "probe" || r.unit == "n" {
 			continue
 		}
 		var cs []string
@@ -516,7 +538,8 @@ func prefixAll(p string, xs []string) []string {
 func writeReport(dir string, all []sample, groups []group, m *meta) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Run %s (%s), wall clock %s. Median of the repetitions, ×N = ratio to native's median in the same table; "+
-		"FAIL = a correctness check failed in k of n repetitions (no time is shown); — = not run on that peer.\n\n",
+		"FAIL = a correctness check failed in k of n repetitions (no time is shown); — = not run on that peer; "+
+		"unit n = a count (the boxfs mounts' watch reports during a write workload).\n\n",
 		metaVal(m, "date"), metaVal(m, "machine"), metaVal(m, "wall clock"))
 	fmt.Fprintf(&b, "Command: `sudo bench/run` (`%s`). Versions: boxfs %s; go-fuse %s (loopback); %s, %s; %s; Docker %s; %s on the host; tree %s. "+
 		"Load average at start %s, at end %s.\n\n",

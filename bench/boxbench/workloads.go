@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -57,6 +58,12 @@ func (x *rep) record(row string, d time.Duration, note string) {
 
 func (x *rep) censored(row string, d time.Duration, note string) {
 	x.r.rec.add(sample{Delay: x.delay, Profile: x.sz.name, Rep: x.n, Peer: x.p.name, Row: row, Value: seconds(d, rowUnit(row)), OK: true, Censored: true, Note: note})
+}
+
+// count records a count (unit "n") for row.
+func (x *rep) count(row string, n uint64, note string) {
+	x.oks++
+	x.r.rec.add(sample{Delay: x.delay, Profile: x.sz.name, Rep: x.n, Peer: x.p.name, Row: row, Value: float64(n), OK: true, Note: note})
 }
 
 // fail records FAIL for rows: their check did not pass (or they could not
@@ -270,6 +277,7 @@ func (x *rep) end() {
 
 // rmrf removes the tree; it counts once the box has none of it.
 func (x *rep) rmrf() {
+	defer x.watch("w8.rmrf")()
 	_, d, err := x.sh(x.bench(), "rm -rf tree")
 	if err == nil {
 		_, err = x.waitBox(time.Now(), "test -e "+q(x.boxBench()+"/tree")+" || echo gone", "gone", landTimeout, 50*time.Millisecond)
@@ -372,6 +380,7 @@ func (x *rep) seed() error {
 // --- W4 small files ---
 
 func (x *rep) w4untar() {
+	defer x.watch("w4.untar")()
 	t0 := time.Now()
 	_, d, err := x.sh(x.bench(), "tar -xf "+q(x.ds.tarPath))
 	if err != nil {
@@ -398,41 +407,43 @@ func (x *rep) w4untar() {
 
 // w4small creates the small files, serial then with 4 writers.
 func (x *rep) w4small() {
-	for _, par := range []int{1, 4} {
-		row := "w4.serial"
-		dir := filepath.Join(x.bench(), "small-serial")
-		if par > 1 {
-			row, dir = "w4.parallel", filepath.Join(x.bench(), "small-parallel")
-		}
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			x.fail(err, row, row+".landed")
-			continue
-		}
-		t0 := time.Now()
-		err := parallel(par, len(x.ds.small), func(i int) error {
-			return os.WriteFile(filepath.Join(dir, smallName(i)), x.ds.small[i], 0o644)
-		})
-		d := time.Since(t0)
-		if err != nil {
-			x.fail(err, row, row+".landed")
-			continue
-		}
-		boxDir := x.boxBench() + "/" + filepath.Base(dir)
-		landed, err := x.waitBox(t0, "find "+q(boxDir)+" -type f -size 4096c | wc -l", strconv.Itoa(len(x.ds.small)), landTimeout, 50*time.Millisecond)
-		if err == nil {
-			var mf string
-			mf, err = x.boxOK("set -- " + q(boxDir) + "; " + manifestScript)
-			if err == nil && mf != x.ds.smallMF {
-				err = fmt.Errorf("small files in the box differ (manifest %s, want %s)", mf, x.ds.smallMF)
-			}
-		}
-		if err != nil {
-			x.fail(err, row, row+".landed")
-			continue
-		}
-		x.record(row, d, "")
-		x.record(row+".landed", landed, "")
+	x.w4create(1, "w4.serial", "small-serial")
+	x.w4create(4, "w4.parallel", "small-parallel")
+}
+
+// w4create creates the small files in the directory dir of the bench
+// with par writers, as row.
+func (x *rep) w4create(par int, row, dir string) {
+	defer x.watch(row)()
+	dir = filepath.Join(x.bench(), dir)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		x.fail(err, row, row+".landed")
+		return
 	}
+	t0 := time.Now()
+	err := parallel(par, len(x.ds.small), func(i int) error {
+		return os.WriteFile(filepath.Join(dir, smallName(i)), x.ds.small[i], 0o644)
+	})
+	d := time.Since(t0)
+	if err != nil {
+		x.fail(err, row, row+".landed")
+		return
+	}
+	boxDir := x.boxBench() + "/" + filepath.Base(dir)
+	landed, err := x.waitBox(t0, "find "+q(boxDir)+" -type f -size 4096c | wc -l", strconv.Itoa(len(x.ds.small)), landTimeout, 50*time.Millisecond)
+	if err == nil {
+		var mf string
+		mf, err = x.boxOK("set -- " + q(boxDir) + "; " + manifestScript)
+		if err == nil && mf != x.ds.smallMF {
+			err = fmt.Errorf("small files in the box differ (manifest %s, want %s)", mf, x.ds.smallMF)
+		}
+	}
+	if err != nil {
+		x.fail(err, row, row+".landed")
+		return
+	}
+	x.record(row, d, "")
+	x.record(row+".landed", landed, "")
 }
 
 // parallel runs fn(0..n-1) on k goroutines, i%k on goroutine k.
@@ -460,6 +471,7 @@ func parallel(k, n int, fn func(i int) error) error {
 const gitBox = "git -c safe.directory='*' -C "
 
 func (x *rep) w2commit() {
+	defer x.watch("w2.commit")()
 	tree := filepath.Join(x.bench(), "tree")
 	t0 := time.Now()
 	_, d, err := x.sh(tree, "git init -q && git add -A && git commit -q -m boxbench")
@@ -540,6 +552,7 @@ func (x *rep) editedContent(orig []byte, k int) []byte {
 }
 
 func (x *rep) w1() {
+	defer x.watch("w1")()
 	rows := []string{"w1.total", "w1.list", "w1.grep", "w1.files", "w1.visible", "probe"}
 	tree := filepath.Join(x.bench(), "tree")
 	boxTree := x.boxBench() + "/tree"
@@ -681,6 +694,7 @@ func sameFiles(out string, want []string) error {
 // --- W5 large file ---
 
 func (x *rep) w5write() {
+	defer x.watch("w5.write")()
 	path := filepath.Join(x.bench(), "big.bin")
 	t0 := time.Now()
 	err := writeChunks(path, x.ds.big, 1<<20)
@@ -860,6 +874,115 @@ func (x *rep) w7() {
 		}
 		x.record("w7.exec", d, "")
 	}
+}
+
+// --- the watch's reports (boxfs peers) ---
+
+// After a write workload, its reports are counted until the counts have
+// not moved for watchQuiet, or for watchSettle at most: the workload's
+// checks waited for its writes to reach the box, and the watch reports
+// them after that.
+const (
+	watchQuiet  = 500 * time.Millisecond
+	watchSettle = 10 * time.Second
+)
+
+// watchCounts is facts.json's watchReports: the watch's reports of
+// single paths since the mount started, taken (they made their path
+// stale) and dropped as echoes of the host's own changes (F-echo).
+type watchCounts struct {
+	Taken  uint64 `json:"taken"`
+	Echoes uint64 `json:"echoes"`
+}
+
+// readWatchCounts reads the counts from a box's facts.json; ok is false
+// when it has none (the box has no cache).
+func readWatchCounts(path string) (c watchCounts, ok bool, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, false, err
+	}
+	var f struct {
+		WatchReports *watchCounts `json:"watchReports"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return c, false, fmt.Errorf("%s: %v", path, err)
+	}
+	if f.WatchReports == nil {
+		return c, false, nil
+	}
+	return *f.WatchReports, true, nil
+}
+
+// watch counts the watch's reports during a write workload on a boxfs
+// peer: it reads the counts now, and the func it returns, called when
+// the workload is done, waits for them to settle and records how many
+// reports were dropped as echoes and how many taken, as rows
+// watch.ROW.echoes and watch.ROW.taken. On the other peers, or when the
+// counts cannot be read, the func records nothing: those cells stay
+// empty.
+func (x *rep) watch(row string) func() {
+	if x.p.facts == "" {
+		return func() {}
+	}
+	before, ok, err := readWatchCounts(x.p.facts)
+	if err != nil || !ok {
+		log.Printf("%s: no watch counts before %s: %v", x.p.name, row, err)
+		return func() {}
+	}
+	return func() {
+		read := func() (watchCounts, error) {
+			c, ok, err := readWatchCounts(x.p.facts)
+			if err == nil && !ok {
+				err = errors.New("facts.json has no watchReports")
+			}
+			return c, err
+		}
+		after, quiet, err := settle(x.ctx, read, watchQuiet, watchSettle)
+		if err == nil && (after.Taken < before.Taken || after.Echoes < before.Echoes) {
+			// The counts are the daemon's: fewer means another one.
+			err = fmt.Errorf("the counts went back from %+v to %+v", before, after)
+		}
+		if err != nil {
+			log.Printf("%s: no watch counts after %s: %v", x.p.name, row, err)
+			return
+		}
+		note := ""
+		if !quiet {
+			note = fmt.Sprintf("reports still coming %v after the workload", watchSettle)
+		}
+		x.count("watch."+row+".echoes", after.Echoes-before.Echoes, note)
+		x.count("watch."+row+".taken", after.Taken-before.Taken, note)
+	}
+}
+
+// settle polls read, ten times per quiet, until its value has not
+// changed for quiet (then quiet is true) or bound has passed, and
+// returns the last value.
+func settle(ctx context.Context, read func() (watchCounts, error), quiet, bound time.Duration) (c watchCounts, ok bool, err error) {
+	deadline := time.Now().Add(bound)
+	if c, err = read(); err != nil {
+		return c, false, err
+	}
+	since := time.Now()
+	for time.Since(since) < quiet {
+		if time.Now().After(deadline) {
+			return c, false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return c, false, ctx.Err()
+		case <-time.After(quiet / 10):
+		}
+		now, err := read()
+		if err != nil {
+			return now, false, err
+		}
+		if now != c {
+			c, since = now, time.Now()
+		}
+	}
+	return c, true, nil
 }
 
 // --- the raw docker exec peer: W1 and W7, one exec per operation ---
