@@ -187,6 +187,25 @@ func TestUnknownImage(t *testing.T) {
 	assert.Empty(t, srv.SandboxIDs())
 }
 
+// TestRuntime: every box names its runtime to Modal: gvisor for a gVisor
+// box, the default, as well as vm for a microVM one; none leaves it to
+// Modal's default.
+func TestRuntime(t *testing.T) {
+	srv := newFake(t, modaltest.Options{})
+	p := open(t, srv, nil, nil)
+	ctx := ctxT(t)
+	for iso, want := range map[providers.Isolation]string{
+		"": "gvisor", providers.IsolationGVisor: "gvisor", providers.IsolationMicroVM: "vm",
+	} {
+		b, err := p.Create(ctx, providers.Spec{Workspace: t.TempDir(), Isolation: iso})
+		require.NoError(t, err, "isolation %q", iso)
+		def := srv.Definition(b.ID())
+		require.NotNil(t, def)
+		assert.Equal(t, want, def.GetRuntime(), "isolation %q", iso)
+		require.NoError(t, b.Destroy(ctx))
+	}
+}
+
 // TestEndpoint: a spec port has a tunnel; another port has none.
 func TestEndpoint(t *testing.T) {
 	srv := newFake(t, modaltest.Options{})

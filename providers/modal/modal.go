@@ -63,6 +63,16 @@ const (
 	tagHardware  = "boxfs.hw"        // what the box measured of itself at create
 )
 
+// Modal's names for a sandbox's runtime (Sandbox.runtime): gVisor, and a
+// microVM of the sandbox's own. A gVisor box names its runtime too, rather
+// than leaving it unset for Modal's default: the default of an unset
+// runtime is Modal's to change (its newer sandbox backend), and a box must
+// run the isolation its spec and tags say.
+const (
+	runtimeGVisor = "gvisor"
+	runtimeVM     = "vm"
+)
+
 // Bounds the provider waits for.
 const (
 	defaultCreateBound = 5 * time.Minute  // for a new sandbox to be scheduled
@@ -203,14 +213,14 @@ func (p *Provider) check(op string, spec providers.Spec) (plan, error) {
 	}
 	switch spec.Isolation {
 	case "", providers.IsolationGVisor:
-		pl.isolation = providers.IsolationGVisor
+		pl.isolation, pl.runtime = providers.IsolationGVisor, runtimeGVisor
 	case providers.IsolationMicroVM:
-		pl.isolation, pl.runtime = providers.IsolationMicroVM, "vm"
+		pl.isolation, pl.runtime = providers.IsolationMicroVM, runtimeVM
 	default:
 		return plan{}, providers.Errorf(providers.Unsupported, op, "isolation %q: Modal sandboxes are gvisor (the default) or microvm", spec.Isolation)
 	}
 	if spec.GPU != "" {
-		if pl.runtime == "vm" {
+		if pl.runtime == runtimeVM {
 			return plan{}, providers.Errorf(providers.Invalid, op, "gpu %q with isolation microvm: Modal's VM sandboxes have no GPUs", spec.GPU)
 		}
 		g, err := gpuConfig(op, spec.GPU)

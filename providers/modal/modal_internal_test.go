@@ -31,7 +31,7 @@ func TestCheckSpec(t *testing.T) {
 		{"defaults", providers.Spec{}, 0, func(t *testing.T, pl plan) {
 			assert.Equal(t, uint32(2*3600), pl.lifetimeSecs)
 			assert.Equal(t, DefaultWorkspace, pl.workspace)
-			assert.Equal(t, "", pl.runtime)
+			assert.Equal(t, "gvisor", pl.runtime)
 			assert.Equal(t, pb.NetworkAccess_OPEN, pl.network.GetNetworkAccessType())
 		}},
 		{"lifetime rounds up", providers.Spec{Lifetime: 1500 * time.Millisecond}, 0, func(t *testing.T, pl plan) {
@@ -42,7 +42,9 @@ func TestCheckSpec(t *testing.T) {
 		{"microvm", providers.Spec{Isolation: providers.IsolationMicroVM}, 0, func(t *testing.T, pl plan) {
 			assert.Equal(t, "vm", pl.runtime)
 		}},
-		{"gvisor", providers.Spec{Isolation: providers.IsolationGVisor}, 0, nil},
+		{"gvisor", providers.Spec{Isolation: providers.IsolationGVisor}, 0, func(t *testing.T, pl plan) {
+			assert.Equal(t, "gvisor", pl.runtime)
+		}},
 		{"container", providers.Spec{Isolation: providers.IsolationContainer}, providers.Unsupported, nil},
 		{"cpus too small", providers.Spec{CPUs: 0.0004}, providers.Invalid, nil},
 		{"gpu any", providers.Spec{GPU: "any"}, 0, func(t *testing.T, pl plan) {

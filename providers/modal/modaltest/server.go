@@ -67,6 +67,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/boxfs/boxfs/providers/modal/internal/pb"
@@ -245,6 +246,18 @@ func (s *Server) SandboxIDs() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Definition returns a copy of the sandbox definition a SandboxCreate of
+// sandbox id sent, or nil for an id the fake did not make.
+func (s *Server) Definition(id string) *pb.Sandbox {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb := s.sandboxes[id]
+	if sb == nil {
+		return nil
+	}
+	return proto.Clone(sb.def).(*pb.Sandbox)
 }
 
 // Expire ends a sandbox now as its timeout would (result TIMEOUT).
