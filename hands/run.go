@@ -290,7 +290,7 @@ func (h *Hands) endRecords(ctx context.Context, ids []string) (int, error) {
 		return 0, nil
 	}
 	args := append([]string{h.cmdDir()}, ids...)
-	_, err := h.sh.run(ctx, op, "", endScript, nil, nil, args...)
+	_, err := h.sh.run(ctx, op, "", endScript, nil, io.Discard, args...)
 	if err != nil {
 		if providers.IsCode(err, providers.Unknown) {
 			return 0, providers.Errorf(providers.Unknown, op, "a command group outlived its kill: %v", err).WithBox(h.box.ID())

@@ -3,6 +3,7 @@ package hands
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -10,19 +11,22 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/boxfs/boxfs/hands/agent"
 	"github.com/boxfs/boxfs/internal/shell"
 	"github.com/boxfs/boxfs/providers"
 )
 
 // scripts serves every file operation with one exec of a fixed sh script.
 type scripts struct {
-	box      providers.Box
-	exec     execFunc // box.Exec, telling Options.OnExec
-	liveness time.Duration
-	noStdin  bool // the box's facts say Exec takes no stdin: GetFiles passes names as arguments
+	box       providers.Box
+	exec      execFunc // box.Exec, telling Options.OnExec
+	liveness  time.Duration
+	noStdin   bool // the box's facts say Exec takes no stdin: GetFiles passes names as arguments
+	maxAnswer int  // the most bytes one script's answer may hold; zero is agent.DefaultMaxListing
 }
 
 var (
@@ -455,19 +459,28 @@ func checkPath(op, box, p string) (string, error) {
 	return path.Clean(p), nil
 }
 
-// run runs one script. stdout nil captures the output, which run returns.
+// run runs one script. stdout nil captures the output, the script's
+// answer, which run returns: an answer over the cap (s.maxAnswer) stops the
+// script and is TooLarge, and nothing of it is returned. A script whose
+// output is no answer gets io.Discard, so that the cap never stops one
+// half way through a change.
 func (s *scripts) run(ctx context.Context, op, name, script string, stdin io.Reader, stdout io.Writer, args ...string) ([]byte, error) {
-	var out bytes.Buffer
+	ectx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var out *answerWriter
 	if stdout == nil {
-		stdout = &out
+		limit := s.maxAnswer
+		if limit <= 0 {
+			limit = agent.DefaultMaxListing
+		}
+		out = &answerWriter{max: limit, stop: cancel}
+		stdout = out
 	}
 	argv := make([]string, 0, 4+len(args))
 	argv = append(argv, "sh", "-c", prelude+script, "sh")
 	for _, a := range args {
 		argv = append(argv, shell.Escape(a))
 	}
-	ectx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	act := newActivity()
 	stderr := &limitedBuffer{max: 4096}
 	req := providers.ExecRequest{
@@ -485,10 +498,50 @@ func (s *scripts) run(ctx context.Context, op, name, script string, stdin io.Rea
 		return nil, s.wrap(op, name, err)
 	}
 	code, err := waitLive(ectx, cancel, p, act, s.liveness, nil)
+	if out != nil && out.over.Load() {
+		// The cap stopped the script: how it ended follows from that.
+		return nil, providers.Errorf(providers.TooLarge, op, "the script's answer is over %d bytes", out.max).WithBox(s.box.ID()).WithPath(name)
+	}
 	if err != nil {
 		return nil, s.wrap(op, name, err)
 	}
-	return out.Bytes(), s.status(op, name, code, stderr.String())
+	if out == nil {
+		return nil, s.status(op, name, code, stderr.String())
+	}
+	return out.b, s.status(op, name, code, stderr.String())
+}
+
+// errAnswerOver is what a write past the cap of a script's answer fails
+// with.
+var errAnswerOver = errors.New("the script's answer is over its cap")
+
+// answerWriter keeps a script's answer, up to max bytes. The write that
+// would take it past max fails, sets over and calls stop (which ends the
+// script): the box cannot make the daemon hold more than max bytes, nor
+// grow the buffer past them.
+type answerWriter struct {
+	b    []byte
+	max  int
+	over atomic.Bool
+	stop func()
+}
+
+func (w *answerWriter) Write(p []byte) (int, error) {
+	if w.over.Load() {
+		return 0, errAnswerOver
+	}
+	if len(p) > w.max-len(w.b) {
+		w.over.Store(true)
+		w.stop()
+		return 0, errAnswerOver
+	}
+	if len(w.b)+len(p) > cap(w.b) {
+		b := make([]byte, len(w.b), min(max(2*cap(w.b), len(w.b)+len(p), 512), w.max))
+		copy(b, w.b)
+		w.b = b
+	}
+	w.b = append(w.b, p...)
+	return len(p), nil
 }
 
 func (s *scripts) wrap(op, name string, err error) error {
@@ -859,7 +912,7 @@ func (s *scripts) WriteFile(ctx context.Context, name string, r io.Reader, perm 
 	if r == nil {
 		r = bytes.NewReader(nil)
 	}
-	_, err = s.run(ctx, op, p, scriptWriteFile, r, nil, p, shell.Octal(perm))
+	_, err = s.run(ctx, op, p, scriptWriteFile, r, io.Discard, p, shell.Octal(perm))
 	return err
 }
 
@@ -873,7 +926,7 @@ func (s *scripts) WriteAt(ctx context.Context, name string, p []byte, off int64)
 	if off < 0 {
 		return 0, providers.PathError(op, s.box.ID(), pth, syscall.EINVAL)
 	}
-	if _, err := s.run(ctx, op, pth, scriptWriteAt, bytes.NewReader(p), nil, pth, strconv.FormatInt(off, 10)); err != nil {
+	if _, err := s.run(ctx, op, pth, scriptWriteAt, bytes.NewReader(p), io.Discard, pth, strconv.FormatInt(off, 10)); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -890,7 +943,7 @@ func (s *scripts) Create(ctx context.Context, name string, perm providers.FileMo
 	if exclusive {
 		excl = "1"
 	}
-	_, err = s.run(ctx, op, p, scriptCreate, nil, nil, p, shell.Octal(perm), excl)
+	_, err = s.run(ctx, op, p, scriptCreate, nil, io.Discard, p, shell.Octal(perm), excl)
 	return err
 }
 
@@ -915,7 +968,7 @@ func (s *scripts) simple(ctx context.Context, op, name, script string, args ...s
 	if err != nil {
 		return err
 	}
-	_, err = s.run(ctx, op, p, script, nil, nil, append([]string{p}, args...)...)
+	_, err = s.run(ctx, op, p, script, nil, io.Discard, append([]string{p}, args...)...)
 	return err
 }
 
@@ -929,7 +982,7 @@ func (s *scripts) two(ctx context.Context, op, script, a, b string) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.run(ctx, op, pa, script, nil, nil, pa, pb)
+	_, err = s.run(ctx, op, pa, script, nil, io.Discard, pa, pb)
 	return err
 }
 
@@ -1010,7 +1063,7 @@ func (s *scripts) Symlink(ctx context.Context, target, name string) error {
 	if strings.IndexByte(target, 0) >= 0 {
 		return providers.PathError(op, s.box.ID(), p, syscall.EINVAL)
 	}
-	_, err = s.run(ctx, op, p, scriptSymlink, nil, nil, target, p)
+	_, err = s.run(ctx, op, p, scriptSymlink, nil, io.Discard, target, p)
 	return err
 }
 
@@ -1113,6 +1166,6 @@ func (s *scripts) PutArchive(ctx context.Context, dir string, tar io.Reader) err
 	if err != nil {
 		return err
 	}
-	_, err = s.run(ctx, op, p, scriptPutArchive, tar, nil, p)
+	_, err = s.run(ctx, op, p, scriptPutArchive, tar, io.Discard, p)
 	return err
 }
