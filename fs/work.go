@@ -563,6 +563,7 @@ func (n *workNode) Rename(ctx context.Context, name string, newParent gofs.Inode
 		return errno
 	}
 	oldrel, newrel := joinRel(dir, name), joinRel(ndir, newName)
+	others := n.v.linked(ctx, newrel) // a replaced file's other names
 	if errno := n.run(ctx, true, 0, func(ctx context.Context, c *cache.Cache) error {
 		if flags&unix.RENAME_NOREPLACE != 0 {
 			// Not atomic in the box: checked, then renamed.
@@ -577,6 +578,7 @@ func (n *workNode) Rename(ctx context.Context, name string, newParent gofs.Inode
 		return errno
 	}
 	n.v.inos().rename(oldrel, newrel)
+	n.v.notifyNames(others, false) // one link fewer
 	return 0
 }
 

@@ -438,6 +438,10 @@ func statFields(st *unix.Stat_t, what string) string {
 			out = append(out, strconv.Itoa(int(st.Nlink)))
 		case "size":
 			out = append(out, strconv.FormatInt(st.Size, 10))
+		case "atime":
+			out = append(out, strconv.FormatInt(st.Atim.Sec, 10))
+		case "mtime":
+			out = append(out, strconv.FormatInt(st.Mtim.Sec, 10))
 		case "rdev":
 			out = append(out, fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev)))
 		default:

@@ -1373,6 +1373,11 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 		}
 	}
 	c.mu.Lock()
+	if nok && !nfi.IsDir() && (nfi.Ino != ofi.Ino || nfi.Dev != ofi.Dev) {
+		// The replaced file lives on under its other names, one link
+		// fewer: asked of the box.
+		c.linksChangedLocked(newrel, nfi, false)
+	}
 	var dropped []*file
 	// Files at or under the target are replaced.
 	for _, k := range append(c.files.Under(newrel), newrel) {

@@ -128,6 +128,49 @@ func TestRenameOntoOtherNameOfSameFile(t *testing.T) {
 	}
 }
 
+// rename(2) over one name of a hard link leaves its file one link fewer:
+// the other names show it at once, with the attribute timeout an hour.
+func TestRenameOverOneNameOfHardLink(t *testing.T) {
+	_, _, r := fakeBox(t)
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	for _, n := range []string{"f", "h"} {
+		h := write(t, c, n, n+"\n")
+		if err := h.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h.Release(ctx)
+	}
+	for _, n := range []string{"g1", "g2"} {
+		if _, err := c.Link(ctx, "f", n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fi, err := c.Getattr(ctx, "g1"); err != nil || fi.Nlink != 3 {
+		t.Fatalf("g1 has %d links (%v), want 3", fi.Nlink, err)
+	}
+	if err := c.Rename(ctx, "h", "f"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"g1", "g2"} {
+		fi, err := c.Getattr(ctx, n)
+		want, _ := r.Lstat(ctx, root+"/"+n)
+		if err != nil || fi.Nlink != 2 || !fi.Ctime.Equal(want.Ctime) {
+			t.Errorf("%s after rename h f: %d links, ctime %v (%v); the box has %d, %v", n, fi.Nlink, fi.Ctime, err, want.Nlink, want.Ctime)
+		}
+	}
+	if fi, err := c.Getattr(ctx, "f"); err != nil || fi.Nlink != 1 {
+		t.Errorf("f after rename h f: %d links (%v), want 1", fi.Nlink, err)
+	}
+	if got, _ := read(t, c, "g2"); got != "f\n" {
+		t.Errorf("g2 reads %q", got)
+	}
+}
+
 // A name of a hard link removed while open for writing: the writes land in
 // the file's other name, as on a disk.
 func TestWriteThroughRemovedLinkName(t *testing.T) {
