@@ -69,6 +69,7 @@ func TestMetadata(t *testing.T) {
 		}
 		assert.Equal(t, []string{"9"}, r.MD.Get("x-modal-client-type"), r.Method)
 		assert.Equal(t, []string{"1.0.0"}, r.MD.Get("x-modal-client-version"), r.Method)
+		assert.Equal(t, []string{"modal-go/0.11.1+boxfs"}, r.MD.Get("x-modal-libmodal-version"), r.Method)
 		assert.Equal(t, []string{srv.TokenID()}, r.MD.Get("x-modal-token-id"), r.Method)
 		assert.Equal(t, []string{"127.0.0.1"}, r.MD.Get("x-modal-host"), r.Method)
 		if !strings.HasSuffix(r.Method, "/AuthTokenGet") {

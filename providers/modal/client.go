@@ -25,14 +25,27 @@ import (
 	"github.com/boxfs/boxfs/providers/modal/internal/pb"
 )
 
-// What boxfs says it is on every control-plane call. Modal's clients send
-// their client type (9 is CLIENT_TYPE_LIBMODAL_GO: boxfs is a Go client of
-// the same protocol), the Python client version the protocol level matches,
-// and their own version.
+// What boxfs says it is on every control-plane call, in the headers
+// Modal's own Go client (libmodal, modal-go) sends.
+//
+// boxfs's wire format follows Modal's libmodal clients at release 0.11.1:
+// its .proto subset is checked against the protobuf code of modal-js 0.11.1
+// (sdkwire.Package), and modal-go v0.11.1, the Go release of the same
+// version, sends these headers with these values. They move together, when
+// boxfs is checked against a newer release.
 const (
-	clientType      = "9"
-	clientVersion   = "1.0.0"
-	libmodalVersion = "modal-go/0.7.2+boxfs"
+	// clientType is CLIENT_TYPE_LIBMODAL_GO: boxfs is a Go client of the
+	// protocol modal-go speaks.
+	clientType = "9"
+	// clientVersion is the protocol level, not a release of boxfs or of an
+	// SDK: the version of Modal's Python client whose behaviour the client
+	// matches, by which Modal's server judges how old a client is. Every
+	// libmodal client sends "1.0.0" (modal-go and modal-js through 0.11.1),
+	// so boxfs, whose calls are theirs, sends the same.
+	clientVersion = "1.0.0"
+	// libmodalVersion is the libmodal release boxfs's wire format follows
+	// and was checked against, marked as boxfs's.
+	libmodalVersion = "modal-go/0.11.1+boxfs"
 )
 
 // Call bounds and retry policy, as Modal's own clients have them.

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/modal/internal/pb"
+	"github.com/boxfs/boxfs/providers/modal/internal/sdkwire"
 	"github.com/boxfs/boxfs/providers/modal/modaltest"
 )
 
@@ -139,6 +141,17 @@ func TestErrorCode(t *testing.T) {
 	assert.Equal(t, providers.Unavailable, errorCode(throttled.Err()), "ResourceExhausted with a delay to wait")
 	assert.True(t, retryable(status.Error(codes.Unavailable, "")))
 	assert.False(t, retryable(status.Error(codes.NotFound, "")))
+}
+
+// TestClientVersion: the libmodal release boxfs says it follows is the
+// one its wire subset is checked against, and it claims the protocol level
+// every libmodal client claims.
+func TestClientVersion(t *testing.T) {
+	_, checked, ok := strings.Cut(sdkwire.Package, "@")
+	require.True(t, ok, sdkwire.Package)
+	assert.Equal(t, "modal-go/"+checked+"+boxfs", libmodalVersion)
+	assert.Equal(t, "1.0.0", clientVersion)
+	assert.Equal(t, "9", clientType, "CLIENT_TYPE_LIBMODAL_GO")
 }
 
 func TestJWTExpiry(t *testing.T) {
