@@ -236,13 +236,23 @@ func (c *client) do(ctx context.Context, req request) (*http.Response, error) {
 	}
 }
 
-// setHeaders sets what every request carries: the key, who is calling,
-// and X-Daytona-Split-Output, without which the toolbox strips the stream
+// sdkVersion is the release of Daytona's TypeScript SDK (@daytonaio/sdk)
+// whose requests boxfs's follow and were checked against. It goes in
+// X-Daytona-SDK-Version, a bare version as the SDK sends its own; the
+// daemon reads it as the client's age (one of 0.27 or later gets a
+// session's log with its stream markers).
+const sdkVersion = "0.218.0"
+
+// setHeaders sets what every request carries: the key, who is calling and
+// which SDK release its requests follow (X-Daytona-Source,
+// X-Daytona-SDK-Version, as Daytona's SDKs send them), and
+// X-Daytona-Split-Output, without which the toolbox strips the stream
 // markers from a session's log (stdout and stderr would come as one).
 func (c *client) setHeaders(h http.Header) {
 	h.Set("Authorization", "Bearer "+c.key)
 	h.Set("User-Agent", "boxfs")
 	h.Set("X-Daytona-Source", "boxfs")
+	h.Set("X-Daytona-SDK-Version", sdkVersion)
 	h.Set("X-Daytona-Split-Output", "true")
 }
 

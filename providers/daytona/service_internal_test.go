@@ -44,6 +44,26 @@ func TestStderrSeparate(t *testing.T) {
 	}
 }
 
+// TestSDKHeaders: every request, to the control plane and to the toolbox,
+// says who calls and which SDK release its requests follow, in the form
+// Daytona's SDK sends its own version.
+func TestSDKHeaders(t *testing.T) {
+	srv, p, _ := fake(t, daytonatest.Options{})
+	b := newBox(t, p, providers.Spec{})
+	pr, err := b.Exec(ctxFor(t, time.Minute), providers.ExecRequest{Argv: []string{"true"}})
+	require.NoError(t, err)
+	_, err = pr.Wait()
+	require.NoError(t, err)
+	assert.Regexp(t, `^\d+\.\d+\.\d+$`, sdkVersion)
+	saw := map[bool]bool{}
+	for _, r := range srv.Requests() {
+		saw[strings.HasPrefix(r.Path, "/toolbox/")] = true
+		assert.Equal(t, "boxfs", r.Header.Get("X-Daytona-Source"), "%s %s", r.Method, r.Path)
+		assert.Equal(t, sdkVersion, r.Header.Get("X-Daytona-SDK-Version"), "%s %s", r.Method, r.Path)
+	}
+	assert.True(t, saw[false] && saw[true], "requests to the control plane and the toolbox")
+}
+
 // TestUploads: WriteFile, PutArchive and an Exec with stdin upload through
 // files/bulk-upload, which every daemon has (files/upload is gone from
 // the current one); a failed upload says what the daemon said.
