@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/boxfs/boxfs/hands/agent"
@@ -60,37 +61,35 @@ type Options struct {
 	// OnFacts, with KnownFacts, is told the box's own facts once they are
 	// read, after New returned. It must not block for long.
 	OnFacts func(providers.Facts)
+
+	// agentHook, when set (tests), runs in the background agent start
+	// before the channel opens: it may block it, or fail it.
+	agentHook func(context.Context) error
 }
 
-// The interfaces Hands embeds, under names of its own: their methods are
-// Hands's, served by the path New chose.
-type (
-	files    = providers.Files
-	walker   = providers.Walker
-	archiver = providers.Archiver
-)
-
 // Hands performs file operations and runs commands in one box. It
-// implements providers.Files, providers.Walker and providers.Archiver (the
-// chosen path's, embedded), so the layers above talk to hands only. It is
+// implements providers.Files, providers.Walker and providers.Archiver
+// (the route's, see route), so the layers above talk to hands only. It is
 // safe for concurrent use.
 type Hands struct {
-	files
-	walker
-	archiver
+	cur atomic.Pointer[route] // the path operations take now
 
-	box      providers.Box
-	exec     execFunc // box.Exec, telling Options.OnExec
-	factsMu  sync.Mutex
-	facts    providers.Facts
-	via      string
-	closer   io.Closer      // the agent channel, when there is one
-	channel  *agent.Channel // the same
-	sh       *scripts
-	liveness time.Duration
-	log      *slog.Logger
-	owner    string // who this host process is, as written in command records
-	watchMax int    // Options.WatchLimit
+	box     providers.Box
+	exec    execFunc // box.Exec, telling Options.OnExec
+	factsMu sync.Mutex
+	facts   providers.Facts
+	// The agent channel, up or starting; nil without one. Close closes it.
+	agentCh *agent.Channel
+	// Closed when the agent New started in the background is up (the
+	// route is then the agent's) or failed to start; nil without such a
+	// start. agentStop ends the start.
+	agentDone chan struct{}
+	agentStop context.CancelFunc
+	sh        *scripts
+	liveness  time.Duration
+	log       *slog.Logger
+	owner     string // who this host process is, as written in command records
+	watchMax  int    // Options.WatchLimit
 }
 
 var (
@@ -105,9 +104,13 @@ var (
 )
 
 // New reads box's facts once and picks the fastest path they allow (see the
-// package doc). With the agent path, New opens the channel and checks it
-// answers; when it does not, New logs why and falls back, unless
-// opts.Force is "agent".
+// package doc). With the agent path chosen (opts.Force ""), New returns at
+// once with the native or script path serving and starts the agent in the
+// background: every operation started once its channel answers goes
+// through it (Via then says so), those in flight finish where they
+// started; a start that fails is logged and the fallback path stays.
+// With opts.Force "agent", New opens the channel and checks it answers
+// before it returns.
 func New(ctx context.Context, box providers.Box, opts Options) (*Hands, error) {
 	const op = "hands.New"
 	if box == nil {
@@ -140,7 +143,7 @@ func (h *Hands) refreshFacts(ctx context.Context, known providers.Facts, onFacts
 		return
 	}
 	if !samePath(known, f) {
-		h.log.Warn("hands: the box's facts changed since its last open; its path is chosen again at the next open", "via", h.via)
+		h.log.Warn("hands: the box's facts changed since its last open; its path is chosen again at the next open", "via", h.Via())
 	}
 	h.factsMu.Lock()
 	h.facts = f
@@ -192,14 +195,13 @@ func newWith(ctx context.Context, box providers.Box, opts Options, facts provide
 	case "":
 		switch {
 		case boxHasFiles:
-			h.useNativeFiles(bf)
+			h.cur.Store(h.nativeFiles(bf))
 		case agentOK:
-			if err := h.useAgent(ctx, opts); err != nil {
-				h.log.Warn("hands: agent channel did not start; falling back", "err", err)
-				h.useNativeOrScript()
-			}
+			// The first operations (a mount's first listings) need not
+			// wait for the agent's upload, exec and handshake.
+			h.startAgent(ctx, opts, h.nativeOrScript())
 		default:
-			h.useNativeOrScript()
+			h.cur.Store(h.nativeOrScript())
 		}
 	case ViaAgent:
 		if !agentOK {
@@ -216,53 +218,43 @@ func newWith(ctx context.Context, box providers.Box, opts Options, facts provide
 		if !ok1 || !ok2 {
 			return nil, providers.Errorf(providers.Unsupported, op, "the box has no native stat and archive API").WithBox(box.ID())
 		}
-		h.useNative(st, ar)
+		h.cur.Store(h.native(st, ar))
 	case ViaScript:
-		h.useScript()
+		h.cur.Store(h.script())
 	default:
 		return nil, providers.Errorf(providers.Invalid, op, "unknown Force %q (want agent, native or script)", opts.Force)
 	}
-	h.log.Debug("hands: ready", "via", h.via)
+	h.log.Debug("hands: ready", "via", h.Via(), "agentStarting", h.AgentStarting())
 	return h, nil
 }
 
-func (h *Hands) useNativeFiles(bf providers.Files) {
-	h.via = ViaNativeFiles
-	h.files = bf
+func (h *Hands) nativeFiles(bf providers.Files) *route {
+	r := &route{via: ViaNativeFiles, files: bf, walker: filesWalker{bf}, archiver: h.boxArchiver()}
 	if w, ok := h.box.(providers.Walker); ok {
-		h.walker = w
-	} else {
-		h.walker = filesWalker{bf}
+		r.walker = w
 	}
-	h.archiver = h.boxArchiver()
+	return r
 }
 
-func (h *Hands) useNativeOrScript() {
-	if h.useNativeOps() {
-		return
+func (h *Hands) nativeOrScript() *route {
+	if r := h.nativeOps(); r != nil {
+		return r
 	}
 	st, ok1 := h.box.(providers.PathStater)
 	ar, ok2 := h.box.(providers.Archiver)
 	if ok1 && ok2 {
-		h.useNative(st, ar)
-		return
+		return h.native(st, ar)
 	}
-	h.useScript()
+	return h.script()
 }
 
-func (h *Hands) useNative(st providers.PathStater, ar providers.Archiver) {
+func (h *Hands) native(st providers.PathStater, ar providers.Archiver) *route {
 	n := &native{scripts: h.sh, stater: st, archiver: ar}
-	h.via = ViaNative
-	h.files = n
-	h.walker = h.sh
-	h.archiver = ar
+	return &route{via: ViaNative, files: n, walker: h.sh, archiver: ar}
 }
 
-func (h *Hands) useScript() {
-	h.via = ViaScript
-	h.files = h.sh
-	h.walker = h.sh
-	h.archiver = h.boxArchiver()
+func (h *Hands) script() *route {
+	return &route{via: ViaScript, files: h.sh, walker: h.sh, archiver: h.boxArchiver()}
 }
 
 // boxArchiver is the box's own Archiver, else tar over Exec.
@@ -280,52 +272,73 @@ func (h *Hands) Facts() providers.Facts {
 	return h.facts
 }
 
-// Via names the path file operations take: ViaNativeFiles, ViaAgent,
-// ViaNative or ViaScript.
-func (h *Hands) Via() string { return h.via }
+// Via names the path file operations take now: ViaNativeFiles, ViaAgent,
+// ViaNativeOps, ViaNative or ViaScript. While the agent starts in the
+// background (see New) it is the fallback's, then ViaAgent.
+func (h *Hands) Via() string { return h.path().via }
 
 // Box returns the box hands works on.
 func (h *Hands) Box() providers.Box { return h.box }
 
-// Close ends the agent channel, if there is one. It does not end the box or
-// the commands started with Run.
+// Close ends the agent channel, if there is one (and its start, when it
+// is starting). It does not end the box or the commands started with Run.
 func (h *Hands) Close() error {
-	if h.closer != nil {
-		return h.closer.Close()
+	if h.agentStop != nil {
+		h.agentStop()
+	}
+	if h.agentCh != nil {
+		return h.agentCh.Close()
 	}
 	return nil
 }
 
 // WalkMax lists the tree under root in one round trip when it has at most
 // max entries, where the path can (the agent channel); elsewhere it is
-// Unsupported.
+// Unsupported, and Unavailable while the agent starts (the caller lists
+// the directories one by one, and asks again later).
 func (h *Hands) WalkMax(ctx context.Context, root string, max int) ([]providers.FileInfo, error) {
-	if cw, ok := h.walker.(providers.CappedWalker); ok {
+	const op = "hands.WalkMax"
+	r := h.path()
+	if cw, ok := r.walker.(providers.CappedWalker); ok {
 		return cw.WalkMax(ctx, root, max)
 	}
-	return nil, providers.Errorf(providers.Unsupported, "hands.WalkMax", "the %s path has no capped walk", h.via)
+	if h.AgentStarting() {
+		return nil, providers.Errorf(providers.Unavailable, op, "the agent is starting").WithBox(h.box.ID())
+	}
+	return nil, providers.Errorf(providers.Unsupported, op, "the %s path has no capped walk", r.via)
 }
 
 // ReadSmall reads many small files of dir in one round trip where the
 // path can (the agent channel); elsewhere it is Unsupported and the caller
-// reads them one by one.
+// reads them one by one, as it does while the agent starts (Unavailable).
 func (h *Hands) ReadSmall(ctx context.Context, dir string, names []string, max int) ([]providers.SmallFile, error) {
-	if sr, ok := h.files.(providers.SmallReader); ok {
+	const op = "hands.ReadSmall"
+	r := h.path()
+	if sr, ok := r.files.(providers.SmallReader); ok {
 		return sr.ReadSmall(ctx, dir, names, max)
 	}
-	return nil, providers.Errorf(providers.Unsupported, "hands.ReadSmall", "the %s path reads files one by one", h.via)
+	if h.AgentStarting() {
+		return nil, providers.Errorf(providers.Unavailable, op, "the agent is starting").WithBox(h.box.ID())
+	}
+	return nil, providers.Errorf(providers.Unsupported, op, "the %s path reads files one by one", r.via)
 }
 
 // RenameStat renames and returns the attributes the rename left, in one
 // round trip over the agent channel; on other paths it is Unsupported and
-// renames nothing.
+// renames nothing. While the agent starts it waits for it (a caller told
+// Unsupported would not ask again).
 func (h *Hands) RenameStat(ctx context.Context, oldname, newname string) (providers.FileInfo, []providers.FileInfo, error) {
-	if h.channel == nil {
-		return providers.FileInfo{}, nil, providers.Errorf(providers.Unsupported, "hands.RenameStat", "the %s path renames without attributes", h.via)
+	const op = "hands.RenameStat"
+	if err := h.WaitAgent(ctx); err != nil {
+		return providers.FileInfo{}, nil, providers.E(ctxCode(ctx), op, err).WithBox(h.box.ID())
 	}
-	fi, dirs, err := h.channel.RenameStat(ctx, oldname, newname)
+	r := h.path()
+	if r.channel == nil {
+		return providers.FileInfo{}, nil, providers.Errorf(providers.Unsupported, op, "the %s path renames without attributes", r.via)
+	}
+	fi, dirs, err := r.channel.RenameStat(ctx, oldname, newname)
 	if err == nil && fi.IsSymlink() && fi.Target == "" {
-		fi.Target, err = h.channel.Readlink(ctx, newname)
+		fi.Target, err = r.channel.Readlink(ctx, newname)
 	}
 	return fi, dirs, err
 }
@@ -333,12 +346,12 @@ func (h *Hands) RenameStat(ctx context.Context, oldname, newname string) (provid
 // CreateStat makes an empty regular file and returns its attributes: one
 // round trip over the agent channel, Create then Lstat elsewhere.
 func (h *Hands) CreateStat(ctx context.Context, name string, perm providers.FileMode, exclusive bool) (providers.FileInfo, error) {
-	return providers.AsStatWriter(h.files).CreateStat(ctx, name, perm, exclusive)
+	return providers.AsStatWriter(h.path().files).CreateStat(ctx, name, perm, exclusive)
 }
 
 // MkdirStat makes a directory and returns its attributes.
 func (h *Hands) MkdirStat(ctx context.Context, name string, perm providers.FileMode) (providers.FileInfo, error) {
-	return providers.AsStatWriter(h.files).MkdirStat(ctx, name, perm)
+	return providers.AsStatWriter(h.path().files).MkdirStat(ctx, name, perm)
 }
 
 // WriteFileStat replaces name atomically with r's bytes, gives it o's
@@ -347,31 +360,38 @@ func (h *Hands) MkdirStat(ctx context.Context, name string, perm providers.FileM
 // round trip for a large one where the box has that API; a call per step
 // elsewhere.
 func (h *Hands) WriteFileStat(ctx context.Context, name string, r io.Reader, o providers.WriteOptions) (providers.FileInfo, error) {
-	if ar, ok := h.bulk(); ok {
+	return h.writeFileStat(ctx, h.path(), name, r, o)
+}
+
+// writeFileStat is WriteFileStat on route p.
+func (h *Hands) writeFileStat(ctx context.Context, p *route, name string, r io.Reader, o providers.WriteOptions) (providers.FileInfo, error) {
+	if ar, ok := h.bulk(p); ok {
 		if size, ok := sizeOf(r); ok && size >= bulkMin {
-			fi, retry, err := h.writeBulk(ctx, ar, name, r.(*os.File), size, o)
+			fi, retry, err := h.writeBulk(ctx, ar, p.channel, name, r.(*os.File), size, o)
 			if err == nil || !retry {
 				return fi, err
 			}
 			h.log.Debug("hands: bulk write failed; writing through the file channel", "path", name, "err", err)
 		}
 	}
-	return providers.AsStatWriter(h.files).WriteFileStat(ctx, name, r, o)
+	return providers.AsStatWriter(p.files).WriteFileStat(ctx, name, r, o)
 }
 
 // WriteFiles writes many whole files, each as WriteFileStat does: in one
-// round trip over the agent channel, one call each elsewhere.
+// round trip over the agent channel, one call each elsewhere. The whole
+// batch takes the route in use when it starts.
 func (h *Hands) WriteFiles(ctx context.Context, files []providers.FileWrite) ([]providers.FileWritten, error) {
-	if bw, ok := h.files.(providers.BatchWriter); ok {
-		return h.writeBatch(ctx, bw, files)
+	p := h.path()
+	if bw, ok := p.files.(providers.BatchWriter); ok {
+		return h.writeBatch(ctx, p, bw, files)
 	}
 	out := make([]providers.FileWritten, len(files))
 	for i, f := range files {
 		if f.Dir {
-			out[i].Info, out[i].Err = providers.WriteDir(ctx, h, f)
+			out[i].Info, out[i].Err = providers.WriteDir(ctx, p.files, f)
 			continue
 		}
-		out[i].Info, out[i].Err = h.WriteFileStat(ctx, f.Name, f.Data, f.Options)
+		out[i].Info, out[i].Err = h.writeFileStat(ctx, p, f.Name, f.Data, f.Options)
 	}
 	return out, nil
 }
@@ -379,10 +399,10 @@ func (h *Hands) WriteFiles(ctx context.Context, files []providers.FileWrite) ([]
 // writeBatch writes files through bw, but for large files that take the
 // bulk path: those go one by one, after the files before the last of them
 // and before those after it (a batch's directory attributes come last).
-func (h *Hands) writeBatch(ctx context.Context, bw providers.BatchWriter, files []providers.FileWrite) ([]providers.FileWritten, error) {
+func (h *Hands) writeBatch(ctx context.Context, p *route, bw providers.BatchWriter, files []providers.FileWrite) ([]providers.FileWritten, error) {
 	var big []int
 	for i, f := range files {
-		if _, ok := h.bulk(); ok && !f.Dir && f.Size >= bulkMin {
+		if _, ok := h.bulk(p); ok && !f.Dir && f.Size >= bulkMin {
 			if _, ok := sizeOf(f.Data); ok {
 				big = append(big, i)
 			}
@@ -418,7 +438,7 @@ func (h *Hands) writeBatch(ctx context.Context, bw providers.BatchWriter, files 
 	}
 	for _, i := range big {
 		f := files[i]
-		out[i].Info, out[i].Err = h.WriteFileStat(ctx, f.Name, f.Data, f.Options)
+		out[i].Info, out[i].Err = h.writeFileStat(ctx, p, f.Name, f.Data, f.Options)
 	}
 	if err := batch(last+1, len(files)); err != nil {
 		return nil, err
@@ -431,25 +451,32 @@ func (h *Hands) writeBatch(ctx context.Context, bw providers.BatchWriter, files 
 // were lost. It takes the agent's watch (see agent.Channel.Watch) where
 // the agent runs, else the box's own (providers.Watcher: a local box's
 // in-process inotify, E2B's WatchDir); Unsupported when the box has
-// neither, Unavailable while the agent's command stream is not up. It
-// returns nil when ctx ends.
+// neither, Unavailable while the agent's command stream is not up. While
+// the agent starts in the background (see New), Watch waits for it
+// before it chooses. It returns nil when ctx ends.
 func (h *Hands) Watch(ctx context.Context, root string, ready func(), changed func(changes []providers.Change, all bool)) error {
 	if _, err := checkPath("hands.Watch", h.box.ID(), root); err != nil {
 		return err
 	}
-	if h.channel != nil {
-		return h.channel.Watch(ctx, root, h.watchMax, ready, changed)
+	if h.WaitAgent(ctx) != nil {
+		return nil
+	}
+	r := h.path()
+	if r.channel != nil {
+		return r.channel.Watch(ctx, root, h.watchMax, ready, changed)
 	}
 	if w, ok := h.box.(providers.Watcher); ok {
 		return w.Watch(ctx, root, ready, changed)
 	}
-	return providers.Errorf(providers.Unsupported, "hands.Watch", "the box has no watch: it is reached %s, without the agent, and its provider watches nothing", h.via).WithBox(h.box.ID())
+	return providers.Errorf(providers.Unsupported, "hands.Watch", "the box has no watch: it is reached %s, without the agent, and its provider watches nothing", r.via).WithBox(h.box.ID())
 }
 
-// CanWatch reports whether Watch may run on the box: the agent runs, or
-// the box has a watch of its own.
+// CanWatch reports whether Watch may run on the box: the agent runs (or
+// is starting: Watch then waits for it, and is Unsupported if it does not
+// start and the box has no watch of its own), or the box has a watch of
+// its own.
 func (h *Hands) CanWatch() bool {
-	if h.channel != nil {
+	if h.path().channel != nil || h.AgentStarting() {
 		return true
 	}
 	_, ok := h.box.(providers.Watcher)
@@ -464,11 +491,12 @@ func (h *Hands) CanWatch() bool {
 // agent's command stream, when the box has the agent.
 func (h *Hands) GetFiles(ctx context.Context, root string, paths []string) (io.ReadCloser, error) {
 	rc, err := h.sh.GetFiles(ctx, root, paths)
-	if err == nil || h.channel == nil || !(providers.IsCode(err, providers.Unsupported) || !h.Facts().HasShell()) {
+	ch := h.path().channel
+	if err == nil || ch == nil || !(providers.IsCode(err, providers.Unsupported) || !h.Facts().HasShell()) {
 		return rc, err
 	}
 	h.log.Debug("hands: no GNU tar in the box; the agent makes the archive", "err", err)
-	arc, aerr := h.channel.GetFiles(ctx, root, paths)
+	arc, aerr := ch.GetFiles(ctx, root, paths)
 	if providers.IsCode(aerr, providers.Unavailable) {
 		return nil, err
 	}

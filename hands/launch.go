@@ -10,10 +10,11 @@ import (
 // agent channel runs, "" without the channel: a launch's supervisor can
 // run from it.
 func (h *Hands) AgentPath() string {
-	if h.channel == nil {
+	ch := h.path().channel
+	if ch == nil {
 		return ""
 	}
-	return h.channel.BinaryPath()
+	return ch.BinaryPath()
 }
 
 // Exec runs argv in the box as Run does, for a caller that speaks

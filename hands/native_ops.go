@@ -95,19 +95,15 @@ func hasNativeOps(box providers.Box) bool {
 	return false
 }
 
-// useNativeOps takes the native-ops path when the box serves any file
+// nativeOps returns the native-ops path when the box serves any file
 // operation as a method (and is not a whole providers.Files, which New
-// takes first).
-func (h *Hands) useNativeOps() bool {
+// takes first), else nil.
+func (h *Hands) nativeOps() *route {
 	if !hasNativeOps(h.box) {
-		return false
+		return nil
 	}
 	n := &nativeOps{scripts: h.sh, box: h.box}
-	h.via = ViaNativeOps
-	h.files = n
-	h.walker = n
-	h.archiver = h.boxArchiver()
-	return true
+	return &route{via: ViaNativeOps, files: n, walker: n, archiver: h.boxArchiver()}
 }
 
 // nativeOps serves each operation the box has as a method through it, and
