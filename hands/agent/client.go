@@ -19,6 +19,7 @@ import (
 
 	"github.com/pkg/sftp"
 
+	"github.com/boxfs/boxfs/internal/guard"
 	"github.com/boxfs/boxfs/internal/shell"
 	"github.com/boxfs/boxfs/providers"
 )
@@ -314,8 +315,15 @@ func call[T any](ctx context.Context, c *Client, op, name string, mutation bool,
 	if err := ctx.Err(); err != nil {
 		return zero, ctxError(op, err).WithBox(c.box).WithPath(name)
 	}
+	// fn decodes what the agent answered: a panic there (a hostile or
+	// broken agent) is this call's error, never the daemon's end.
+	caught := func(err error) error { return providers.E(0, op, err).WithBox(c.box).WithPath(name) }
 	if ctx.Done() == nil {
-		v, err := fn()
+		var v T
+		var err error
+		if perr := guard.Run(func() { v, err = fn() }); perr != nil {
+			return zero, caught(perr)
+		}
 		return v, c.mapErr(op, name, mutation, err)
 	}
 	type result struct {
@@ -323,10 +331,10 @@ func call[T any](ctx context.Context, c *Client, op, name string, mutation bool,
 		err error
 	}
 	done := make(chan result, 1)
-	go func() {
+	guard.Go(func() {
 		v, err := fn()
 		done <- result{v, err}
-	}()
+	}, func(err error) { done <- result{zero, caught(err)} })
 	select {
 	case res := <-done:
 		return res.v, c.mapErr(op, name, mutation, res.err)

@@ -1026,3 +1026,19 @@ func TestReadFileStreamEndsWithCtx(t *testing.T) {
 		t.Fatalf("the session did not survive: %v", err)
 	}
 }
+
+// A panic while an answer is decoded (a hostile or broken agent) is that
+// call's error; the daemon and the channel go on.
+func TestCallPanicIsAnError(t *testing.T) {
+	c := newPipeServer(t, 10*time.Second).client
+	for _, ctx := range []context.Context{context.Background(), bg(t)} {
+		_, err := call(ctx, c, "agent.Test", "/x", false, func() (int, error) { panic("bad answer") })
+		if err == nil || !strings.Contains(err.Error(), "bad answer") {
+			t.Errorf("a panic in the answer's decoding: %v", err)
+		}
+	}
+	_, err := c.Lstat(bg(t), "/")
+	if err != nil {
+		t.Errorf("the channel after the panic: %v", err)
+	}
+}
