@@ -42,6 +42,9 @@ func (e *execFile) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.Att
 }
 
 func (e *execFile) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if errno := controlSetattr(in); errno != 0 {
+		return errno
+	}
 	return e.Getattr(ctx, f, out)
 }
 
@@ -179,6 +182,12 @@ func (h *execHandle) startPending(ctx context.Context) syscall.Errno {
 // Flush is close(2): a command line written without its newline starts
 // here, and close answers whether it did.
 func (h *execHandle) Flush(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	failed := h.in.failed
+	h.mu.Unlock()
+	if failed != nil {
+		return toErrno(failed) // a line past the limit: close says so too
+	}
 	return h.startPending(ctx)
 }
 

@@ -50,10 +50,27 @@ func (c *ctlFile) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.Attr
 
 // Setattr takes the size change of `echo msg > ctl` (O_TRUNC) and nothing else.
 func (c *ctlFile) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if errno := controlSetattr(in); errno != 0 {
+		return errno
+	}
 	if _, ok := in.GetSize(); ok && c.write == nil {
 		return syscall.EACCES
 	}
 	return c.Getattr(ctx, f, out)
+}
+
+// controlSetattr refuses a chmod or chown of a control file (EPERM): its
+// mode and owner are the namespace's, and an answer of success would say
+// a change was made that was not. The size change of an O_TRUNC open and
+// times (touch) are taken and change nothing.
+func controlSetattr(in *fuse.SetAttrIn) syscall.Errno {
+	_, mode := in.GetMode()
+	_, uid := in.GetUID()
+	_, gid := in.GetGID()
+	if mode || uid || gid {
+		return syscall.EPERM
+	}
+	return 0
 }
 
 func (c *ctlFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
@@ -136,8 +153,14 @@ func (h *ctlHandle) Flush(ctx context.Context) syscall.Errno {
 		return 0
 	}
 	h.mu.Lock()
+	failed := h.in.failed
 	rest := h.in.rest()
 	h.mu.Unlock()
+	if failed != nil {
+		// A message past the limit: a writer that stopped at the short
+		// count of its write is told at close.
+		return toErrno(failed)
+	}
 	if len(splitMessages(string(rest))) > 0 {
 		if err := h.c.write(ctx, rest); err != nil {
 			return h.fail(err)

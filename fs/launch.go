@@ -361,6 +361,9 @@ func (f *inputFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.A
 
 // Setattr takes the truncation of `> secrets` and nothing else.
 func (f *inputFile) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if errno := controlSetattr(in); errno != 0 {
+		return errno
+	}
 	return f.Getattr(ctx, fh, out)
 }
 

@@ -60,3 +60,25 @@ func TestControlFilesCannotBeRemoved(t *testing.T) {
 	}
 	assert.True(t, strings.Contains(readFile(t, filepath.Join(mnt, "ctl")), "a local "))
 }
+
+// chmod and chown of a control file are refused (EPERM), never answered
+// with a success that changed nothing; `> ctl` (a truncate) and touch
+// still work.
+func TestControlFilesKeepModeAndOwner(t *testing.T) {
+	mnt := mount(t)
+	box := newBox(t, mnt, "a")
+	launch := filepath.Join(box, "launch", "web")
+	require.NoError(t, os.Mkdir(launch, 0o755))
+	for _, p := range []string{filepath.Join(mnt, "ctl"), filepath.Join(box, "ctl"), filepath.Join(box, "exec"),
+		filepath.Join(launch, "secrets"), filepath.Join(launch, "stdin"), filepath.Join(launch, "ctl")} {
+		before, err := os.Stat(p)
+		require.NoError(t, err)
+		assert.ErrorIs(t, os.Chmod(p, 0o777), syscall.EPERM, "chmod %s", p)
+		assert.ErrorIs(t, os.Chown(p, 1, 1), syscall.EPERM, "chown %s", p)
+		after, err := os.Stat(p)
+		require.NoError(t, err)
+		assert.Equal(t, before.Mode(), after.Mode(), "%s", p)
+	}
+	require.NoError(t, exec.Command("touch", filepath.Join(box, "exec")).Run(), "touch exec")
+	assert.Equal(t, "hi\n", run(t, mnt, "a", "echo hi"))
+}

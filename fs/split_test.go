@@ -55,6 +55,21 @@ func writeOnce(t *testing.T, name, text string, skew int) error {
 	return cerr
 }
 
+// writeShort is writeOnce for a writer that takes a short count as the
+// end: one write(2), then close; it returns both answers.
+func writeShort(t *testing.T, name, text string, skew int) (n int, werr, cerr error) {
+	t.Helper()
+	buf, err := unix.Mmap(-1, 0, len(text)+skew+4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	require.NoError(t, err)
+	defer unix.Munmap(buf)
+	p := buf[skew : skew+len(text)]
+	copy(p, text)
+	fd, err := unix.Open(name, unix.O_WRONLY|unix.O_TRUNC, 0)
+	require.NoError(t, err)
+	n, werr = unix.Write(fd, p)
+	return n, werr, unix.Close(fd)
+}
+
 // waitStatus waits for command n of box to end and returns its status.
 func waitStatus(t *testing.T, box string, n string) string {
 	t.Helper()
@@ -138,6 +153,20 @@ func TestCtlLongWrite(t *testing.T) {
 	_, err = os.Stat(filepath.Join(mnt, "big"))
 	assert.ErrorIs(t, err, os.ErrNotExist)
 	assert.Contains(t, readErr(mnt), "longer than")
+
+	// The same message in one unaligned write(2), which the kernel splits:
+	// a writer that stops at a short count hears of it at close.
+	for _, p := range []string{filepath.Join(mnt, "ctl"), filepath.Join(newBox(t, mnt, "a"), "exec")} {
+		n, werr, cerr := writeShort(t, p, long, 100)
+		if werr == nil {
+			assert.Less(t, n, len(long), "%s: the whole message taken", p)
+			assert.ErrorIs(t, cerr, syscall.E2BIG, "%s: close after a short write", p)
+		} else {
+			assert.ErrorIs(t, werr, syscall.E2BIG, p)
+		}
+	}
+	_, err = os.Stat(filepath.Join(mnt, "big"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
 }
 
 // Control files report a large st_blksize, so stdio writers hand a whole
