@@ -234,7 +234,6 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 	defer signal.Stop(sigs)
 	const op = "mount"
-	startPprof(e.log)
 	if err := e.makeStateDir(); err != nil {
 		return err
 	}
@@ -246,6 +245,7 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 		return err
 	}
 	defer lock.release()
+	defer startPprof(e.log, e.state)()
 	if err := prepareMountpoint(e, mnt); err != nil {
 		return err
 	}
