@@ -51,7 +51,7 @@ func serveWith(t *testing.T, opts boxes.Options, mo boxfs.MountOptions) (string,
 	m, err := boxes.New(opts)
 	require.NoError(t, err)
 	mnt := t.TempDir()
-	mo.Debug = testing.Verbose() && os.Getenv("BOXFS_FUSE_DEBUG") != ""
+	mo.Debug = mo.Debug || testing.Verbose() && os.Getenv("BOXFS_FUSE_DEBUG") != ""
 	server, err := boxfs.New(m).Mount(mnt, mo)
 	require.NoError(t, err)
 	t.Cleanup(func() {

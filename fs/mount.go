@@ -1,7 +1,9 @@
 package fs
 
 import (
+	"io"
 	"log/slog"
+	"os"
 	"sync"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -52,7 +54,10 @@ type MountOptions struct {
 	// Symlinks says how absolute symlink targets in work/ read (default:
 	// transformed on boxes whose provider isolates them).
 	Symlinks Symlinks
+	// Debug logs every FUSE request and answer, with sizes but no data
+	// bytes, to DebugLog (nil: standard error).
 	Debug    bool
+	DebugLog io.Writer
 	FsName   string
 }
 
@@ -90,6 +95,13 @@ func (f *FS) Mount(mountpoint string, mo MountOptions) (*fuse.Server, error) {
 			Options:       []string{"default_permissions"},
 		},
 		NullPermissions: true,
+	}
+	if mo.Debug {
+		w := mo.DebugLog
+		if w == nil {
+			w = os.Stderr
+		}
+		opts.MountOptions.Logger = debugLogger(w)
 	}
 	server, err := gofs.Mount(mountpoint, f.root, opts)
 	if err != nil {

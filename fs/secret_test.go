@@ -1,11 +1,13 @@
 package fs_test
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/boxfs/boxfs/boxes"
+	boxfs "github.com/boxfs/boxfs/fs"
 	"github.com/boxfs/boxfs/providers"
 	"github.com/boxfs/boxfs/providers/local"
 )
@@ -62,4 +65,41 @@ func TestSecretsStayOutOfErrAndLog(t *testing.T) {
 	assert.NotContains(t, logged, "sekrit")
 	assert.Less(t, len(logged), 16<<10, "the log quotes a bounded part of a bad message")
 	assert.Contains(t, logged, "command started")
+}
+
+// mount --debug logs requests and sizes, never the bytes written: not a
+// file's, not a launch's secrets.
+func TestDebugLogHasNoData(t *testing.T) {
+	var log syncBuf
+	mnt := mountWith(t, boxfs.MountOptions{Debug: true, DebugLog: &log})
+	box := newBox(t, mnt, "a")
+	require.NoError(t, os.WriteFile(filepath.Join(box, "work", "f"), []byte("FILEDATA-1234567"), 0o644))
+	b, err := os.ReadFile(filepath.Join(box, "work", "f"))
+	require.NoError(t, err)
+	require.Equal(t, "FILEDATA-1234567", string(b))
+	launch := filepath.Join(box, "launch", "web")
+	require.NoError(t, os.Mkdir(launch, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(launch, "secrets"), []byte("TOKEN=s3cret\n"), 0o600))
+	out := log.String()
+	assert.Contains(t, out, "WRITE", "the log has the writes")
+	assert.NotContains(t, out, "FILEDATA")
+	assert.NotContains(t, out, "TOKEN=s3")
+}
+
+// syncBuf is a bytes.Buffer safe for the FUSE server's goroutines.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
