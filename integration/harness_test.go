@@ -242,6 +242,9 @@ type boxT struct {
 	name string
 	dir  string // MOUNT/NAME
 	work string // MOUNT/NAME/work
+	// small: the box is reached without the agent (every file operation
+	// is a command of its own), and the suites give it smaller trees.
+	small bool
 }
 
 // newBox makes a box through the root ctl.

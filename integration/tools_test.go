@@ -54,6 +54,7 @@ func runSuiteOn(t *testing.T, rows []string, suite []suiteCase) {
 					}
 					sub := *b
 					sub.work = dir
+					sub.small = slices.Contains(toolOnlyRows, prov)
 					tc.fn(t, &sub)
 				})
 			}
@@ -154,8 +155,14 @@ func sameSums(t *testing.T, what string, want, got map[string]string) {
 // makeTree writes a small tree with files of several sizes and modes.
 func makeTree(t *testing.T) string {
 	t.Helper()
+	return makeTreeOf(t, 40)
+}
+
+// makeTreeOf makes a tree of n files (f0.txt in d0/e0 among them).
+func makeTreeOf(t *testing.T, n int) string {
+	t.Helper()
 	src := t.TempDir()
-	for i := 0; i < 40; i++ {
+	for i := 0; i < n; i++ {
 		dir := filepath.Join(src, fmt.Sprintf("d%d", i%5), fmt.Sprintf("e%d", i%3))
 		os.MkdirAll(dir, 0o755)
 		size := []int{0, 1, 100, 4096, 70000, 1 << 20}[i%6]
@@ -173,8 +180,19 @@ func makeTree(t *testing.T) string {
 	return src
 }
 
+// tree makes the tree a suite case copies into b: 40 files, 12 on a box
+// reached without the agent, whose every file operation is a command (an
+// Archil exec takes half a second).
+func (b *boxT) tree(t *testing.T) string {
+	t.Helper()
+	if b.small {
+		return makeTreeOf(t, 12)
+	}
+	return makeTree(t)
+}
+
 func testCopyTree(t *testing.T, b *boxT) {
-	src := makeTree(t)
+	src := b.tree(t)
 	host(t, b.work, "cp", "-r", src+"/.", ".")
 	want := sums(t, src)
 	sameSums(t, "through the mount", want, sums(t, b.work))
@@ -183,7 +201,11 @@ func testCopyTree(t *testing.T, b *boxT) {
 
 func testUntar(t *testing.T, b *boxT) {
 	tarball := filepath.Join(t.TempDir(), "src.tar")
-	host(t, filepath.Join(runtime.GOROOT(), "src"), "tar", "-cf", tarball, "encoding/json", "encoding/csv", "bufio")
+	dirs := []string{"encoding/json", "encoding/csv", "bufio"}
+	if b.small {
+		dirs = []string{"encoding/csv"} // a command per file operation
+	}
+	host(t, filepath.Join(runtime.GOROOT(), "src"), "tar", append([]string{"-cf", tarball}, dirs...)...)
 	host(t, b.work, "tar", "-xf", tarball)
 	ref := t.TempDir()
 	host(t, ref, "tar", "-xf", tarball)
@@ -216,9 +238,16 @@ func testGit(t *testing.T, b *boxT) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}
-	src := makeTree(t)
+	src := b.tree(t)
 	host(t, b.work, "cp", "-r", src+"/.", ".")
-	host(t, b.work, "git", "init", "-q")
+	if b.small {
+		// A command per file operation: no sample hooks to copy, and
+		// no fsync of each object (each is a push and a command).
+		host(t, b.work, "git", "init", "-q", "--template=")
+		host(t, b.work, "git", "config", "core.fsync", "none")
+	} else {
+		host(t, b.work, "git", "init", "-q")
+	}
 	host(t, b.work, "git", "add", "-A")
 	host(t, b.work, "git", "commit", "-qm", "first")
 	if st := host(t, b.work, "git", "status", "--porcelain"); st != "" {
@@ -242,7 +271,7 @@ func testGit(t *testing.T, b *boxT) {
 }
 
 func testGrep(t *testing.T, b *boxT) {
-	src := makeTree(t)
+	src := b.tree(t)
 	host(t, b.work, "cp", "-r", src+"/.", ".")
 	want, _ := hostErr(src, "grep", "-rc", "file 1")
 	got, _ := hostErr(b.work, "grep", "-rc", "file 1")
