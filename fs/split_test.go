@@ -32,23 +32,11 @@ func echoTo(t *testing.T, name, text string) (string, error) {
 }
 
 // writeOnce writes text to name with one write(2) from a buffer that starts
-// skew bytes after a page boundary, and returns the write's error or else
-// close's.
+// skew bytes after a page boundary (the rest after a short count, as any
+// writer would), and returns the write's error or else close's.
 func writeOnce(t *testing.T, name, text string, skew int) error {
 	t.Helper()
-	buf, err := unix.Mmap(-1, 0, len(text)+skew+4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	require.NoError(t, err)
-	defer unix.Munmap(buf)
-	p := buf[skew : skew+len(text)]
-	copy(p, text)
-	fd, err := unix.Open(name, unix.O_WRONLY|unix.O_TRUNC, 0)
-	require.NoError(t, err)
-	n, werr := unix.Write(fd, p)
-	for werr == nil && n < len(p) { // a short write: the rest, as any writer would
-		p = p[n:]
-		n, werr = unix.Write(fd, p)
-	}
-	cerr := unix.Close(fd)
+	_, werr, cerr := writeSkewed(t, name, text, skew, true)
 	if werr != nil {
 		return werr
 	}
@@ -59,6 +47,13 @@ func writeOnce(t *testing.T, name, text string, skew int) error {
 // end: one write(2), then close; it returns both answers.
 func writeShort(t *testing.T, name, text string, skew int) (n int, werr, cerr error) {
 	t.Helper()
+	return writeSkewed(t, name, text, skew, false)
+}
+
+// writeSkewed writes text to name from a buffer skew bytes after a page
+// boundary, again after a short count when retry says so, then closes.
+func writeSkewed(t *testing.T, name, text string, skew int, retry bool) (n int, werr, cerr error) {
+	t.Helper()
 	buf, err := unix.Mmap(-1, 0, len(text)+skew+4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	require.NoError(t, err)
 	defer unix.Munmap(buf)
@@ -67,6 +62,10 @@ func writeShort(t *testing.T, name, text string, skew int) (n int, werr, cerr er
 	fd, err := unix.Open(name, unix.O_WRONLY|unix.O_TRUNC, 0)
 	require.NoError(t, err)
 	n, werr = unix.Write(fd, p)
+	for retry && werr == nil && n < len(p) {
+		p = p[n:]
+		n, werr = unix.Write(fd, p)
+	}
 	return n, werr, unix.Close(fd)
 }
 

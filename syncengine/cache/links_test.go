@@ -13,12 +13,7 @@ import (
 // or setattr through one name must reach what the others show, or the next
 // write through another name (from its old copy) undoes the first.
 func TestHardLinkNamesSeeEachOthersWrites(t *testing.T) {
-	_, _, r := fakeBox(t)
-	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, r := hourCache(t)
 	ctx := t.Context()
 	h := write(t, c, "h1", "a\n")
 	if err := h.Flush(ctx); err != nil {
@@ -97,12 +92,7 @@ func TestHardLinkNamesSeeEachOthersWrites(t *testing.T) {
 // rename(2) of one name of a file onto another name of it does nothing:
 // both names stay, in the box and in the cache.
 func TestRenameOntoOtherNameOfSameFile(t *testing.T) {
-	_, _, r := fakeBox(t)
-	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, r := hourCache(t)
 	ctx := t.Context()
 	h := write(t, c, "a", "x\n")
 	if err := h.Flush(ctx); err != nil {
@@ -131,12 +121,7 @@ func TestRenameOntoOtherNameOfSameFile(t *testing.T) {
 // rename(2) over one name of a hard link leaves its file one link fewer:
 // the other names show it at once, with the attribute timeout an hour.
 func TestRenameOverOneNameOfHardLink(t *testing.T) {
-	_, _, r := fakeBox(t)
-	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, r := hourCache(t)
 	ctx := t.Context()
 	for _, n := range []string{"f", "h"} {
 		h := write(t, c, n, n+"\n")
@@ -174,12 +159,7 @@ func TestRenameOverOneNameOfHardLink(t *testing.T) {
 // A name of a hard link removed while open for writing: the writes land in
 // the file's other name, as on a disk.
 func TestWriteThroughRemovedLinkName(t *testing.T) {
-	_, _, r := fakeBox(t)
-	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, r := hourCache(t)
 	ctx := t.Context()
 	h := write(t, c, "a", "1\n")
 	if err := h.Flush(ctx); err != nil {
@@ -215,4 +195,17 @@ func TestWriteThroughRemovedLinkName(t *testing.T) {
 	if got, _ := read(t, c, "b"); got != "1\n2\n3\n" {
 		t.Errorf("b reads %q", got)
 	}
+}
+
+// hourCache opens a cache over a fresh fake box with an attribute timeout
+// of an hour: what it shows changes only by what the test does.
+func hourCache(t *testing.T) (*cache.Cache, cache.Remote) {
+	t.Helper()
+	_, _, r := fakeBox(t)
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, r
 }
