@@ -340,13 +340,8 @@ func (b *Box) Hands(ctx context.Context) (*hands.Hands, error) {
 		return nil, err
 	}
 	// Facts read now (none were known) and where the agent runs go into
-	// the record in one write; where the agent starts in the background,
-	// its path once it is up (or "" when it failed to start).
-	starting := h.AgentStarting() // asked first: AgentPath is final once it is false
+	// the record in one write.
 	f, at := h.Facts(), h.AgentPath()
-	if starting {
-		at = rec.Agent
-	}
 	if fresh := rec.Facts == nil; fresh || at != rec.Agent {
 		if err := b.update(func(r *record) {
 			if fresh {
@@ -360,24 +355,7 @@ func (b *Box) Hands(ctx context.Context) (*hands.Hands, error) {
 	b.mu.Lock()
 	b.hands, b.facts = h, h.Facts()
 	b.mu.Unlock()
-	if starting {
-		guard.Go(func() { b.agentStarted(h, at) }, b.panicked)
-	}
 	return h, nil
-}
-
-// agentStarted waits for the agent h starts in the background, and
-// records where it runs when that is not was.
-func (b *Box) agentStarted(h *hands.Hands, was string) {
-	h.WaitAgent(context.Background())
-	b.mu.Lock()
-	still := b.hands == h && b.state != StateGone
-	b.mu.Unlock()
-	if at := h.AgentPath(); still && at != was {
-		if err := b.update(func(r *record) { r.Agent = at }); err != nil {
-			b.m.log.Warn("box record not saved", "box", b.name, "err", err)
-		}
-	}
 }
 
 // factsRead keeps the facts the box told, and records them when they

@@ -41,11 +41,6 @@ func (b *Box) launcher(ctx context.Context) (*launch.Launcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The supervisor runs from the agent's binary: a box whose agent
-	// still starts (hands.New did not wait for it) waits for it here.
-	if err := h.WaitAgent(ctx); err != nil {
-		return nil, err
-	}
 	b.launches.mu.Lock()
 	defer b.launches.mu.Unlock()
 	if b.launches.h == h {

@@ -7,41 +7,32 @@ import (
 	"github.com/boxfs/boxfs/providers"
 )
 
-// useAgent opens the agent channel, checks that it answers and takes it.
+// useAgent opens the agent channel and checks that it answers.
 func (h *Hands) useAgent(ctx context.Context, opts Options) error {
-	ch := h.newChannel(opts)
+	// The channel adds the box to its own log lines.
+	ch := agent.NewChannel(h.box, agent.ChannelOptions{Binary: opts.AgentBinary, Liveness: h.liveness, Logger: opts.Logger, OnExec: opts.OnExec, Facts: &h.facts,
+		InstalledAt: opts.AgentAt})
 	if err := ch.Open(ctx); err != nil {
 		ch.Close()
 		return err
 	}
-	h.agentCh = ch
-	h.cur.Store(h.agentRoute(ch))
+	h.via = ViaAgent
+	h.channel = ch
+	h.closer = ch
+	h.files = agentFiles{ch}
+	h.walker = ch
+	h.archiver = h.boxArchiver()
 	return nil
-}
-
-// newChannel returns the agent channel to the box, not opened.
-func (h *Hands) newChannel(opts Options) *agent.Channel {
-	// The channel adds the box to its own log lines.
-	return agent.NewChannel(h.box, agent.ChannelOptions{Binary: opts.AgentBinary, Liveness: h.liveness, Logger: opts.Logger, OnExec: opts.OnExec, Facts: &h.facts,
-		InstalledAt: opts.AgentAt})
-}
-
-// agentRoute is the agent path over ch.
-func (h *Hands) agentRoute(ch *agent.Channel) *route {
-	return &route{via: ViaAgent, files: agentFiles{ch}, walker: ch, archiver: h.boxArchiver(), channel: ch}
 }
 
 // AgentStats reports the agent channel's counters (round trips, restarts,
 // the last error), for facts.json; ok is false when hands does not use the
-// agent (nor is starting it: Up then says whether it is up yet).
+// agent.
 func (h *Hands) AgentStats() (stats agent.Stats, ok bool) {
-	if ch := h.path().channel; ch != nil {
-		return ch.Stats(), true
+	if h.channel == nil {
+		return agent.Stats{}, false
 	}
-	if h.AgentStarting() {
-		return h.agentCh.Stats(), true
-	}
-	return agent.Stats{}, false
+	return h.channel.Stats(), true
 }
 
 // agentFiles is the channel, with Lstat completed: a symlink's Target is

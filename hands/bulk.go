@@ -8,7 +8,6 @@ import (
 	"path"
 	"time"
 
-	"github.com/boxfs/boxfs/hands/agent"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -29,24 +28,24 @@ var (
 // OpenHost opens name for reading as a host file, where the box's files
 // are the host's own; elsewhere it is Unsupported.
 func (h *Hands) OpenHost(ctx context.Context, name string) (*os.File, error) {
-	if hr, ok := h.path().files.(providers.HostReader); ok {
+	if hr, ok := h.files.(providers.HostReader); ok {
 		return hr.OpenHost(ctx, name)
 	}
 	return nil, providers.Errorf(providers.Unsupported, "hands.OpenHost", "the box's files are not the host's").WithBox(h.box.ID())
 }
 
-// bulk returns the box's archive API when large files take it on route
-// p: the box has one of its own and p the agent to commit writes.
-func (h *Hands) bulk(p *route) (providers.Archiver, bool) {
+// bulk returns the box's archive API when large files take it: the box has
+// one of its own and the agent to commit writes.
+func (h *Hands) bulk() (providers.Archiver, bool) {
 	ar, ok := h.box.(providers.Archiver)
-	return ar, ok && p.channel != nil
+	return ar, ok && h.channel != nil
 }
 
 // ReadFileSized reads name, size bytes long as far as the caller knows:
 // through the bulk path when it is large, else as ReadFile. A bulk read
 // that cannot start falls back to ReadFile.
 func (h *Hands) ReadFileSized(ctx context.Context, name string, size int64) (io.ReadCloser, error) {
-	if ar, ok := h.bulk(h.path()); ok && size >= bulkMin {
+	if ar, ok := h.bulk(); ok && size >= bulkMin {
 		rc, err := readArchived(ctx, ar, name)
 		if err == nil {
 			return rc, nil
@@ -100,10 +99,10 @@ func sizeOf(r io.Reader) (int64, bool) {
 }
 
 // writeBulk puts r's size bytes beside name through the archive API and
-// has the agent (ch) commit them over name with o's attributes. retry says
+// has the agent commit them over name with o's attributes. retry says
 // that nothing reached name and r is at its start again: the caller may
 // write it another way.
-func (h *Hands) writeBulk(ctx context.Context, ar providers.Archiver, ch *agent.Channel, name string, r *os.File, size int64, o providers.WriteOptions) (fi providers.FileInfo, retry bool, err error) {
+func (h *Hands) writeBulk(ctx context.Context, ar providers.Archiver, name string, r *os.File, size int64, o providers.WriteOptions) (fi providers.FileInfo, retry bool, err error) {
 	dir := path.Dir(name)
 	tmp := path.Join(dir, ".boxfs-tmp-"+providers.NewID(8))
 	pr, pw := io.Pipe()
@@ -124,11 +123,11 @@ func (h *Hands) writeBulk(ctx context.Context, ar providers.Archiver, ch *agent.
 	pr.CloseWithError(io.ErrClosedPipe)
 	<-sent // r is ours again
 	if perr != nil {
-		ch.Remove(ctx, tmp) // what was extracted of it
+		h.channel.Remove(ctx, tmp) // what was extracted of it
 		_, serr := r.Seek(0, io.SeekStart)
 		return providers.FileInfo{}, serr == nil, perr
 	}
-	fi, err = ch.Commit(ctx, name, tmp, o)
+	fi, err = h.channel.Commit(ctx, name, tmp, o)
 	if err != nil && !providers.IsCode(err, providers.Exists) {
 		_, serr := r.Seek(0, io.SeekStart)
 		return fi, serr == nil && !providers.IsCode(err, providers.OutcomeUnknown), err

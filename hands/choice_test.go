@@ -66,7 +66,6 @@ func TestChoice(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer h.Close()
-			require.NoError(t, h.WaitAgent(ctx)) // the agent starts in the background
 			if h.Via() != tc.via {
 				t.Errorf("Via = %q, want %q", h.Via(), tc.via)
 			}
@@ -111,7 +110,6 @@ func TestNewOnKnownFacts(t *testing.T) {
 		OnFacts: func(f providers.Facts) { told <- f }})
 	require.NoError(t, err)
 	defer h.Close()
-	require.NoError(t, h.WaitAgent(ctx)) // the agent starts in the background
 	assert.Equal(t, hands.ViaAgent, h.Via())
 	assert.Equal(t, 99.0, h.Facts().CPUs, "the known facts until the box's arrive")
 	_, err = h.Stat(ctx, known.Workspace)

@@ -11,13 +11,8 @@
 //   - "agent": the box runs Linux on this host's architecture, keeps
 //     processes alive and streams stdin, and Options.AgentBinary names a
 //     static boxfs binary: hands starts one long-lived "boxfs agent" exec in
-//     the box and speaks SFTP over it (package hands/agent). New does not
-//     wait for it: the path below serves the first operations (a mount's
-//     first listings) while the agent starts in the background, and every
-//     operation started once its channel answers goes through it (Via says
-//     which path serves now; WaitAgent waits for the switch). When the
-//     channel cannot start, hands logs why and keeps the path below.
-//     Options.Force "agent" makes New wait for the channel.
+//     the box and speaks SFTP over it (package hands/agent). When the channel
+//     cannot start, New logs why and falls back.
 //   - "native": the provider stats paths without a command
 //     (providers.PathStater) and moves bulk data through its archive API
 //     (providers.Archiver); every other operation runs a script.

@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/boxfs/boxfs/hands/agent"
@@ -61,35 +60,37 @@ type Options struct {
 	// OnFacts, with KnownFacts, is told the box's own facts once they are
 	// read, after New returned. It must not block for long.
 	OnFacts func(providers.Facts)
-
-	// agentHook, when set (tests), runs in the background agent start
-	// before the channel opens: it may block it, or fail it.
-	agentHook func(context.Context) error
 }
 
+// The interfaces Hands embeds, under names of its own: their methods are
+// Hands's, served by the path New chose.
+type (
+	files    = providers.Files
+	walker   = providers.Walker
+	archiver = providers.Archiver
+)
+
 // Hands performs file operations and runs commands in one box. It
-// implements providers.Files, providers.Walker and providers.Archiver
-// (the route's, see route), so the layers above talk to hands only. It is
+// implements providers.Files, providers.Walker and providers.Archiver (the
+// chosen path's, embedded), so the layers above talk to hands only. It is
 // safe for concurrent use.
 type Hands struct {
-	cur atomic.Pointer[route] // the path operations take now
+	files
+	walker
+	archiver
 
-	box     providers.Box
-	exec    execFunc // box.Exec, telling Options.OnExec
-	factsMu sync.Mutex
-	facts   providers.Facts
-	// The agent channel, up or starting; nil without one. Close closes it.
-	agentCh *agent.Channel
-	// Closed when the agent New started in the background is up (the
-	// route is then the agent's) or failed to start; nil without such a
-	// start. agentStop ends the start.
-	agentDone chan struct{}
-	agentStop context.CancelFunc
-	sh        *scripts
-	liveness  time.Duration
-	log       *slog.Logger
-	owner     string // who this host process is, as written in command records
-	watchMax  int    // Options.WatchLimit
+	box      providers.Box
+	exec     execFunc // box.Exec, telling Options.OnExec
+	factsMu  sync.Mutex
+	facts    providers.Facts
+	via      string
+	closer   io.Closer      // the agent channel, when there is one
+	channel  *agent.Channel // the same
+	sh       *scripts
+	liveness time.Duration
+	log      *slog.Logger
+	owner    string // who this host process is, as written in command records
+	watchMax int    // Options.WatchLimit
 }
 
 var (
@@ -104,13 +105,9 @@ var (
 )
 
 // New reads box's facts once and picks the fastest path they allow (see the
-// package doc). With the agent path chosen (opts.Force ""), New returns at
-// once with the native or script path serving and starts the agent in the
-// background: every operation started once its channel answers goes
-// through it (Via then says so), those in flight finish where they
-// started; a start that fails is logged and the fallback path stays.
-// With opts.Force "agent", New opens the channel and checks it answers
-// before it returns.
+// package doc). With the agent path, New opens the channel and checks it
+// answers; when it does not, New logs why and falls back, unless
+// opts.Force is "agent".
 func New(ctx context.Context, box providers.Box, opts Options) (*Hands, error) {
 	const op = "hands.New"
 	if box == nil {
@@ -143,7 +140,7 @@ func (h *Hands) refreshFacts(ctx context.Context, known providers.Facts, onFacts
 		return
 	}
 	if !samePath(known, f) {
-		h.log.Warn("hands: the box's facts changed since its last open; its path is chosen again at the next open", "via", h.Via())
+		h.log.Warn("hands: the box's facts changed since its last open; its path is chosen again at the next open", "via", h.via)
 	}
 	h.factsMu.Lock()
 	h.facts = f
@@ -195,13 +192,14 @@ func newWith(ctx context.Context, box providers.Box, opts Options, facts provide
 	case "":
 		switch {
 		case boxHasFiles:
-			h.cur.Store(h.nativeFiles(bf))
+			h.useNativeFiles(bf)
 		case agentOK:
-			// The first operations (a mount's first listings) need not
-			// wait for the agent's upload, exec and handshake.
-			h.startAgent(ctx, opts, h.nativeOrScript())
+			if err := h.useAgent(ctx, opts); err != nil {
+				h.log.Warn("hands: agent channel did not start; falling back", "err", err)
+				h.useNativeOrScript()
+			}
 		default:
-			h.cur.Store(h.nativeOrScript())
+			h.useNativeOrScript()
 		}
 	case ViaAgent:
 		if !agentOK {
@@ -218,43 +216,53 @@ func newWith(ctx context.Context, box providers.Box, opts Options, facts provide
 		if !ok1 || !ok2 {
 			return nil, providers.Errorf(providers.Unsupported, op, "the box has no native stat and archive API").WithBox(box.ID())
 		}
-		h.cur.Store(h.native(st, ar))
+		h.useNative(st, ar)
 	case ViaScript:
-		h.cur.Store(h.script())
+		h.useScript()
 	default:
 		return nil, providers.Errorf(providers.Invalid, op, "unknown Force %q (want agent, native or script)", opts.Force)
 	}
-	h.log.Debug("hands: ready", "via", h.Via(), "agentStarting", h.AgentStarting())
+	h.log.Debug("hands: ready", "via", h.via)
 	return h, nil
 }
 
-func (h *Hands) nativeFiles(bf providers.Files) *route {
-	r := &route{via: ViaNativeFiles, files: bf, walker: filesWalker{bf}, archiver: h.boxArchiver()}
+func (h *Hands) useNativeFiles(bf providers.Files) {
+	h.via = ViaNativeFiles
+	h.files = bf
 	if w, ok := h.box.(providers.Walker); ok {
-		r.walker = w
+		h.walker = w
+	} else {
+		h.walker = filesWalker{bf}
 	}
-	return r
+	h.archiver = h.boxArchiver()
 }
 
-func (h *Hands) nativeOrScript() *route {
-	if r := h.nativeOps(); r != nil {
-		return r
+func (h *Hands) useNativeOrScript() {
+	if h.useNativeOps() {
+		return
 	}
 	st, ok1 := h.box.(providers.PathStater)
 	ar, ok2 := h.box.(providers.Archiver)
 	if ok1 && ok2 {
-		return h.native(st, ar)
+		h.useNative(st, ar)
+		return
 	}
-	return h.script()
+	h.useScript()
 }
 
-func (h *Hands) native(st providers.PathStater, ar providers.Archiver) *route {
+func (h *Hands) useNative(st providers.PathStater, ar providers.Archiver) {
 	n := &native{scripts: h.sh, stater: st, archiver: ar}
-	return &route{via: ViaNative, files: n, walker: h.sh, archiver: ar}
+	h.via = ViaNative
+	h.files = n
+	h.walker = h.sh
+	h.archiver = ar
 }
 
-func (h *Hands) script() *route {
-	return &route{via: ViaScript, files: h.sh, walker: h.sh, archiver: h.boxArchiver()}
+func (h *Hands) useScript() {
+	h.via = ViaScript
+	h.files = h.sh
+	h.walker = h.sh
+	h.archiver = h.boxArchiver()
 }
 
 // boxArchiver is the box's own Archiver, else tar over Exec.
@@ -272,73 +280,52 @@ func (h *Hands) Facts() providers.Facts {
 	return h.facts
 }
 
-// Via names the path file operations take now: ViaNativeFiles, ViaAgent,
-// ViaNativeOps, ViaNative or ViaScript. While the agent starts in the
-// background (see New) it is the fallback's, then ViaAgent.
-func (h *Hands) Via() string { return h.path().via }
+// Via names the path file operations take: ViaNativeFiles, ViaAgent,
+// ViaNative or ViaScript.
+func (h *Hands) Via() string { return h.via }
 
 // Box returns the box hands works on.
 func (h *Hands) Box() providers.Box { return h.box }
 
-// Close ends the agent channel, if there is one (and its start, when it
-// is starting). It does not end the box or the commands started with Run.
+// Close ends the agent channel, if there is one. It does not end the box or
+// the commands started with Run.
 func (h *Hands) Close() error {
-	if h.agentStop != nil {
-		h.agentStop()
-	}
-	if h.agentCh != nil {
-		return h.agentCh.Close()
+	if h.closer != nil {
+		return h.closer.Close()
 	}
 	return nil
 }
 
 // WalkMax lists the tree under root in one round trip when it has at most
 // max entries, where the path can (the agent channel); elsewhere it is
-// Unsupported, and Unavailable while the agent starts (the caller lists
-// the directories one by one, and asks again later).
+// Unsupported.
 func (h *Hands) WalkMax(ctx context.Context, root string, max int) ([]providers.FileInfo, error) {
-	const op = "hands.WalkMax"
-	r := h.path()
-	if cw, ok := r.walker.(providers.CappedWalker); ok {
+	if cw, ok := h.walker.(providers.CappedWalker); ok {
 		return cw.WalkMax(ctx, root, max)
 	}
-	if h.AgentStarting() {
-		return nil, providers.Errorf(providers.Unavailable, op, "the agent is starting").WithBox(h.box.ID())
-	}
-	return nil, providers.Errorf(providers.Unsupported, op, "the %s path has no capped walk", r.via)
+	return nil, providers.Errorf(providers.Unsupported, "hands.WalkMax", "the %s path has no capped walk", h.via)
 }
 
 // ReadSmall reads many small files of dir in one round trip where the
 // path can (the agent channel); elsewhere it is Unsupported and the caller
-// reads them one by one, as it does while the agent starts (Unavailable).
+// reads them one by one.
 func (h *Hands) ReadSmall(ctx context.Context, dir string, names []string, max int) ([]providers.SmallFile, error) {
-	const op = "hands.ReadSmall"
-	r := h.path()
-	if sr, ok := r.files.(providers.SmallReader); ok {
+	if sr, ok := h.files.(providers.SmallReader); ok {
 		return sr.ReadSmall(ctx, dir, names, max)
 	}
-	if h.AgentStarting() {
-		return nil, providers.Errorf(providers.Unavailable, op, "the agent is starting").WithBox(h.box.ID())
-	}
-	return nil, providers.Errorf(providers.Unsupported, op, "the %s path reads files one by one", r.via)
+	return nil, providers.Errorf(providers.Unsupported, "hands.ReadSmall", "the %s path reads files one by one", h.via)
 }
 
 // RenameStat renames and returns the attributes the rename left, in one
 // round trip over the agent channel; on other paths it is Unsupported and
-// renames nothing. While the agent starts it waits for it (a caller told
-// Unsupported would not ask again).
+// renames nothing.
 func (h *Hands) RenameStat(ctx context.Context, oldname, newname string) (providers.FileInfo, []providers.FileInfo, error) {
-	const op = "hands.RenameStat"
-	if err := h.WaitAgent(ctx); err != nil {
-		return providers.FileInfo{}, nil, providers.E(ctxCode(ctx), op, err).WithBox(h.box.ID())
+	if h.channel == nil {
+		return providers.FileInfo{}, nil, providers.Errorf(providers.Unsupported, "hands.RenameStat", "the %s path renames without attributes", h.via)
 	}
-	r := h.path()
-	if r.channel == nil {
-		return providers.FileInfo{}, nil, providers.Errorf(providers.Unsupported, op, "the %s path renames without attributes", r.via)
-	}
-	fi, dirs, err := r.channel.RenameStat(ctx, oldname, newname)
+	fi, dirs, err := h.channel.RenameStat(ctx, oldname, newname)
 	if err == nil && fi.IsSymlink() && fi.Target == "" {
-		fi.Target, err = r.channel.Readlink(ctx, newname)
+		fi.Target, err = h.channel.Readlink(ctx, newname)
 	}
 	return fi, dirs, err
 }
@@ -346,12 +333,12 @@ func (h *Hands) RenameStat(ctx context.Context, oldname, newname string) (provid
 // CreateStat makes an empty regular file and returns its attributes: one
 // round trip over the agent channel, Create then Lstat elsewhere.
 func (h *Hands) CreateStat(ctx context.Context, name string, perm providers.FileMode, exclusive bool) (providers.FileInfo, error) {
-	return providers.AsStatWriter(h.path().files).CreateStat(ctx, name, perm, exclusive)
+	return providers.AsStatWriter(h.files).CreateStat(ctx, name, perm, exclusive)
 }
 
 // MkdirStat makes a directory and returns its attributes.
 func (h *Hands) MkdirStat(ctx context.Context, name string, perm providers.FileMode) (providers.FileInfo, error) {
-	return providers.AsStatWriter(h.path().files).MkdirStat(ctx, name, perm)
+	return providers.AsStatWriter(h.files).MkdirStat(ctx, name, perm)
 }
 
 // WriteFileStat replaces name atomically with r's bytes, gives it o's
@@ -360,38 +347,31 @@ func (h *Hands) MkdirStat(ctx context.Context, name string, perm providers.FileM
 // round trip for a large one where the box has that API; a call per step
 // elsewhere.
 func (h *Hands) WriteFileStat(ctx context.Context, name string, r io.Reader, o providers.WriteOptions) (providers.FileInfo, error) {
-	return h.writeFileStat(ctx, h.path(), name, r, o)
-}
-
-// writeFileStat is WriteFileStat on route p.
-func (h *Hands) writeFileStat(ctx context.Context, p *route, name string, r io.Reader, o providers.WriteOptions) (providers.FileInfo, error) {
-	if ar, ok := h.bulk(p); ok {
+	if ar, ok := h.bulk(); ok {
 		if size, ok := sizeOf(r); ok && size >= bulkMin {
-			fi, retry, err := h.writeBulk(ctx, ar, p.channel, name, r.(*os.File), size, o)
+			fi, retry, err := h.writeBulk(ctx, ar, name, r.(*os.File), size, o)
 			if err == nil || !retry {
 				return fi, err
 			}
 			h.log.Debug("hands: bulk write failed; writing through the file channel", "path", name, "err", err)
 		}
 	}
-	return providers.AsStatWriter(p.files).WriteFileStat(ctx, name, r, o)
+	return providers.AsStatWriter(h.files).WriteFileStat(ctx, name, r, o)
 }
 
 // WriteFiles writes many whole files, each as WriteFileStat does: in one
-// round trip over the agent channel, one call each elsewhere. The whole
-// batch takes the route in use when it starts.
+// round trip over the agent channel, one call each elsewhere.
 func (h *Hands) WriteFiles(ctx context.Context, files []providers.FileWrite) ([]providers.FileWritten, error) {
-	p := h.path()
-	if bw, ok := p.files.(providers.BatchWriter); ok {
-		return h.writeBatch(ctx, p, bw, files)
+	if bw, ok := h.files.(providers.BatchWriter); ok {
+		return h.writeBatch(ctx, bw, files)
 	}
 	out := make([]providers.FileWritten, len(files))
 	for i, f := range files {
 		if f.Dir {
-			out[i].Info, out[i].Err = providers.WriteDir(ctx, p.files, f)
+			out[i].Info, out[i].Err = providers.WriteDir(ctx, h, f)
 			continue
 		}
-		out[i].Info, out[i].Err = h.writeFileStat(ctx, p, f.Name, f.Data, f.Options)
+		out[i].Info, out[i].Err = h.WriteFileStat(ctx, f.Name, f.Data, f.Options)
 	}
 	return out, nil
 }
@@ -399,10 +379,10 @@ func (h *Hands) WriteFiles(ctx context.Context, files []providers.FileWrite) ([]
 // writeBatch writes files through bw, but for large files that take the
 // bulk path: those go one by one, after the files before the last of them
 // and before those after it (a batch's directory attributes come last).
-func (h *Hands) writeBatch(ctx context.Context, p *route, bw providers.BatchWriter, files []providers.FileWrite) ([]providers.FileWritten, error) {
+func (h *Hands) writeBatch(ctx context.Context, bw providers.BatchWriter, files []providers.FileWrite) ([]providers.FileWritten, error) {
 	var big []int
 	for i, f := range files {
-		if _, ok := h.bulk(p); ok && !f.Dir && f.Size >= bulkMin {
+		if _, ok := h.bulk(); ok && !f.Dir && f.Size >= bulkMin {
 			if _, ok := sizeOf(f.Data); ok {
 				big = append(big, i)
 			}
@@ -438,7 +418,7 @@ func (h *Hands) writeBatch(ctx context.Context, p *route, bw providers.BatchWrit
 	}
 	for _, i := range big {
 		f := files[i]
-		out[i].Info, out[i].Err = h.writeFileStat(ctx, p, f.Name, f.Data, f.Options)
+		out[i].Info, out[i].Err = h.WriteFileStat(ctx, f.Name, f.Data, f.Options)
 	}
 	if err := batch(last+1, len(files)); err != nil {
 		return nil, err
@@ -451,32 +431,25 @@ func (h *Hands) writeBatch(ctx context.Context, p *route, bw providers.BatchWrit
 // were lost. It takes the agent's watch (see agent.Channel.Watch) where
 // the agent runs, else the box's own (providers.Watcher: a local box's
 // in-process inotify, E2B's WatchDir); Unsupported when the box has
-// neither, Unavailable while the agent's command stream is not up. While
-// the agent starts in the background (see New), Watch waits for it
-// before it chooses. It returns nil when ctx ends.
+// neither, Unavailable while the agent's command stream is not up. It
+// returns nil when ctx ends.
 func (h *Hands) Watch(ctx context.Context, root string, ready func(), changed func(changes []providers.Change, all bool)) error {
 	if _, err := checkPath("hands.Watch", h.box.ID(), root); err != nil {
 		return err
 	}
-	if h.WaitAgent(ctx) != nil {
-		return nil
-	}
-	r := h.path()
-	if r.channel != nil {
-		return r.channel.Watch(ctx, root, h.watchMax, ready, changed)
+	if h.channel != nil {
+		return h.channel.Watch(ctx, root, h.watchMax, ready, changed)
 	}
 	if w, ok := h.box.(providers.Watcher); ok {
 		return w.Watch(ctx, root, ready, changed)
 	}
-	return providers.Errorf(providers.Unsupported, "hands.Watch", "the box has no watch: it is reached %s, without the agent, and its provider watches nothing", r.via).WithBox(h.box.ID())
+	return providers.Errorf(providers.Unsupported, "hands.Watch", "the box has no watch: it is reached %s, without the agent, and its provider watches nothing", h.via).WithBox(h.box.ID())
 }
 
-// CanWatch reports whether Watch may run on the box: the agent runs (or
-// is starting: Watch then waits for it, and is Unsupported if it does not
-// start and the box has no watch of its own), or the box has a watch of
-// its own.
+// CanWatch reports whether Watch may run on the box: the agent runs, or
+// the box has a watch of its own.
 func (h *Hands) CanWatch() bool {
-	if h.path().channel != nil || h.AgentStarting() {
+	if h.channel != nil {
 		return true
 	}
 	_, ok := h.box.(providers.Watcher)
@@ -491,12 +464,11 @@ func (h *Hands) CanWatch() bool {
 // agent's command stream, when the box has the agent.
 func (h *Hands) GetFiles(ctx context.Context, root string, paths []string) (io.ReadCloser, error) {
 	rc, err := h.sh.GetFiles(ctx, root, paths)
-	ch := h.path().channel
-	if err == nil || ch == nil || !(providers.IsCode(err, providers.Unsupported) || !h.Facts().HasShell()) {
+	if err == nil || h.channel == nil || !(providers.IsCode(err, providers.Unsupported) || !h.Facts().HasShell()) {
 		return rc, err
 	}
 	h.log.Debug("hands: no GNU tar in the box; the agent makes the archive", "err", err)
-	arc, aerr := ch.GetFiles(ctx, root, paths)
+	arc, aerr := h.channel.GetFiles(ctx, root, paths)
 	if providers.IsCode(aerr, providers.Unavailable) {
 		return nil, err
 	}

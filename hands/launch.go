@@ -10,11 +10,10 @@ import (
 // agent channel runs, "" without the channel: a launch's supervisor can
 // run from it.
 func (h *Hands) AgentPath() string {
-	ch := h.path().channel
-	if ch == nil {
+	if h.channel == nil {
 		return ""
 	}
-	return ch.BinaryPath()
+	return h.channel.BinaryPath()
 }
 
 // Exec runs argv in the box as Run does, for a caller that speaks

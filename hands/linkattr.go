@@ -26,7 +26,7 @@ func (h *Hands) Lutimes(ctx context.Context, name string, atime, mtime time.Time
 
 // linkAttrs is the path's own LinkAttrSetter, else the scripts'.
 func (h *Hands) linkAttrs() providers.LinkAttrSetter {
-	if ls, ok := h.path().files.(providers.LinkAttrSetter); ok {
+	if ls, ok := h.files.(providers.LinkAttrSetter); ok {
 		return ls
 	}
 	return h.sh

@@ -22,7 +22,7 @@ var (
 // exec of a fixed script (mkfifo, mknod; a socket with python3 or perl,
 // Unsupported in a box with neither).
 func (h *Hands) Mknod(ctx context.Context, name string, mode providers.FileMode, dev uint64) error {
-	if mk, ok := h.path().files.(providers.Mknoder); ok {
+	if mk, ok := h.files.(providers.Mknoder); ok {
 		return mk.Mknod(ctx, name, mode, dev)
 	}
 	return h.sh.Mknod(ctx, name, mode, dev)

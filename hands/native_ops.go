@@ -95,15 +95,19 @@ func hasNativeOps(box providers.Box) bool {
 	return false
 }
 
-// nativeOps returns the native-ops path when the box serves any file
+// useNativeOps takes the native-ops path when the box serves any file
 // operation as a method (and is not a whole providers.Files, which New
-// takes first), else nil.
-func (h *Hands) nativeOps() *route {
+// takes first).
+func (h *Hands) useNativeOps() bool {
 	if !hasNativeOps(h.box) {
-		return nil
+		return false
 	}
 	n := &nativeOps{scripts: h.sh, box: h.box}
-	return &route{via: ViaNativeOps, files: n, walker: n, archiver: h.boxArchiver()}
+	h.via = ViaNativeOps
+	h.files = n
+	h.walker = n
+	h.archiver = h.boxArchiver()
+	return true
 }
 
 // nativeOps serves each operation the box has as a method through it, and

@@ -205,8 +205,7 @@ func (h *Hands) Run(ctx context.Context, cmd Command) (providers.Process, error)
 // command's record itself), else, or when that stream is not up, the
 // provider's exec of req.Argv (argv wrapped in recordScript).
 func (h *Hands) execFor(argv []string, id string, viaAgent *atomic.Bool) execFunc {
-	ch := h.path().channel
-	if ch == nil {
+	if h.channel == nil {
 		return h.exec
 	}
 	return func(ctx context.Context, req providers.ExecRequest) (providers.Process, error) {
@@ -220,7 +219,7 @@ func (h *Hands) execFor(argv []string, id string, viaAgent *atomic.Bool) execFun
 			rec = &agent.Record{Dir: h.cmdDir(), ID: id, Owner: h.owner}
 		}
 		if areq.Dir != "" {
-			p, err := ch.Exec(ctx, areq, rec)
+			p, err := h.channel.Exec(ctx, areq, rec)
 			if !providers.IsCode(err, providers.Unavailable) {
 				viaAgent.Store(err == nil)
 				return p, err

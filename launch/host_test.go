@@ -71,7 +71,6 @@ func hostHelper(provider string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	h.WaitAgent(ctx) // the supervisor runs from the agent's binary
 	l, err := launch.New(b, launch.Options{Facts: h.Facts(), Exec: h.Exec, Agent: h.AgentPath()})
 	if err == nil {
 		var st launch.State
