@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -114,5 +115,41 @@ func serve(mnt string) error {
 	if err := m.Shutdown(ctx); err != nil {
 		logger.Error("shutdown", "err", err)
 	}
-	return server.Unmount()
+	err = server.Unmount()
+	if err == nil {
+		return nil
+	}
+	// Busy, as the daemon finds a mount with files open on it: say who
+	// holds it, then detach it lazily, as the daemon does.
+	logger.Warn("unmount failed; detaching lazily", "err", err, "holders", holders(mnt))
+	if lerr := syscall.Unmount(mnt, syscall.MNT_DETACH); lerr != nil {
+		return fmt.Errorf("%w; lazy unmount: %w", err, lerr)
+	}
+	return nil
+}
+
+// holders names the processes with a working directory or an open file
+// under mnt, from /proc.
+func holders(mnt string) []string {
+	var out []string
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil {
+			continue
+		}
+		dir := filepath.Join("/proc", p.Name())
+		links := []string{filepath.Join(dir, "cwd")}
+		fds, _ := os.ReadDir(filepath.Join(dir, "fd"))
+		for _, fd := range fds {
+			links = append(links, filepath.Join(dir, "fd", fd.Name()))
+		}
+		for _, l := range links {
+			if t, err := os.Readlink(l); err == nil && (t == mnt || strings.HasPrefix(t, mnt+"/")) {
+				comm, _ := os.ReadFile(filepath.Join(dir, "comm"))
+				out = append(out, fmt.Sprintf("%s (%s) %s", p.Name(), strings.TrimSpace(string(comm)), t))
+				break
+			}
+		}
+	}
+	return out
 }
