@@ -157,9 +157,7 @@ func (h *ctlHandle) Flush(ctx context.Context) syscall.Errno {
 	rest := h.in.rest()
 	h.mu.Unlock()
 	if failed != nil {
-		// A message past the limit: a writer that stopped at the short
-		// count of its write is told at close.
-		return toErrno(failed)
+		return toErrno(failed) // a writer that stopped at a short count hears it at close
 	}
 	if len(splitMessages(string(rest))) > 0 {
 		if err := h.c.write(ctx, rest); err != nil {

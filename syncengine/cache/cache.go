@@ -1373,9 +1373,9 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 		}
 	}
 	c.mu.Lock()
-	if nok && !nfi.IsDir() && (nfi.Ino != ofi.Ino || nfi.Dev != ofi.Dev) {
-		// The replaced file lives on under its other names, one link
-		// fewer: asked of the box.
+	if nok && (nfi.Ino != ofi.Ino || nfi.Dev != ofi.Dev) {
+		// A replaced file with hard links lives on under its other
+		// names, one link fewer: asked of the box.
 		c.linksChangedLocked(newrel, nfi, false)
 	}
 	var dropped []*file
