@@ -949,7 +949,8 @@ func (c *Cache) Statfs(ctx context.Context) (providers.StatFS, error) {
 // A host change is a fetch of its own: what it records is the box as the
 // change left it, and a report of the watch naming one of rels while the
 // change was in flight may be of a later box change, so it is laid over
-// what the change recorded (F-watch).
+// what the change recorded (F-watch), unless it shows the state the
+// change left: the echo comes by the watch's own way and often first.
 func (c *Cache) intend(rels ...string) (done func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -968,7 +969,21 @@ func (c *Cache) intend(rels ...string) (done func()) {
 			if d := c.dir(rel); d != nil && d.fetched.After(begun) {
 				d.fetched = begun
 			}
-			if c.fm.newsSince(rel, t) {
+			var echo uint64
+			if h, ok := c.fm.heldFor(rel, t); ok {
+				if c.echoStateLocked(h.ch, true) {
+					// The cache holds the state the box reported:
+					// what the report made stale is fresh again.
+					a, _ := c.attrGet(rel)
+					a.stale = false
+					c.setAttrLocked(rel, a)
+					c.fm.reports.Echoes++
+					echo = h.tick
+				} else {
+					c.fm.reports.Taken++
+				}
+			}
+			if c.fm.newsSince(rel, t, echo) {
 				c.staleLocked(rel, now)
 			}
 		}
@@ -1014,6 +1029,12 @@ func (c *Cache) Reported(changes []providers.Change, all bool) []string {
 	now := c.now()
 	var changed []string
 	for _, ch := range changes {
+		if c.holdLocked(ch) {
+			// Judged when the host's change ends; the kernel asks
+			// again, and the cache answers what that change records.
+			changed = append(changed, ch.Path)
+			continue
+		}
 		if c.echoLocked(ch) {
 			// No news for what the cache holds, but a fetch in flight
 			// may bring an older state: it is judged against the
@@ -1029,6 +1050,20 @@ func (c *Cache) Reported(changes []providers.Change, all bool) []string {
 	return changed
 }
 
+// holdLocked holds a report of a file (or of a path found gone) whose
+// host change is in flight: what that change leaves is not recorded yet,
+// so the report is judged when it is (intend). Meanwhile the path and its
+// directory's listing are asked of the box at their next use, as for any
+// report (F-watch). c.mu held.
+func (c *Cache) holdLocked(ch providers.Change) bool {
+	if !c.fm.hostBusy(ch.Path) || !ch.Gone && (ch.Info == nil || ch.Info.IsDir()) {
+		return false
+	}
+	c.fm.hold(ch)
+	c.staleLocked(ch.Path, c.now())
+	return true
+}
+
 // echoLocked reports whether a report carries no news: the box shows its
 // path as the cache holds it. A report without attributes, of a path a
 // host change of which is in flight (what it leaves is not recorded yet),
@@ -1038,6 +1073,13 @@ func (c *Cache) echoLocked(ch providers.Change) bool {
 	if ch.Info == nil && !ch.Gone || c.fm.hostBusy(ch.Path) {
 		return false
 	}
+	return c.echoStateLocked(ch, false)
+}
+
+// echoStateLocked is echoLocked for a report with attributes, or of a
+// path gone, whatever is in flight; held is a report holdLocked held
+// (which made the attributes stale itself). c.mu held.
+func (c *Cache) echoStateLocked(ch providers.Change, held bool) bool {
 	if ch.Gone {
 		if _, known := c.knownAttrLocked(ch.Path); !known && c.dir(ch.Path) == nil {
 			// A name only writers make and the host never shows (an
@@ -1051,7 +1093,7 @@ func (c *Cache) echoLocked(ch providers.Change) bool {
 	// too: one a fetch found (the kernel may hold an older one) is
 	// news for the kernel, and the report is taken.
 	a, ok := c.attrGet(ch.Path)
-	if !ok || a.stale || !c.fm.hostRecent(ch.Path, c.now()) {
+	if !ok || a.stale && !held || !c.fm.hostRecent(ch.Path, c.now()) {
 		return false
 	}
 	if ch.Gone {

@@ -1,6 +1,10 @@
 package cache
 
-import "time"
+import (
+	"time"
+
+	"github.com/boxfs/boxfs/providers"
+)
 
 // model orders what the cache learns of the box; it is the one place the
 // freshness contract (docs/design.md §6: F-mono, F-noundo, F-watch,
@@ -56,6 +60,9 @@ type model struct {
 	// hostOps are the host changes in flight: path -> the tick the
 	// newest began (Cache.intend).
 	hostOps map[string]uint64
+	// held are reports of paths with a host change in flight: the last
+	// one of each, judged once the change records what it left (hold).
+	held map[string]heldReport
 
 	// healthy: the watch reports every change of the box; healthyAt is
 	// the tick it became so.
@@ -121,7 +128,7 @@ const (
 
 func newModel() model {
 	return model{since: map[string]map[string]*mark{}, listed: map[string]uint64{}, hostOps: map[string]uint64{},
-		open: map[uint64]struct{}{}, pruneAt: pruneMin, hostAt: map[string]time.Time{}}
+		held: map[string]heldReport{}, open: map[uint64]struct{}{}, pruneAt: pruneMin, hostAt: map[string]time.Time{}}
 }
 
 // begin notes a fetch starting and returns its ticket.
@@ -263,6 +270,34 @@ func (m *model) hostBusy(rel string) bool {
 	return ok
 }
 
+// heldReport is a report held while a host change of its path is in
+// flight, and the tick it was noted at.
+type heldReport struct {
+	ch   providers.Change
+	tick uint64
+}
+
+// hold notes a report of rel, whose host change is in flight, to be
+// judged when the change ends (heldFor): the watch's report and the
+// change's answer come by separate ways, and the report of the state the
+// change left often comes first.
+func (m *model) hold(ch providers.Change) {
+	m.boxReported(ch.Path)
+	m.held[ch.Path] = heldReport{ch: ch, tick: m.tick}
+}
+
+// heldFor returns (and forgets) the report held for rel if the host
+// change with ticket t is its newest; one for a newer change waits for
+// that change's end.
+func (m *model) heldFor(rel string, t ticket) (heldReport, bool) {
+	h, ok := m.held[rel]
+	if !ok || m.hostOps[rel] != uint64(t) {
+		return heldReport{}, false
+	}
+	delete(m.held, rel)
+	return h, true
+}
+
 // hostEnd notes the host change with ticket t ended.
 func (m *model) hostEnd(rels []string, t ticket) {
 	for _, rel := range rels {
@@ -364,14 +399,16 @@ func (m *model) judge(rel string, t ticket) verdict {
 // newsSince reports whether, since t, the watch reported rel (or a
 // directory above it), had a gap (which reports everything), or a fetch
 // begun after t was installed for it: what a host change begun at t
-// recorded may then be older than what the cache learned meanwhile.
-func (m *model) newsSince(rel string, t ticket) bool {
+// recorded may then be older than what the cache learned meanwhile. A
+// report of rel itself at tick echo (a held report found to be the echo
+// of this change) is not news.
+func (m *model) newsSince(rel string, t ticket, echo uint64) bool {
 	if m.gapAt > uint64(t) || m.walkAt > uint64(t) {
 		return true
 	}
 	for p := rel; ; {
 		dir, name := splitMark(p)
-		if mk := m.since[dir][name]; mk != nil && (mk.box > uint64(t) || mk.fetched > uint64(t)) {
+		if mk := m.since[dir][name]; mk != nil && (mk.box > uint64(t) && (p != rel || mk.box != echo) || mk.fetched > uint64(t)) {
 			return true
 		}
 		if p == "" {

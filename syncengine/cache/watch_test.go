@@ -157,9 +157,9 @@ func TestEchoesDroppedByAttributes(t *testing.T) {
 }
 
 // A report that comes while the host's own change of its path is in
-// flight cannot be compared with what that change left (it is not
-// recorded yet): it is taken, and the path is asked again once the change
-// is recorded, so a box change right after the host's shows (F-watch).
+// flight is judged once that change is recorded: one of a box change
+// right after the host's is taken, and the path is asked again, so the
+// box's change shows (F-watch).
 func TestReportDuringHostChange(t *testing.T) {
 	_, _, inner := fakeBox(t)
 	r := &hookedLstat{renameStater: &renameStater{Remote: inner}, name: "h"}
@@ -174,9 +174,33 @@ func TestReportDuringHostChange(t *testing.T) {
 	h, _, err := c.Create(ctx, "h", syscall.O_CREAT|syscall.O_WRONLY|syscall.O_EXCL, 0o644)
 	require.NoError(t, err)
 	h.Release(ctx)
+	assert.Equal(t, cache.ReportCounts{Taken: 1}, c.Reports())
 	fi, err := c.Getattr(ctx, "h")
 	require.NoError(t, err)
 	assert.Equal(t, int64(len("the box's")), fi.Size, "h after the host's create and the box's write")
+}
+
+// The watch's report of the state the host's own change left often comes
+// before the change's answer (the two come by separate ways): it is held
+// until the change records that state, then dropped as its echo, with no
+// round trip (F-echo).
+func TestEchoBeforeHostChangeEnds(t *testing.T) {
+	_, _, inner := fakeBox(t)
+	r := &hookedLstat{renameStater: &renameStater{Remote: inner}, name: "h"}
+	c, _ := watchedCache(t, r)
+	ctx := t.Context()
+	r.hook = func() {
+		c.Reported([]providers.Change{boxChange(t, inner, "h")}, false)
+		assert.Equal(t, cache.ReportCounts{}, c.Reports(), "judged before the change ends")
+	}
+	h, _, err := c.Create(ctx, "h", syscall.O_CREAT|syscall.O_WRONLY|syscall.O_EXCL, 0o644)
+	require.NoError(t, err)
+	h.Release(ctx)
+	assert.Equal(t, cache.ReportCounts{Echoes: 1}, c.Reports())
+	stats := r.stats.Load()
+	_, err = c.Getattr(ctx, "h")
+	require.NoError(t, err)
+	assert.EqualValues(t, 0, r.stats.Load()-stats, "stats asked after the echo")
 }
 
 // hookedLstat runs a hook inside Lstat of one name, once: a box that
