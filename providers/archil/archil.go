@@ -50,8 +50,11 @@ var regionURLs = map[string]string{
 
 // Defaults and bounds.
 const (
-	// DefaultMaxExec is the platform's limit on one command.
-	DefaultMaxExec = 300 * time.Second
+	// MaxExec is the platform's bound on one exec call's container: the
+	// vendor's spec gives about 30 s, and a command still running then
+	// is cut off with 504 "Command timed out", its output lost. It is the
+	// default of the max_exec option and the most it takes.
+	MaxExec = 30 * time.Second
 	// DefaultQueueWait bounds how long a command waits for the box's
 	// checkout held by another process.
 	DefaultQueueWait = 60 * time.Second
@@ -98,7 +101,8 @@ var _ providers.Provider = (*Provider)(nil)
 //	api_url      the control plane (default: the region's)
 //	s3_url       the object API (default: ARCHIL_S3_BASE_URL, else the control
 //	             plane's host with "control." turned to "s3.")
-//	max_exec     the platform's limit on one command (default 300s)
+//	max_exec     the platform's limit on one command (default and most: 30s,
+//	             the vendor's bound; less gives commands less)
 //	queue_wait   how long a command waits for another process's (default 60s)
 //
 // A missing key is Auth. New does not contact Archil.
@@ -156,15 +160,15 @@ func New(cfg providers.Config) (*Provider, error) {
 	if !diskIDRE.MatchString(disk) && !diskNameRE.MatchString(disk) {
 		return nil, providers.Errorf(providers.Invalid, op, "disk %q is neither a disk id (dsk- and 16 hex digits) nor a disk name ([A-Za-z0-9_-])", disk)
 	}
-	p := &Provider{region: region, diskRef: disk, createDisk: o["create_disk"] == "true", maxExec: DefaultMaxExec, queueWait: DefaultQueueWait, log: cfg.Logger, now: time.Now}
+	p := &Provider{region: region, diskRef: disk, createDisk: o["create_disk"] == "true", maxExec: MaxExec, queueWait: DefaultQueueWait, log: cfg.Logger, now: time.Now}
 	if v := o["create_disk"]; v != "" && v != "true" && v != "false" {
 		return nil, providers.Errorf(providers.Invalid, op, "create_disk=%q: want true or false", v)
 	}
-	if p.maxExec, err = durationOption(op, o, "max_exec", DefaultMaxExec); err != nil {
+	if p.maxExec, err = durationOption(op, o, "max_exec", MaxExec); err != nil {
 		return nil, err
 	}
-	if p.maxExec <= execMargin {
-		return nil, providers.Errorf(providers.Invalid, op, "max_exec %v must be over %v", p.maxExec, execMargin)
+	if p.maxExec <= execMargin || p.maxExec > MaxExec {
+		return nil, providers.Errorf(providers.Invalid, op, "max_exec %v must be over %v and at most %v, the platform's bound on one command", p.maxExec, execMargin, MaxExec)
 	}
 	if p.queueWait, err = durationOption(op, o, "queue_wait", DefaultQueueWait); err != nil {
 		return nil, err

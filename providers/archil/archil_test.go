@@ -30,7 +30,7 @@ func open(t *testing.T, srv *archiltest.Server, extra map[string]string) *archil
 
 func harness(t *testing.T, srv *archiltest.Server) providertest.Harness {
 	return providertest.Harness{
-		Provider:    open(t, srv, map[string]string{"max_exec": "60s"}),
+		Provider:    open(t, srv, nil),
 		Unsupported: []string{"image", "snapshot", "gpu", "network", "ports", "env", "mounts", "workspace", "user", "capabilities"},
 		Refused: map[string]providers.Spec{
 			"isolation=container": {Isolation: providers.IsolationContainer},

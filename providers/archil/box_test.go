@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -361,6 +362,7 @@ func TestOptions(t *testing.T) {
 		{"unknown region", map[string]string{"api_key": "k", "disk": "w", "region": "mars-1"}, providers.Invalid},
 		{"plain http off loopback", map[string]string{"api_key": "k", "disk": "w", "api_url": "http://example.com", "s3_url": "https://s3.example.com"}, providers.Invalid},
 		{"bad max_exec", map[string]string{"api_key": "k", "disk": "w", "max_exec": "3s"}, providers.Invalid},
+		{"max_exec over the platform's bound", map[string]string{"api_key": "k", "disk": "w", "max_exec": "31s"}, providers.Invalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("ARCHIL_API_KEY", "")
@@ -371,4 +373,78 @@ func TestOptions(t *testing.T) {
 			assert.Equal(t, tc.code, providers.CodeOf(err), "%v", err)
 		})
 	}
+}
+
+// TestExecBound checks the platform's bound on one command. The fake
+// answers a call whose container runs past its bound with 504 "Command
+// timed out" and no output, as the vendor does; the provider gives each
+// command its own deadline inside the bound, so a command that needs
+// longer ends with Timeout, an error that says what to do instead, and
+// leaves the box free for the next command. The bound is 30 s by default
+// (in facts too); the test makes it small so as not to wait for it.
+func TestExecBound(t *testing.T) {
+	t.Run("fake", func(t *testing.T) {
+		srv := archiltest.New(archiltest.Options{ExecLimit: 500 * time.Millisecond})
+		t.Cleanup(srv.Close)
+		ctx := ctxT(t)
+		post := func(path, body string) (int, map[string]any) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL()+path, strings.NewReader(body))
+			require.NoError(t, err)
+			req.Header.Set("Authorization", "key-"+srv.APIKey())
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			var env map[string]any
+			require.NoError(t, jsonDecode(resp, &env))
+			return resp.StatusCode, env
+		}
+		status, _ := post("/api/disks", `{"name":"work"}`)
+		require.Equal(t, http.StatusCreated, status)
+		disk := srv.DiskIDs()[0]
+		start := time.Now()
+		status, env := post("/api/disks/"+disk+"/exec", `{"command":"echo lost; sleep 30"}`)
+		assert.Equal(t, http.StatusGatewayTimeout, status)
+		assert.Equal(t, map[string]any{"success": false, "error": "Command timed out"}, env, "a timed-out call carries no output")
+		assert.Less(t, time.Since(start), 10*time.Second, "the fake waited for the command, not its bound")
+		assert.Equal(t, 0, srv.Running(disk), "the container outlived its bound")
+		status, env = post("/api/disks/"+disk+"/exec", `{"command":"echo quick"}`)
+		assert.Equal(t, http.StatusOK, status)
+		assert.Equal(t, "quick\n", env["data"].(map[string]any)["stdout"])
+	})
+
+	t.Run("provider", func(t *testing.T) {
+		assert.Equal(t, 30*time.Second, archil.MaxExec)
+		assert.Equal(t, archil.MaxExec, archiltest.DefaultExecLimit, "the fake's default bound is the provider's")
+		srv := archiltest.New(archiltest.Options{ExecLimit: 6 * time.Second, SharedMode: true})
+		t.Cleanup(srv.Close)
+		ctx := ctxT(t)
+		// max_exec 6s: each command's own deadline is 1s.
+		bx, err := open(t, srv, map[string]string{"max_exec": "6s"}).Create(ctx, providers.Spec{})
+		require.NoError(t, err)
+		t.Cleanup(func() { bx.Destroy(context.Background()) })
+		f, err := bx.Facts(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 6000, f.MaxExecMs)
+
+		var out bytes.Buffer
+		p, err := bx.Exec(ctx, providers.ExecRequest{Argv: []string{"bash", "-c", "echo partial; sleep 30"}, Stdout: &out})
+		require.NoError(t, err)
+		_, err = p.Wait()
+		assert.Equal(t, providers.Timeout, providers.CodeOf(err), "a command past its deadline: %v", err)
+		assert.ErrorContains(t, err, "boxfs launch", "the error says what to do for longer work")
+		assert.Equal(t, "partial\n", out.String(), "the output up to the deadline arrives")
+		for _, r := range srv.Requests() {
+			assert.NotEqual(t, http.StatusGatewayTimeout, r.Status, "a call ran into the platform's bound: %s %s", r.Method, r.Path)
+		}
+		start := time.Now()
+		assert.Equal(t, "free\n", run(t, ctx, bx, "echo free"), "the next command")
+		assert.Less(t, time.Since(start), 5*time.Second, "the next command waited for the box")
+
+		bare, err := open(t, srv, nil).Attach(ctx, bx.ID())
+		require.NoError(t, err)
+		f, err = bare.Facts(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 30000, f.MaxExecMs, "the default is the vendor's bound")
+	})
 }

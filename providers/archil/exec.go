@@ -17,6 +17,12 @@ import (
 	"github.com/boxfs/boxfs/providers"
 )
 
+// longerWork is what a Timeout at the platform's bound tells the user to
+// do instead.
+const longerWork = "Archil runs no command for longer; split the work into steps that each end within it " +
+	"(only files persist between commands), or run it where processes live on, " +
+	"e.g. as a launch (boxfs launch) in a box of a provider whose facts say liveProcesses"
+
 // Bounds of a command's call.
 const (
 	// killBound is how long a killed command's answer is waited for.
@@ -43,7 +49,9 @@ const (
 // a command that finds the record gone when it ends removes the box's
 // directories itself, which it may have written after the destroy removed
 // them. It takes the box's
-// checkout: a lock directory (broken once past the time written in it)
+// checkout: a lock directory (broken once past the time written in it:
+// the command's deadline and a little more, by when the platform has
+// ended the command's container whatever happened in it)
 // and, where the archil client is there, the client's checkout of the
 // box's directory, which shared mode needs for edits. The command runs as
 // its own process group; a watcher kills the group when the host asks (a
@@ -76,7 +84,7 @@ if ! mkdir -- "$L"; then
 	fi
 	mkdir -- "$L" || { rm -f -- "$D/$cid.run"; say busy; exit 0; }
 fi
-echo $((now + secs + 60)) >"$L/until"
+echo $((now + secs + 15)) >"$L/until"
 co=
 if command -v archil >/dev/null; then
 	archil checkout "$top/$B" || { rm -rf -- "$L"; rm -f -- "$D/$cid.run"; say busy; exit 0; }
@@ -476,7 +484,7 @@ func (b *Box) call(ctx context.Context, kill <-chan struct{}, cid, text string, 
 			return a, nil
 		}
 		if statusOf(err) == http.StatusGatewayTimeout {
-			return answer{}, providers.Errorf(providers.Timeout, op, "the command ran past the platform's limit of %v", b.p.maxExec).WithBox(b.id)
+			return answer{}, providers.Errorf(providers.Timeout, op, "the platform cut the command off at its bound (max_exec %v): %s", b.p.maxExec, longerWork).WithBox(b.id)
 		}
 		if started, serr := b.started(ctx, cid); serr == nil && started {
 			return b.awaitStatus(ctx, kill, cid, secs)
@@ -625,7 +633,7 @@ func (b *Box) finish(ctx context.Context, cid string, req providers.ExecRequest,
 		b.endLazily(ctx, false)
 		return -1, providers.Errorf(providers.Gone, op, "the box's lifetime ended while the command ran").WithBox(b.id)
 	case "deadline":
-		return -1, providers.Errorf(providers.Timeout, op, "the command ran into its deadline, %v inside the platform's limit of %v", execMargin, b.p.maxExec).WithBox(b.id)
+		return -1, providers.Errorf(providers.Timeout, op, "the command ran into its deadline, %v inside the platform's bound of %v on one command: %s", execMargin, b.p.maxExec, longerWork).WithBox(b.id)
 	}
 	return -1, providers.Errorf(providers.Unknown, op, "the command ended for a reason not known: %q", a.why).WithBox(b.id)
 }

@@ -15,8 +15,9 @@
 // disk's directory (its working directory, as the platform's container
 // has) after Options.QueueLatency, and answers when it ends with the exit
 // code, stdout and stderr as JSON strings (invalid UTF-8 becomes U+FFFD, as
-// in any JSON string) and the timing; past Options.ExecLimit the command's
-// whole process group is killed and the answer is 504. When the command
+// in any JSON string) and the timing; past Options.ExecLimit (the vendor's
+// 30 s by default) the command's whole session is killed and the answer is
+// 504 "Command timed out", with no output. When the command
 // ends, whatever it left running is killed: the container is released. In
 // a region that is not an AWS one, exec answers 400 "Exec is not enabled".
 //
@@ -63,6 +64,11 @@ import (
 	"time"
 )
 
+// DefaultExecLimit is the vendor's bound on one exec call's container:
+// about 30 s in its spec, past which the call answers 504 "Command timed
+// out" and the container, with everything it runs, is gone.
+const DefaultExecLimit = 30 * time.Second
+
 // Options configure a fake.
 type Options struct {
 	// APIKey is the only key the fake accepts, as "Authorization:
@@ -73,7 +79,9 @@ type Options struct {
 	Region string
 	// CreatingPolls is how many reads of a new disk see it creating.
 	CreatingPolls int
-	// ExecLimit is the platform's limit on one command. Default 300s.
+	// ExecLimit is the platform's bound on one exec call's container
+	// (queue, boot and mount not counted). Default DefaultExecLimit, the
+	// vendor's; tests set less so as not to wait for it.
 	ExecLimit time.Duration
 	// QueueLatency is waited before each command runs (queue, boot, mount).
 	QueueLatency time.Duration
@@ -138,7 +146,7 @@ func New(o Options) *Server {
 		o.Region = "aws-us-east-1"
 	}
 	if o.ExecLimit <= 0 {
-		o.ExecLimit = 300 * time.Second
+		o.ExecLimit = DefaultExecLimit
 	}
 	if o.PageSize <= 0 {
 		o.PageSize = 3
