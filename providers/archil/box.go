@@ -135,7 +135,7 @@ func (b *Box) putRecord(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return b.p.c.putObject(ctx, b.disk, recordKey(b.id), func() (io.Reader, error) { return bytes.NewReader(data), nil }, int64(len(data)))
+	return b.p.c.putObject(ctx, b.disk, recordKey(b.id), bytes.NewReader(data), int64(len(data)))
 }
 
 // check looks at the box before a call: one destroyed or ended by this

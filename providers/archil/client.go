@@ -12,7 +12,9 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -358,9 +360,24 @@ func (c *client) getObject(ctx context.Context, disk, key string, header http.He
 	return c.do(ctx, request{method: http.MethodGet, url: c.objectURL(disk, key), header: header, idempotent: true})
 }
 
-// putObject writes an object whole; body gives the bytes for each attempt.
-func (c *client) putObject(ctx context.Context, disk, key string, body func() (io.Reader, error), size int64) error {
+// Multipart uploads, as the vendor's client makes them: a body over
+// partSize goes up in parts of partSize (the last one shorter), at most
+// uploadConcurrency at a time, and at most maxParts of them.
+const (
+	partSize          = 16 << 20
+	uploadConcurrency = 4
+	maxParts          = 10000
+)
+
+// putObject writes the object key from the size bytes of src: one PUT, or
+// a multipart upload when size is over partSize. Every request carries
+// its Content-Length.
+func (c *client) putObject(ctx context.Context, disk, key string, src io.ReaderAt, size int64) error {
+	if size > partSize {
+		return c.putMultipart(ctx, disk, key, src, size)
+	}
 	h := http.Header{"Content-Type": {"application/octet-stream"}}
+	body := func() (io.Reader, error) { return io.NewSectionReader(src, 0, size), nil }
 	resp, err := c.do(ctx, request{method: http.MethodPut, url: c.objectURL(disk, key), header: h, body: body, size: size, idempotent: true})
 	if err != nil {
 		return err
@@ -368,6 +385,179 @@ func (c *client) putObject(ctx context.Context, disk, key string, body func() (i
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return nil
+}
+
+// completePart is one part of CompleteMultipartUpload's body.
+type completePart struct {
+	PartNumber int    `xml:"PartNumber"`
+	ETag       string `xml:"ETag"`
+}
+
+// putMultipart uploads the object in parts: CreateMultipartUpload (POST
+// ?uploads), UploadPart for each (PUT ?uploadId&partNumber, retried as any
+// idempotent call), then CompleteMultipartUpload (POST ?uploadId). A
+// failure aborts the upload (DELETE ?uploadId), so no parts stay staged.
+func (c *client) putMultipart(ctx context.Context, disk, key string, src io.ReaderAt, size int64) error {
+	u := c.objectURL(disk, key)
+	resp, err := c.do(ctx, request{method: http.MethodPost, url: u, query: url.Values{"uploads": {""}},
+		header: http.Header{"Content-Type": {"application/octet-stream"}}, idempotent: true})
+	if err != nil {
+		return err
+	}
+	var made struct {
+		UploadID string `xml:"UploadId"`
+	}
+	err = xml.NewDecoder(io.LimitReader(resp.Body, errorBodyMax)).Decode(&made)
+	resp.Body.Close()
+	if err != nil || made.UploadID == "" {
+		return fmt.Errorf("archil: CreateMultipartUpload answered no UploadId (%v)", err)
+	}
+	id := made.UploadID
+	if err := c.uploadParts(ctx, u, id, src, size); err != nil {
+		c.abortMultipart(ctx, u, id)
+		return err
+	}
+	return nil
+}
+
+// uploadParts sends the parts and completes the upload.
+func (c *client) uploadParts(ctx context.Context, u, id string, src io.ReaderAt, size int64) error {
+	ps := max(int64(partSize), (size+maxParts-1)/maxParts)
+	n := int((size + ps - 1) / ps)
+	parts := make([]completePart, n)
+	errs := make([]error, n)
+	sem := make(chan struct{}, uploadConcurrency)
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range n {
+		off := int64(i) * ps
+		length := min(ps, size-off)
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			q := url.Values{"uploadId": {id}, "partNumber": {strconv.Itoa(i + 1)}}
+			body := func() (io.Reader, error) { return io.NewSectionReader(src, off, length), nil }
+			resp, err := c.do(pctx, request{method: http.MethodPut, url: u, query: q, body: body, size: length, idempotent: true})
+			if err != nil {
+				errs[i] = err
+				cancel()
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			parts[i] = completePart{PartNumber: i + 1, ETag: resp.Header.Get("ETag")}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		for _, e := range errs {
+			if e != nil && !errors.Is(e, context.Canceled) {
+				return e
+			}
+		}
+		return err
+	}
+	doc, err := xml.Marshal(struct {
+		XMLName xml.Name       `xml:"CompleteMultipartUpload"`
+		Parts   []completePart `xml:"Part"`
+	}{Parts: parts})
+	if err != nil {
+		return err
+	}
+	doc = append([]byte(xml.Header), doc...)
+	return c.completeMultipart(ctx, u, id, doc, size)
+}
+
+// completeMultipart sends CompleteMultipartUpload. A completion is not
+// safe to repeat blindly (one that went through but whose answer was lost
+// makes a repeat fail NoSuchUpload), so it is retried only after the
+// object was looked for: each upload goes to a key of its own, so an
+// object there of the full size is this upload, completed.
+func (c *client) completeMultipart(ctx context.Context, u, id string, doc []byte, size int64) error {
+	req := request{method: http.MethodPost, url: u, query: url.Values{"uploadId": {id}},
+		header: http.Header{"Content-Type": {"application/xml"}},
+		body:   func() (io.Reader, error) { return bytes.NewReader(doc), nil }, size: int64(len(doc))}
+	for attempt := 1; ; attempt++ {
+		err := c.postComplete(ctx, req, attempt)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// No answer, a 429 or a 5xx may be sent again; so may a 404
+		// (NoSuchUpload) after one of those, which may mean the first
+		// went through.
+		s := statusOf(err)
+		if s != 0 && !retryableStatus(s) && (s != http.StatusNotFound || attempt == 1) {
+			return err
+		}
+		// A 429 was refused before it was carried out; anything else
+		// may have been: look for the object.
+		if s != http.StatusTooManyRequests && c.hasObject(ctx, u, size) {
+			return nil
+		}
+		if s == http.StatusNotFound || attempt >= maxTries {
+			return err
+		}
+		if err := sleep(ctx, backoff(attempt)); err != nil {
+			return err
+		}
+	}
+}
+
+// postComplete sends CompleteMultipartUpload once. S3 may answer 200 with
+// an error document (a failure after the answer began): that is an error
+// too.
+func (c *client) postComplete(ctx context.Context, req request, attempt int) error {
+	resp, err := c.do(ctx, req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, errorBodyMax))
+	if err != nil {
+		return &apiError{Method: req.method, Path: resp.Request.URL.Path, Tries: attempt, Err: err}
+	}
+	var doc struct {
+		XMLName xml.Name
+		Code    string `xml:"Code"`
+		Message string `xml:"Message"`
+	}
+	if xml.Unmarshal(b, &doc) == nil && doc.XMLName.Local == "Error" {
+		return &apiError{Method: req.method, Path: resp.Request.URL.Path, Status: http.StatusInternalServerError, S3Code: doc.Code, Message: doc.Message, Tries: attempt}
+	}
+	return nil
+}
+
+// hasObject reports whether the object at u exists with size bytes.
+func (c *client) hasObject(ctx context.Context, u string, size int64) bool {
+	resp, err := c.do(ctx, request{method: http.MethodHead, url: u, idempotent: true})
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.ContentLength == size
+}
+
+// abortMultipart discards an upload's parts; a failure is logged only (a
+// gone upload is not one).
+func (c *client) abortMultipart(ctx context.Context, u, id string) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	resp, err := c.do(actx, request{method: http.MethodDelete, url: u, query: url.Values{"uploadId": {id}}, idempotent: true})
+	if err != nil {
+		if statusOf(err) != http.StatusNotFound {
+			c.log.Warn("archil: aborting a multipart upload", "err", err)
+		}
+		return
+	}
+	resp.Body.Close()
 }
 
 // deleteObject deletes an object; a missing one is not an error.

@@ -538,7 +538,7 @@ func (b *Box) cmdKey(cid, ext string) string { return cmdsDir + "/" + b.id + "/"
 func (b *Box) askKill(ctx context.Context, cid string) error {
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	return b.p.c.putObject(kctx, b.disk, b.cmdKey(cid, "kill"), func() (io.Reader, error) { return strings.NewReader("kill\n"), nil }, 5)
+	return b.p.c.putObject(kctx, b.disk, b.cmdKey(cid, "kill"), strings.NewReader("kill\n"), 5)
 }
 
 // status reads a command's status object.

@@ -182,11 +182,12 @@ func newSpool(r io.Reader) (*spool, error) {
 	return &spool{file: f, size: m}, nil
 }
 
-func (s *spool) body() (io.Reader, error) {
+// src gives the bytes to read at any offset, for each attempt and part.
+func (s *spool) src() io.ReaderAt {
 	if s.file == nil {
-		return bytes.NewReader(s.mem), nil
+		return bytes.NewReader(s.mem)
 	}
-	return io.NewSectionReader(s.file, 0, s.size), nil
+	return s.file
 }
 
 func (s *spool) close() {
@@ -207,7 +208,7 @@ func (b *Box) stage(ctx context.Context, op string, r io.Reader) (string, error)
 	key := cmdsDir + "/" + b.id + "/up-" + providers.NewID(8)
 	until := time.Now().Add(b.p.queueWait)
 	for tries := 1; ; tries++ {
-		err := b.p.c.putObject(ctx, b.disk, key, sp.body, sp.size)
+		err := b.p.c.putObject(ctx, b.disk, key, sp.src(), sp.size)
 		if err == nil {
 			return b.rec.Root + "/" + key, nil
 		}

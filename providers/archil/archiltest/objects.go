@@ -60,6 +60,9 @@ func (s *Server) objects(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer root.Close()
+	if s.multipart(w, r, root, d, key) {
+		return
+	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		s.getObject(w, r, root, key)
@@ -164,15 +167,25 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, root *os.Root
 	if err != nil {
 		return
 	}
+	if s.place(w, root, key, data) {
+		w.Header().Set("ETag", etag(data))
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// place writes an object whole (a temporary name, then rename), making
+// missing parent directories. On failure it answers the error and
+// reports false.
+func (s *Server) place(w http.ResponseWriter, root *os.Root, key string, data []byte) bool {
 	if dir := path.Dir(key); dir != "." {
 		if err := root.MkdirAll(dir, 0o755); err != nil {
 			s3Error(w, http.StatusConflict, "OperationAborted", "A parent of the key is not a directory", key)
-			return
+			return false
 		}
 	}
 	if fi, err := root.Lstat(key); err == nil && fi.IsDir() {
 		s3Error(w, http.StatusConflict, "OperationAborted", "The key names a directory", key)
-		return
+		return false
 	}
 	tmp := path.Join(path.Dir(key), ".archiltest-put-"+randHex(6))
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
@@ -188,10 +201,9 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, root *os.Root
 	if err != nil {
 		root.Remove(tmp)
 		s3Error(w, http.StatusInternalServerError, "InternalError", "We encountered an internal error. Please try again.", key)
-		return
+		return false
 	}
-	w.Header().Set("ETag", etag(data))
-	w.WriteHeader(http.StatusOK)
+	return true
 }
 
 // listEntry is one key or common prefix of a listing.

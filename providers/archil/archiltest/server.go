@@ -28,7 +28,13 @@
 // NoSuchBucket, AccessDenied, InvalidRange). A PUT lands whole (a
 // temporary name, then rename), making missing parent directories; one
 // without a Content-Length (a chunked body) is refused with 411
-// MissingContentLength, as S3 refuses it.
+// MissingContentLength, as S3 refuses it. Multipart uploads, which the
+// vendor's client makes above 16 MiB, are served as S3 serves them:
+// POST ?uploads, PUT ?uploadId&partNumber (with a length), POST ?uploadId
+// with the parts listed in ascending order, each with the ETag its upload
+// answered and each but the last at least 5 MiB (else InvalidPartOrder,
+// InvalidPart, EntityTooSmall), and DELETE ?uploadId; Uploads lists the
+// ones completed.
 //
 // # Shared mode
 //
@@ -107,8 +113,11 @@ type FaultFunc func(r *http.Request, n int) Fault
 // Request is one request the fake answered.
 type Request struct {
 	Method, Path, Query string
-	Status              int
-	Faulted             bool
+	// Length is the request's Content-Length: -1 for a body of unknown
+	// length (chunked), 0 for none.
+	Length  int64
+	Status  int
+	Faulted bool
 }
 
 // Server is a running fake.
@@ -120,11 +129,13 @@ type Server struct {
 	n     atomic.Int64
 	execs atomic.Int64
 
-	mu       sync.Mutex
-	disks    map[string]*disk
-	fault    FaultFunc
-	requests []Request
-	running  map[string]*run // by client id
+	mu        sync.Mutex
+	disks     map[string]*disk
+	fault     FaultFunc
+	requests  []Request
+	running   map[string]*run    // by client id
+	uploads   map[string]*upload // multipart uploads in progress, by id
+	completed []Upload
 }
 
 type disk struct {
@@ -155,7 +166,7 @@ func New(o Options) *Server {
 	if err != nil {
 		panic(fmt.Sprintf("archiltest: %v", err))
 	}
-	s := &Server{opts: o, state: state, disks: map[string]*disk{}, running: map[string]*run{}}
+	s := &Server{opts: o, state: state, disks: map[string]*disk{}, running: map[string]*run{}, uploads: map[string]*upload{}}
 	for _, d := range []string{"bin", "co", "disks"} {
 		if err := os.MkdirAll(filepath.Join(state, d), 0o755); err != nil {
 			panic(fmt.Sprintf("archiltest: %v", err))
@@ -300,7 +311,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.route(sw, r, control)
 	}
 	s.mu.Lock()
-	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Status: sw.status, Faulted: f.Status != 0})
+	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Length: r.ContentLength, Status: sw.status, Faulted: f.Status != 0})
 	s.mu.Unlock()
 }
 
