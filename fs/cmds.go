@@ -228,6 +228,7 @@ func (h *execHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 	if cmd == nil {
 		return fuse.ReadResultData(nil), 0
 	}
+	h.v.fs.unbounded(ctx) // waits for output while the command runs
 	n, at, err := cmd.ReadAt(ctx, dest, pos)
 	if err != nil {
 		return nil, toErrno(err)
@@ -364,7 +365,7 @@ func (d *cmdDir) OnAdd(ctx context.Context) {
 		},
 		onErr: b.SetErr,
 	})
-	add("out", &outFile{own: own, get: get})
+	add("out", &outFile{fs: d.v.fs, own: own, get: get})
 	add("cut", textFile(own, func(ctx context.Context) ([]byte, error) {
 		c, err := get()
 		if err != nil {
@@ -377,6 +378,7 @@ func (d *cmdDir) OnAdd(ctx context.Context) {
 // outFile is cmds/N/out: the command's output, followed until it ends.
 type outFile struct {
 	gofs.Inode
+	fs  *FS
 	own *ownership
 	get func() (*boxes.Command, error)
 }
@@ -402,7 +404,7 @@ func (o *outFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint
 	if err != nil {
 		return nil, 0, toErrno(err)
 	}
-	return &outHandle{c: c.Output()}, fuse.FOPEN_DIRECT_IO, 0
+	return &outHandle{fs: o.fs, c: c.Output()}, fuse.FOPEN_DIRECT_IO, 0
 }
 
 // outHandle is one open of cmds/N/out. Where the output cap cut the
@@ -410,6 +412,7 @@ func (o *outFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint
 // offsets are moved by as much: a reader going on from where the kernel
 // says it is reads on, not the same bytes again.
 type outHandle struct {
+	fs    *FS
 	c     *boxes.OutputReader
 	mu    sync.Mutex
 	shift int64 // added to the kernel's offsets
@@ -418,6 +421,7 @@ type outHandle struct {
 var _ gofs.FileReader = (*outHandle)(nil)
 
 func (h *outHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h.fs.unbounded(ctx) // waits for output while the command runs
 	h.mu.Lock()
 	shift := h.shift
 	h.mu.Unlock()

@@ -60,4 +60,13 @@
 // Errors reach the kernel through one table from providers codes to
 // errnos (toErrno); a box-side errno is answered as is where it is the
 // more exact answer.
+//
+// # Bounds
+//
+// Every request is answered within its bound (MountOptions.RequestBound,
+// default 5 minutes) whatever a box or a lock does: the kernel talks to
+// a wrapper of go-fuse's node bridge (bound.go) that runs each request's
+// work on a goroutine of its own and, past the bound, answers ETIMEDOUT
+// and logs the daemon's goroutines while the work goes on. A node whose
+// request waits by design (a read that follows output) lifts its bound.
 package fs

@@ -298,6 +298,7 @@ type launchLogHandle struct {
 var _ gofs.FileReader = (*launchLogHandle)(nil)
 
 func (h *launchLogHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h.l.v.fs.unbounded(ctx) // waits for output while the launch runs
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	b, name := h.l.v.b, h.l.name

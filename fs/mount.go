@@ -1,10 +1,12 @@
 package fs
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -21,6 +23,8 @@ type FS struct {
 	log      *slog.Logger
 	own      ownership // set before the mount serves, read-only after
 	symlinks Symlinks  // likewise
+
+	bounds *bounded // the requests' deadlines; set before the mount serves
 
 	mu      sync.Mutex
 	errText string // the root's last error
@@ -59,6 +63,15 @@ type MountOptions struct {
 	Debug    bool
 	DebugLog io.Writer
 	FsName   string
+	// RequestBound bounds how long the kernel waits for the answer to one
+	// request (default DefaultRequestBound): past it the request is
+	// answered ETIMEDOUT, its work goes on, and the daemon's goroutines
+	// are logged. Reads that follow output (exec, cmds/N/out,
+	// launch/PROG/out.log) wait for it as long as it takes, like a pipe.
+	RequestBound time.Duration
+	// DumpEvery is the shortest time between two goroutine dumps of
+	// requests past their bound (default DefaultDumpEvery).
+	DumpEvery time.Duration
 }
 
 // Mount serves the namespace at mountpoint through the kernel. The kernel
@@ -103,14 +116,27 @@ func (f *FS) Mount(mountpoint string, mo MountOptions) (*fuse.Server, error) {
 		}
 		opts.MountOptions.Logger = debugLogger(w)
 	}
-	server, err := gofs.Mount(mountpoint, f.root, opts)
+	// gofs.Mount, with every request under its bound.
+	f.bounds = newBounded(gofs.NewNodeFS(f.root, opts), mo.RequestBound, mo.DumpEvery, f.log)
+	server, err := fuse.NewServer(f.bounds, mountpoint, &opts.MountOptions)
 	if err != nil {
+		return nil, providers.E(providers.Unknown, "fs.Mount", err)
+	}
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
 		return nil, providers.E(providers.Unknown, "fs.Mount", err)
 	}
 	f.mu.Lock()
 	f.server = server
 	f.mu.Unlock()
 	return server, nil
+}
+
+// unbounded lets the request ctx stands for (the ctx a node's method was
+// given) wait as long as it takes: a read that follows output waits for
+// the output, as a read of a pipe does, and its caller can interrupt it.
+func (f *FS) unbounded(ctx context.Context) {
+	f.bounds.setBound(ctx, 0)
 }
 
 func (f *FS) mounted() bool {

@@ -44,8 +44,9 @@
 // # Scripting
 //
 // On(Match) returns a Rule that changes what matching calls do: Fail with a
-// code, FailErrno, Delay, Hang until ctx ends, and for Exec TruncateStdout,
-// DropStdout, LoseStdinEOF and GoneMidExec; for Create,
+// code, FailErrno, Delay, Hang until ctx ends, Stall until released
+// (whatever ctx does), and for Exec TruncateStdout, DropStdout,
+// LoseStdinEOF and GoneMidExec; for Create,
 // CreateFailsLeavingBox. A rule applies always, Once or Times(n).
 //
 // # Time

@@ -56,7 +56,8 @@ func (m Match) matches(c *Call) bool {
 //
 // The first rule (in the order they were made) that matches a call and has
 // uses left applies to it; the others do not. A rule applies always unless
-// Once or Times limits it. A delay comes first, then a hang, then a failure.
+// Once or Times limits it. A delay comes first, then a stall, then a hang,
+// then a failure.
 type Rule struct {
 	p     *Provider
 	match Match
@@ -71,7 +72,8 @@ type outcome struct {
 	errno    syscall.Errno
 	delay    time.Duration
 	hang     bool
-	truncate int // Exec: stdout bytes delivered before the rest is lost; -1 all
+	stall    <-chan struct{} // Stall: blocks, whatever ctx does, until closed
+	truncate int             // Exec: stdout bytes delivered before the rest is lost; -1 all
 	loseEOF  bool
 	goneMid  bool
 	leaveBox bool
@@ -134,6 +136,14 @@ func (r *Rule) Delay(d time.Duration) *Rule {
 // (cancelled) or Timeout (deadline passed). Nothing else ends it.
 func (r *Rule) Hang() *Rule {
 	return r.set(func(o *outcome) { o.hang = true })
+}
+
+// Stall makes the call block until release is closed, whatever its ctx
+// does: a provider stuck in a call that ignores its deadline, for testing
+// the bounds the layers above keep on their own. After release the call
+// goes on (a Fail set too then applies).
+func (r *Rule) Stall(release <-chan struct{}) *Rule {
+	return r.set(func(o *outcome) { o.stall = release })
 }
 
 // TruncateStdout lets only the first n bytes of an Exec's stdout reach the
@@ -219,6 +229,9 @@ func (o outcome) before(ctx context.Context, clk *Clock, op string, c *Call) err
 		if err := clk.Sleep(ctx, op, o.delay); err != nil {
 			return err
 		}
+	}
+	if o.stall != nil {
+		<-o.stall
 	}
 	if o.hang {
 		<-ctx.Done()
