@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,9 +34,17 @@ const (
 	// backgroundStart bounds how long `mount --background` waits for the
 	// mount to answer.
 	backgroundStart = 60 * time.Second
+	// shutdownGrace is how much longer than shutdownFlush the whole end
+	// of a mount (the push, then the unmount) may take before the daemon
+	// exits anyway.
+	shutdownGrace = 30 * time.Second
 	// recoverBound bounds pushing an earlier run's journaled writes.
 	recoverBound = 10 * time.Minute
 )
+
+// shutdownBound bounds the end of a mount at a signal or an unmount: past
+// it the daemon logs what still runs and exits. A variable for tests.
+var shutdownBound = shutdownFlush + shutdownGrace
 
 // mountOpts are the mount's settings from flags and -o.
 type mountOpts struct {
@@ -321,19 +331,53 @@ func waitUnmount(ctx context.Context, e *env, sigs chan os.Signal, server *fuse.
 			os.Exit(exitError)
 		}()
 	}
-	fctx, cancel := context.WithTimeout(context.Background(), shutdownFlush)
-	if err := m.Shutdown(fctx); err != nil {
-		e.log.Error("dirty files not all pushed; they stay journaled for the next mount", "err", err)
+	endMount(e.log, m, server, mnt, why != "", shutdownBound)
+}
+
+// endMount pushes dirty files (bounded by shutdownFlush), then, if
+// unmount, unmounts: lazily when the mount is busy. It returns within
+// bound whatever a box or a lock does: past it, it logs the daemon's
+// goroutines (what is still running), detaches the mount and returns, so
+// the daemon exits. That is a crash as far as the state directory goes,
+// which it is made to survive: what was not pushed stays in the boxes'
+// journals (a line torn mid-write is skipped), pushed by the next mount.
+func endMount(log *slog.Logger, m *boxes.Manager, server *fuse.Server, mnt string, unmount bool, bound time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fctx, cancel := context.WithTimeout(context.Background(), shutdownFlush)
+		if err := m.Shutdown(fctx); err != nil {
+			log.Error("dirty files not all pushed; they stay journaled for the next mount", "err", err)
+		}
+		cancel()
+		if !unmount {
+			return
+		}
+		if err := server.Unmount(); err != nil {
+			log.Warn("mount busy; detaching it lazily (open files on it will fail)", "mountpoint", mnt, "err", err)
+			if err := lazyUnmount(mnt); err != nil {
+				log.Error("lazy unmount failed", "mountpoint", mnt, "err", err)
+			}
+		}
+	}()
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return
+	case <-timer.C:
 	}
-	cancel()
-	if why == "" {
+	var buf bytes.Buffer
+	pprof.Lookup("goroutine").WriteTo(&buf, 2)
+	log.Error("shutdown passed its bound: exiting with this still running; files not pushed stay journaled for the next mount",
+		"bound", bound, "goroutines", buf.String())
+	if !unmount {
 		return
 	}
-	if err := server.Unmount(); err != nil {
-		e.log.Warn("mount busy; detaching it lazily (open files on it will fail)", "mountpoint", mnt, "err", err)
-		if err := lazyUnmount(mnt); err != nil {
-			e.log.Error("lazy unmount failed", "mountpoint", mnt, "err", err)
-		}
+	// Detached, the mount goes once nothing uses it; a request still on
+	// it when the daemon exits answers ENOTCONN, never hangs.
+	if err := lazyUnmount(mnt); err != nil {
+		log.Error("lazy unmount failed", "mountpoint", mnt, "err", err)
 	}
 }
 
