@@ -107,7 +107,8 @@ func (b *bounded) setBound(ctx interface{ Done() <-chan struct{} }, d time.Durat
 // while the request is answered. fh, when not 0, is the file handle work
 // uses: a flush, fsync or release of it waits for work that passed its
 // bound.
-func (b *bounded) run(op string, h *fuse.InHeader, fh uint64, kcancel <-chan struct{}, work func(cancel <-chan struct{}) fuse.Status, late func(fuse.Status)) (fuse.Status, bool) {
+func (b *bounded) run(op string, hp *fuse.InHeader, fh uint64, kcancel <-chan struct{}, work func(cancel <-chan struct{}) fuse.Status, late func(fuse.Status)) (fuse.Status, bool) {
+	h := *hp // the request's buffer is reused once it is answered
 	cancel := make(chan struct{})
 	done := make(chan struct{})
 	r := &request{op: op, bound: b.bound, changed: make(chan struct{}, 1), done: done}
@@ -164,7 +165,7 @@ func (b *bounded) run(op string, h *fuse.InHeader, fh uint64, kcancel <-chan str
 				b.handleBusyLocked(fh, done)
 			}
 			b.mu.Unlock()
-			b.timedOut(r, h, time.Since(start))
+			b.timedOut(r, &h, time.Since(start))
 			return fuse.Status(syscall.ETIMEDOUT), false
 		}
 	}
