@@ -100,6 +100,14 @@ func (b *bounded) setBound(ctx interface{ Done() <-chan struct{} }, d time.Durat
 	}
 }
 
+// extend gives the request ctx stands for extra time past the mount's
+// bound, for work documented to take that much longer.
+func (b *bounded) extend(ctx interface{ Done() <-chan struct{} }, extra time.Duration) {
+	if b != nil {
+		b.setBound(ctx, b.bound+extra)
+	}
+}
+
 // run does work on a goroutine of its own and waits for it within the
 // request's bound. It reports work's status and true if work ended in
 // time, or ETIMEDOUT and false; then late, if not nil, runs once work has

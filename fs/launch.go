@@ -235,6 +235,14 @@ func (n *launchNode) ctl(ctx context.Context, data []byte) error {
 	if err != nil {
 		return err
 	}
+	for _, m := range msgs {
+		if m.verb == "stop" || m.verb == "restart" {
+			// A stop waits out the grace and the before-stop program,
+			// each up to launch.MaxGrace.
+			n.v.fs.bounds.extend(ctx, 2*launch.MaxGrace)
+			break
+		}
+	}
 	ctx = context.WithoutCancel(ctx)
 	b := n.v.b
 	for _, m := range msgs {
