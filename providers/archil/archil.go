@@ -483,16 +483,27 @@ func (p *Provider) sweep(ctx context.Context, disk string, live map[string]bool)
 	}
 	// A record may have been written since the listing: check again in
 	// the command itself.
+	// Each is checked out before it is removed, as a shared disk needs.
 	var sb strings.Builder
+	sb.WriteString(ownScript)
 	for _, o := range orphans {
 		id := o[strings.LastIndexByte(o, '/')+1:]
-		sb.WriteString("[ -e " + recordsDir + "/" + id + ".json ] || rm -rf -- " + o + "\n")
+		sb.WriteString("[ -e " + recordsDir + "/" + id + ".json ] || { own " + o + " && rm -rf -- " + o + "; }\n")
 	}
 	sb.WriteString("true\n")
 	if _, err := p.maintain(ctx, disk, nil, "archil.List", sb.String()); err != nil {
 		p.log.Warn("archil: removing box directories without a record", "dirs", orphans, "err", err)
 	}
 }
+
+// ownScript defines own PATH...: the archil client's checkout of each
+// path, which a change on a shared disk needs (the client is in every
+// exec container of a shared mount); without the client, nothing.
+const ownScript = `own() {
+	command -v archil >/dev/null || return 0
+	for p; do archil checkout "$PWD/$p" || return 1; done
+}
+`
 
 // readRecord reads a box's record.
 func (p *Provider) readRecord(ctx context.Context, disk, id string) (record, error) {

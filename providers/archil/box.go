@@ -246,8 +246,11 @@ func (b *Box) destroy(ctx context.Context, waitTurn bool) error {
 			release()
 		}
 	}
-	script := "rm -rf -- " + boxesDir + "/" + b.id + " " + cmdsDir + "/" + b.id
-	if _, err := b.p.maintain(ctx, b.disk, b.st, op, "for i in 1 2 3 4 5; do "+script+" && exit 0; sleep 1; done; exit 1"); err != nil {
+	// Each directory is checked out before it is removed, as a shared
+	// disk needs; a command still running there holds it for a moment.
+	dirs := boxesDir + "/" + b.id + " " + cmdsDir + "/" + b.id
+	script := ownScript + "for i in 1 2 3 4 5; do own " + dirs + " && rm -rf -- " + dirs + " && exit 0; sleep 1; done; exit 1"
+	if _, err := b.p.maintain(ctx, b.disk, b.st, op, script); err != nil {
 		b.p.log.Warn("archil: the box's directory stays until a List sweeps it", "box", b.id, "err", err)
 	}
 	return nil

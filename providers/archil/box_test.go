@@ -448,3 +448,59 @@ func TestExecBound(t *testing.T) {
 		assert.Equal(t, 30000, f.MaxExecMs, "the default is the vendor's bound")
 	})
 }
+
+// TestSharedOwnership checks that the provider changes nothing on a
+// shared disk it has not checked out, as the vendor's shared-disk rules
+// require: its commands' wrapper (markers, output, status, the lock, the
+// clean-up of a destroyed box), the file scripts (a staged upload moved
+// into place, an archive made), Destroy and the List sweep. The fake
+// refuses a command that changes a path its container does not own.
+func TestSharedOwnership(t *testing.T) {
+	srv := archiltest.New(archiltest.Options{SharedMode: true})
+	t.Cleanup(srv.Close)
+	ctx := ctxT(t)
+	p := open(t, srv, nil)
+	bx, err := p.Create(ctx, providers.Spec{})
+	require.NoError(t, err)
+	b := bx.(*archil.Box)
+	f, err := b.Facts(ctx)
+	require.NoError(t, err)
+	run(t, ctx, b, "echo one > f && mkdir d && mv f d/g && rm d/g")
+	require.NoError(t, b.WriteFile(ctx, f.Workspace+"/w", strings.NewReader("new"), 0o644))
+	require.NoError(t, b.WriteFile(ctx, f.Workspace+"/w", strings.NewReader("replaced"), 0o644))
+	_, err = b.WriteAt(ctx, f.Workspace+"/w", []byte("R"), 0)
+	require.NoError(t, err)
+	arc, err := b.GetArchive(ctx, f.Workspace+"/w")
+	require.NoError(t, err)
+	tarball, err := io.ReadAll(arc)
+	require.NoError(t, err)
+	require.NoError(t, arc.Close())
+	run(t, ctx, b, "mkdir copy")
+	require.NoError(t, b.PutArchive(ctx, f.Workspace+"/copy", bytes.NewReader(tarball)))
+	assert.Equal(t, "Replaced", run(t, ctx, b, "cat copy/w"))
+
+	// A command killed, and one whose box is destroyed while it runs.
+	k, err := b.Exec(ctx, providers.ExecRequest{Argv: []string{"bash", "-c", "touch k; sleep 20"}})
+	require.NoError(t, err)
+	waitStarted(t, srv, b.ID(), "k")
+	require.NoError(t, k.Kill(ctx))
+	k.Wait()
+	g, err := b.Exec(ctx, providers.ExecRequest{Argv: []string{"bash", "-c", "touch g; sleep 20"}})
+	require.NoError(t, err)
+	waitStarted(t, srv, b.ID(), "g")
+	require.NoError(t, b.Destroy(ctx))
+	_, err = g.Wait()
+	assert.Equal(t, providers.Gone, providers.CodeOf(err), "%v", err)
+
+	// A directory without a record, which List sweeps.
+	disk := srv.DiskDir(srv.DiskIDs()[0])
+	orphan := filepath.Join(disk, "boxes", "0123456789abcdef")
+	require.NoError(t, os.MkdirAll(filepath.Join(orphan, "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(orphan, "sub", "file"), []byte("x"), 0o644))
+	_, err = p.List(ctx, nil)
+	require.NoError(t, err)
+	assert.NoDirExists(t, orphan, "List left a directory without a record")
+	assert.NoDirExists(t, filepath.Join(disk, "boxes", b.ID()))
+	assert.NoDirExists(t, filepath.Join(disk, "boxes.cmds", b.ID()))
+	assert.Empty(t, srv.Violations(), "commands that changed paths they had not checked out")
+}

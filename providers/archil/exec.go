@@ -40,63 +40,89 @@ const (
 // wrapper runs one command of a box in the container of one exec call.
 // Before it the call sets box, cid (the command's id), dir, secs (its own
 // deadline), why (what passing it means), merge (one stream for stdout
-// and stderr), inline, envs and the argv ("$@"). It answers on the call's
-// stdout with lines "boxfs:..." (the command's output goes to objects):
-// gone (no record: the box ended), dup (this command already started: a
-// retried call), busy (another command holds the box's checkout), or
-// "rc N WHY" with, when small, the output as base64. A destroy that
-// removes the box's directories as the command starts is gone, not dup;
-// a command that finds the record gone when it ends removes the box's
-// directories itself, which it may have written after the destroy removed
-// them. It takes the box's
-// checkout: a lock directory (broken once past the time written in it:
-// the command's deadline and a little more, by when the platform has
-// ended the command's container whatever happened in it)
-// and, where the archil client is there, the client's checkout of the
-// box's directory, which shared mode needs for edits. The command runs as
-// its own process group; a watcher kills the group when the host asks (a
-// .kill object), when the record goes (destroy), or at the deadline,
-// noting why in the container's own /tmp, which a destroy cannot remove. The
-// status also lands in <cid>.rc, so a call whose answer was lost can be
-// settled from the object.
+// and stderr), inline, owns (disk paths outside the box's directory the
+// command changes: a staged upload), envs and the argv ("$@"). It answers
+// on the call's stdout with lines "boxfs:..." (the command's output goes
+// to objects): gone (no record: the box ended), dup (this command already
+// started: a retried call), busy (another command holds the box), or "rc
+// N WHY" with, when small, the output as base64.
+//
+// The disk is mounted shared, and a container may change only what it
+// owns: a path it checked out (archil checkout) or one below it, or a
+// directory it made. So the wrapper changes nothing before it owns it.
+// The command's own files go in a directory it makes, boxes.cmds/<box>/<cid>/
+// (its marker, output and status); making it is what tells a retried call
+// (dup). The box's lock is a directory it makes too, boxes.cmds/<box>/lock
+// (broken once past the time written in it, the command's deadline and a
+// little more, by when the platform has ended the command's container
+// whatever happened in it: checked out first). It then checks out the
+// box's directory, which is also the box's checkout across clients, and
+// the paths in owns; old files of the box's commands are removed each
+// checked out. Where the container has no archil client (a disk not
+// mounted shared) there is nothing to check out.
+//
+// The command runs as its own process group; a watcher kills the group
+// when the host asks (a <cid>.kill object beside the command's directory,
+// which the host may write while the command owns its directory), when the
+// record goes (destroy), or at the deadline, noting why in the container's
+// own /tmp, which a destroy cannot remove. The status also lands in
+// <cid>/rc, so a call whose answer was lost can be settled from the
+// object. A command that finds the record gone when it ends removes the
+// box's directories itself (checked out), which it may have written after
+// the destroy removed them.
 const wrapper = `
 exec 3>&1 >/dev/null 2>&1 </dev/null
 top=$PWD
 B=boxes/$box
 D=boxes.cmds/$box
+C=$D/$cid
 R=boxes.records/$box.json
 L=$D/lock
 say() { printf 'boxfs:%s\n' "$*" >&3; }
 sz() { if [ -f "$1" ]; then wc -c <"$1"; else echo 0; fi; }
+co=
+command -v archil >/dev/null && co=1
+own() { [ -z "$co" ] || archil checkout "$top/$1"; }
 [ -f "$R" ] || { say gone; exit 0; }
 mkdir -p -- "$D" || { say fail mkdir; exit 0; }
-find "$D" -maxdepth 1 -type f -mmin +15 -delete
-if ! ( set -C; : >"$D/$cid.run" ); then
-	if [ ! -f "$R" ]; then rm -rf -- "$D"; say gone; elif [ -e "$D/$cid.run" ]; then say dup; else say fail; fi
+if ! mkdir -- "$C"; then
+	if [ ! -f "$R" ]; then say gone; elif [ -e "$C/run" ]; then say dup; else say fail; fi
 	exit 0
 fi
+: >"$C/run"
 printf -v now '%(%s)T' -1
 if ! mkdir -- "$L"; then
 	u=$(cat -- "$L/until")
 	case $u in '' | *[!0-9]*) u=$((now + 1)) ;; esac
-	if [ "$u" -lt "$now" ] && mv -- "$L" "$L.stale.$cid"; then
-		rm -rf -- "$L.stale.$cid"
+	if [ "$u" -lt "$now" ]; then
+		if [ -n "$co" ]; then
+			if own "$L"; then
+				u=$(cat -- "$L/until")
+				case $u in '' | *[!0-9]*) u=$((now + 1)) ;; esac
+				[ "$u" -ge "$now" ] || rm -rf -- "$L"
+				archil checkin "$top/$L"
+			fi
+		elif mv -- "$L" "$L.stale.$cid"; then
+			rm -rf -- "$L.stale.$cid"
+		fi
 	fi
-	mkdir -- "$L" || { rm -f -- "$D/$cid.run"; say busy; exit 0; }
+	mkdir -- "$L" || { rm -rf -- "$C"; say busy; exit 0; }
 fi
 echo $((now + secs + 15)) >"$L/until"
-co=
-if command -v archil >/dev/null; then
-	archil checkout "$top/$B" || { rm -rf -- "$L"; rm -f -- "$D/$cid.run"; say busy; exit 0; }
-	co=1
-fi
+own "$B" || { rm -rf -- "$L" "$C"; say busy; exit 0; }
+for o in "${owns[@]}"; do
+	own "$o" || { rm -rf -- "$L" "$C"; say busy; exit 0; }
+done
+for o in $(find "$D" -mindepth 1 -maxdepth 1 -mmin +15 ! -name lock); do
+	own "$o" && rm -rf -- "$o"
+done
 end=$((now + secs))
 wf=/tmp/boxfs-$cid.why
 set -m
 if [ "$merge" = 1 ]; then
-	( cd -- "$dir" && exec env -i PATH=` + basePath + ` HOME="$top/$B" TMPDIR=/tmp "${envs[@]}" "$@" ) 3>&- >"$D/$cid.out" 2>&1 &
+	( cd -- "$dir" && exec env -i PATH=` + basePath + ` HOME="$top/$B" TMPDIR=/tmp "${envs[@]}" "$@" ) 3>&- >"$C/out" 2>&1 &
 else
-	( cd -- "$dir" && exec env -i PATH=` + basePath + ` HOME="$top/$B" TMPDIR=/tmp "${envs[@]}" "$@" ) 3>&- >"$D/$cid.out" 2>"$D/$cid.err" &
+	( cd -- "$dir" && exec env -i PATH=` + basePath + ` HOME="$top/$B" TMPDIR=/tmp "${envs[@]}" "$@" ) 3>&- >"$C/out" 2>"$C/err" &
 fi
 pid=$!
 (
@@ -125,15 +151,15 @@ rm -f -- "$wf"
 kill -KILL -- "-$pid"
 n=0
 while kill -0 -- "-$pid" && [ $n -lt 200 ]; do sleep 0.05; n=$((n + 1)); done
-printf '%s %s\n' "$rc" "$w" >"$D/$cid.rc.tmp" && mv -f -- "$D/$cid.rc.tmp" "$D/$cid.rc"
-[ -z "$co" ] || archil checkin "$top/$B"
+printf '%s %s\n' "$rc" "$w" >"$C/rc.tmp" && mv -f -- "$C/rc.tmp" "$C/rc"
 rm -rf -- "$L"
+[ -z "$co" ] || archil checkin "$top/$B"
 say "rc $rc $w"
-if command -v base64 >/dev/null && [ $(($(sz "$D/$cid.out") + $(sz "$D/$cid.err"))) -le "$inline" ]; then
-	say "out $(base64 -w0 <"$D/$cid.out")"
-	[ "$merge" = 1 ] || say "err $(base64 -w0 <"$D/$cid.err")"
+if command -v base64 >/dev/null && [ $(($(sz "$C/out") + $(sz "$C/err"))) -le "$inline" ]; then
+	say "out $(base64 -w0 <"$C/out")"
+	[ "$merge" = 1 ] || say "err $(base64 -w0 <"$C/err")"
 fi
-[ -f "$R" ] || rm -rf -- "$B" "$D"
+[ -f "$R" ] || { own "$B" && own "$D" && rm -rf -- "$B" "$D"; }
 `
 
 // quote renders s as one bash word: $'...' with every byte outside a
@@ -361,8 +387,9 @@ func parseAnswer(stdout string) (answer, bool) {
 	return a, a.state != ""
 }
 
-// commandText is the exec call's command for req, as command cid.
-func (b *Box) commandText(cid string, req providers.ExecRequest, secs int, why string) string {
+// commandText is the exec call's command for req, as command cid; owns
+// are the disk-relative paths outside the box's directory it changes.
+func (b *Box) commandText(cid string, req providers.ExecRequest, secs int, why string, owns []string) string {
 	dir := boxesDir + "/" + b.id
 	if req.Dir != "" {
 		dir = req.Dir
@@ -385,6 +412,10 @@ func (b *Box) commandText(cid string, req providers.ExecRequest, secs int, why s
 	for _, k := range keys {
 		sb.WriteString(" " + quote(k+"="+req.Env[k]))
 	}
+	sb.WriteString(" )\nowns=(")
+	for _, o := range owns {
+		sb.WriteString(" " + quote(o))
+	}
 	sb.WriteString(" )\nset --")
 	for _, a := range req.Argv {
 		sb.WriteString(" " + quote(a))
@@ -405,12 +436,14 @@ func (b *Box) deadline() (int, string) {
 	return secs, why
 }
 
-// command runs one command in this process's turn and returns its exit.
-func (b *Box) command(ctx context.Context, kill <-chan struct{}, req providers.ExecRequest) (int, error) {
+// command runs one command in this process's turn and returns its exit;
+// owns are the disk-relative paths outside the box's directory it changes
+// (the wrapper checks them out).
+func (b *Box) command(ctx context.Context, kill <-chan struct{}, req providers.ExecRequest, owns ...string) (int, error) {
 	const op = "archil.Exec"
 	cid := providers.NewID(8)
 	secs, why := b.deadline()
-	text := b.commandText(cid, req, secs, why)
+	text := b.commandText(cid, req, secs, why, owns)
 	busyUntil := time.Now().Add(b.p.queueWait)
 	tries := 0
 	for {
@@ -532,13 +565,19 @@ func (b *Box) postWatched(ctx context.Context, kill <-chan struct{}, cid, text s
 	}
 }
 
-func (b *Box) cmdKey(cid, ext string) string { return cmdsDir + "/" + b.id + "/" + cid + "." + ext }
+// cmdKey is the object of a command's file name (run, out, err, rc), in
+// the directory the command makes and owns.
+func (b *Box) cmdKey(cid, name string) string { return cmdsDir + "/" + b.id + "/" + cid + "/" + name }
+
+// killKey is the object that asks a command to stop: beside its directory,
+// which the command owns while it runs, so that the host may write it.
+func (b *Box) killKey(cid string) string { return cmdsDir + "/" + b.id + "/" + cid + ".kill" }
 
 // askKill writes the command's .kill object, which its watcher acts on.
 func (b *Box) askKill(ctx context.Context, cid string) error {
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	return b.p.c.putObject(kctx, b.disk, b.cmdKey(cid, "kill"), strings.NewReader("kill\n"), 5)
+	return b.p.c.putObject(kctx, b.disk, b.killKey(cid), strings.NewReader("kill\n"), 5)
 }
 
 // status reads a command's status object.

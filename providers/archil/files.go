@@ -56,9 +56,11 @@ fail() { rm -f -- "$t"; exit $((64 + $1)); }
 tar -C "$p" -xf "$t" || { rm -f -- "$t"; exit 1; }
 rm -f -- "$t"
 `
-	// PATH OUT: a tar of PATH (its base name first) into OUT.
+	// PATH OUT: a tar of PATH (its base name first) into OUT, in a new
+	// directory made for it.
 	scriptTar = `p=$1 o=$2
 [ -e "$p" ] || [ -L "$p" ] || exit 66
+mkdir -- "${o%/*}" || exit 1
 d=${p%/*}
 [ -n "$d" ] || d=/
 tar -C "$d" -cf "$o" -- "${p##*/}"
@@ -198,7 +200,7 @@ func (s *spool) close() {
 
 // stage uploads r to an object under the box's command directory, which
 // no command's checkout covers, retrying while the path is held. It
-// returns the staged file's path as a command sees it.
+// returns the staged object's key.
 func (b *Box) stage(ctx context.Context, op string, r io.Reader) (string, error) {
 	sp, err := newSpool(r)
 	if err != nil {
@@ -210,7 +212,7 @@ func (b *Box) stage(ctx context.Context, op string, r io.Reader) (string, error)
 	for tries := 1; ; tries++ {
 		err := b.p.c.putObject(ctx, b.disk, key, sp.src(), sp.size)
 		if err == nil {
-			return b.rec.Root + "/" + key, nil
+			return key, nil
 		}
 		if s3CodeOf(err) != s3Busy || time.Now().After(until) {
 			return "", wrap(op, b.id, err)
@@ -222,11 +224,13 @@ func (b *Box) stage(ctx context.Context, op string, r io.Reader) (string, error)
 }
 
 // script runs one of boxfs's file scripts in this process's turn: an
-// exit of errnoBase+errno is that errno.
-func (b *Box) script(ctx context.Context, op, name, script string, args ...string) ([]byte, error) {
+// exit of errnoBase+errno is that errno. owns are the disk-relative paths
+// outside the box's directory the script changes, which its command
+// checks out first.
+func (b *Box) script(ctx context.Context, op, name, script string, owns []string, args ...string) ([]byte, error) {
 	var out, errb bytes.Buffer
 	req := providers.ExecRequest{Argv: append([]string{"bash", "-c", script, "boxfs"}, args...), Stdout: &out, Stderr: &errb}
-	code, err := b.command(ctx, nil, req)
+	code, err := b.command(ctx, nil, req, owns...)
 	if err != nil {
 		return nil, providers.E(0, op, err).WithBox(b.id).WithPath(name)
 	}
@@ -249,11 +253,13 @@ func (b *Box) upload(ctx context.Context, op, name string, r io.Reader, script s
 		return wrap(op, b.id, err)
 	}
 	defer release()
-	staged, err := b.stage(ctx, op, r)
+	key, err := b.stage(ctx, op, r)
 	if err != nil {
 		return err
 	}
-	_, err = b.script(ctx, op, name, script, args(staged)...)
+	// The script moves or removes the staged file: its command checks it
+	// out first, as shared mode needs for a change.
+	_, err = b.script(ctx, op, name, script, []string{key}, args(b.rec.Root+"/"+key)...)
 	return err
 }
 
@@ -312,12 +318,15 @@ func (b *Box) GetArchive(ctx context.Context, p string) (io.ReadCloser, error) {
 	if err := b.checkLifetime(ctx, op); err != nil {
 		return nil, err
 	}
-	key := cmdsDir + "/" + b.id + "/tar-" + providers.NewID(8)
+	// The script makes the archive's directory, which gives it to the
+	// command's container on a shared disk; the host reads the archive
+	// once the command has ended.
+	key := cmdsDir + "/" + b.id + "/tar-" + providers.NewID(8) + "/archive.tar"
 	release, err := b.st.turn(ctx)
 	if err != nil {
 		return nil, wrap(op, b.id, err)
 	}
-	_, err = b.script(ctx, op, p, scriptTar, path.Clean(p), b.rec.Root+"/"+key)
+	_, err = b.script(ctx, op, p, scriptTar, nil, path.Clean(p), b.rec.Root+"/"+key)
 	release()
 	if err != nil {
 		return nil, err

@@ -53,6 +53,7 @@ for f in "$co"/*; do
 	case $o/ in "$rel"/*) echo "archil: $2 is owned by another client" >&2; exit 1 ;; esac
 done
 printf %s "$rel" > "$co/$ARCHILTEST_CLIENT.$$"
+printf '%s\n' "$rel" >> "$ARCHILTEST_STATE/hist/$ARCHILTEST_CLIENT"
 `
 
 // run is one command running in a fake container.
@@ -61,6 +62,12 @@ type run struct {
 	client string
 	cmd    *exec.Cmd
 	once   sync.Once
+	// Shared mode: what may change on the disk while the command runs,
+	// besides what its own checkouts cover (guarded by Server.mu).
+	before map[string]fileState // the disk when it began
+	others []string             // paths other containers checked out or made, ended meanwhile
+	s3     []string             // keys the object API wrote or deleted meanwhile
+	made   []string             // directories made while it ran
 }
 
 // kill ends every process of the command's session (bash runs as a
@@ -146,14 +153,23 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, id string) {
 	// children still hold open.
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		envelopeError(w, http.StatusInternalServerError, "the runtime could not start the command")
-		return
-	}
+	// The container counts as running from before the disk is first
+	// looked at, so that every object write meanwhile is noted for it.
 	ru := &run{disk: id, client: client, cmd: cmd}
 	s.mu.Lock()
 	s.running[client] = ru
 	s.mu.Unlock()
+	if s.opts.SharedMode {
+		before := snapshot(d.Dir)
+		s.mu.Lock()
+		ru.before = before
+		s.mu.Unlock()
+	}
+	if err := cmd.Start(); err != nil {
+		s.release(client)
+		envelopeError(w, http.StatusInternalServerError, "the runtime could not start the command")
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.ExecLimit)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -168,10 +184,21 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	cancel()
 	ru.kill() // the container is released with whatever it left running
+	var unowned []string
+	if s.opts.SharedMode {
+		unowned = s.unowned(ru, snapshot(d.Dir))
+	}
 	s.release(client)
 	ran := time.Since(start) - queued
 	if timedOut {
 		envelopeError(w, http.StatusGatewayTimeout, "Command timed out")
+		return
+	}
+	if len(unowned) > 0 {
+		s.mu.Lock()
+		s.violations = append(s.violations, Violation{Disk: id, Command: req.Command, Paths: unowned})
+		s.mu.Unlock()
+		envelopeError(w, http.StatusForbidden, "shared mode: the command changed paths its container had not checked out: "+strings.Join(unowned, ", "))
 		return
 	}
 	code := 0
@@ -197,10 +224,20 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, id string) {
 	})
 }
 
-// release ends a container's checkouts.
+// release ends a container's checkouts. The paths it held and the
+// directories it made are passed to every container still running, whose
+// changes they may cover.
 func (s *Server) release(client string) {
+	held := s.history(client)
+	os.Remove(filepath.Join(s.state, "hist", client))
 	s.mu.Lock()
+	if r := s.running[client]; r != nil {
+		held = append(held, r.made...)
+	}
 	delete(s.running, client)
+	for _, r := range s.running {
+		r.others = append(r.others, held...)
+	}
 	s.mu.Unlock()
 	matches, _ := filepath.Glob(filepath.Join(s.state, "co", client+".*"))
 	for _, m := range matches {

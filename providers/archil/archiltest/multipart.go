@@ -168,7 +168,10 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, root *os.Root,
 		s3Error(w, http.StatusBadRequest, bad, "The list of parts was not valid: "+bad, up.key)
 		return
 	}
-	if !s.place(w, root, up.key, data) {
+	s.noteObjectWrite(up.disk, up.key)
+	ok := s.place(w, root, up.key, data)
+	s.noteObjectWrite(up.disk, up.key)
+	if !ok {
 		return
 	}
 	sum := md5.Sum(sums)

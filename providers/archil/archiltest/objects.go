@@ -76,15 +76,21 @@ func (s *Server) objects(w http.ResponseWriter, r *http.Request) {
 			s3Error(w, http.StatusConflict, "OperationAborted", "Another client owns this path", key)
 			return
 		}
+		// Noted before and after: a container that starts meanwhile
+		// sees one of the two.
+		s.noteObjectWrite(d.ID, key)
 		s.putObject(w, r, root, key)
+		s.noteObjectWrite(d.ID, key)
 	case http.MethodDelete:
 		if s.opts.SharedMode && s.heldByOther(key) {
 			s3Error(w, http.StatusConflict, "OperationAborted", "Another client owns this path", key)
 			return
 		}
+		s.noteObjectWrite(d.ID, key)
 		if fi, err := root.Lstat(key); err == nil && !fi.IsDir() {
 			root.Remove(key)
 		}
+		s.noteObjectWrite(d.ID, key)
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		s3Error(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "The specified method is not allowed against this resource.", key)

@@ -44,7 +44,13 @@
 // ancestor or a descendant; "archil checkin PATH" gives it back; all of a
 // container's checkouts end with it. With Options.SharedMode, an object
 // write or delete under a path a running command holds is refused with
-// 409 OperationAborted.
+// 409 OperationAborted, and a command may change only what its container
+// owns, as the vendor's shared-disk rules have it: a path it checked out
+// or one below it, or a directory it made. The fake cannot stop a system
+// call, so it compares the disk before and after each command: a change
+// that no checkout of a container running meanwhile, no object call and
+// no new directory covers makes the call answer 403 with the paths, and
+// Violations lists it.
 //
 // # What is real
 //
@@ -136,6 +142,8 @@ type Server struct {
 	running   map[string]*run    // by client id
 	uploads   map[string]*upload // multipart uploads in progress, by id
 	completed []Upload
+	// Shared mode: commands refused for changing paths not checked out.
+	violations []Violation
 }
 
 type disk struct {
@@ -167,7 +175,7 @@ func New(o Options) *Server {
 		panic(fmt.Sprintf("archiltest: %v", err))
 	}
 	s := &Server{opts: o, state: state, disks: map[string]*disk{}, running: map[string]*run{}, uploads: map[string]*upload{}}
-	for _, d := range []string{"bin", "co", "disks"} {
+	for _, d := range []string{"bin", "co", "disks", "hist"} {
 		if err := os.MkdirAll(filepath.Join(state, d), 0o755); err != nil {
 			panic(fmt.Sprintf("archiltest: %v", err))
 		}
