@@ -23,7 +23,17 @@ const bulkMin = 8 << 20
 var (
 	_ providers.SizedReader = (*Hands)(nil)
 	_ providers.HostReader  = (*Hands)(nil)
+	_ providers.HostWriter  = (*Hands)(nil)
 )
+
+// OpenHostWrite opens name for writing as a host file, where the box's
+// files are the host's own; elsewhere it is Unsupported.
+func (h *Hands) OpenHostWrite(ctx context.Context, name string, flags int, perm providers.FileMode) (*os.File, providers.FileInfo, error) {
+	if hw, ok := h.files.(providers.HostWriter); ok {
+		return hw.OpenHostWrite(ctx, name, flags, perm)
+	}
+	return nil, providers.FileInfo{}, providers.Errorf(providers.Unsupported, "hands.OpenHostWrite", "the box's files are not the host's").WithBox(h.box.ID())
+}
 
 // OpenHost opens name for reading as a host file, where the box's files
 // are the host's own; elsewhere it is Unsupported.

@@ -196,6 +196,17 @@ type HostReader interface {
 	OpenHost(ctx context.Context, name string) (*os.File, error)
 }
 
+// HostWriter is an optional part of Files: a box whose files are the
+// host's own opens one for writing as a host file, so a write lands in
+// the box with no copy and no push. flags are open(2)'s access mode and
+// O_CREAT, O_EXCL and O_TRUNC (O_CREAT makes the file with perm exactly,
+// as Create does); the file is a regular file of the box, and fi its
+// attributes once opened. A box whose files are elsewhere says
+// Unsupported.
+type HostWriter interface {
+	OpenHostWrite(ctx context.Context, name string, flags int, perm FileMode) (f *os.File, fi FileInfo, err error)
+}
+
 // SizedReader is an optional part of Files: ReadFile of a file whose size
 // the caller knows, which may then take a path that pays off only for
 // large files (the provider's archive API).

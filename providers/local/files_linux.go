@@ -461,16 +461,29 @@ func (b *Box) WriteAt(ctx context.Context, name string, p []byte, off int64) (in
 // exclusive an existing name is EEXIST, else an existing file is truncated.
 func (b *Box) Create(ctx context.Context, name string, perm providers.FileMode, exclusive bool) error {
 	const op = "local.Create"
-	r, rel, err := b.open(ctx, op, name)
+	f, err := b.create(ctx, op, name, os.O_WRONLY, perm, exclusive)
 	if err != nil {
 		return err
 	}
-	f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err := f.Close(); err != nil {
+		return b.pathErr(op, name, err)
+	}
+	return nil
+}
+
+// create makes name (or truncates it, unless exclusive) and returns it
+// open with the access mode acc.
+func (b *Box) create(ctx context.Context, op, name string, acc int, perm providers.FileMode, exclusive bool) (*os.File, error) {
+	r, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return nil, err
+	}
+	f, err := r.OpenFile(rel, acc|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) && !exclusive {
 		if target, ok := b.danglingTarget(r, rel); ok {
 			// open(2) without O_EXCL creates a dangling symlink's target.
 			rel = target
-			f, err = r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			f, err = r.OpenFile(rel, acc|os.O_CREATE|os.O_EXCL, 0o600)
 		}
 	}
 	switch {
@@ -478,20 +491,18 @@ func (b *Box) Create(ctx context.Context, name string, perm providers.FileMode, 
 		err = f.Chmod(perm & specialBits)
 	case errors.Is(err, fs.ErrExist) && !exclusive:
 		if err = b.notLinkedOutside(r, op, name, rel); err != nil {
-			return err
+			return nil, err
 		}
-		f, err = r.OpenFile(rel, os.O_WRONLY|os.O_TRUNC, 0)
+		// O_NONBLOCK: a FIFO under the name answers at once.
+		f, err = r.OpenFile(rel, acc|os.O_TRUNC|syscall.O_NONBLOCK, 0)
 	}
 	if err != nil {
 		if f != nil {
 			f.Close()
 		}
-		return b.pathErr(op, name, err)
+		return nil, b.pathErr(op, name, err)
 	}
-	if err := f.Close(); err != nil {
-		return b.pathErr(op, name, err)
-	}
-	return nil
+	return f, nil
 }
 
 // danglingTarget follows rel while it is a symlink (within the box, at

@@ -169,7 +169,48 @@ func renameInto(dirfd int, tmp, base string, exclusive bool) error {
 	return unix.Unlinkat(dirfd, tmp, 0)
 }
 
-var _ providers.HostReader = (*Box)(nil)
+var (
+	_ providers.HostReader = (*Box)(nil)
+	_ providers.HostWriter = (*Box)(nil)
+)
+
+// OpenHostWrite opens name, a regular file of the box, for writing (and
+// reading, with O_RDWR): the box's files are the host's own, so a write
+// through the mount is a write to the box's file, as on a disk. With
+// O_CREAT it is made as Create makes it.
+func (b *Box) OpenHostWrite(ctx context.Context, name string, flags int, perm providers.FileMode) (*os.File, providers.FileInfo, error) {
+	const op = "local.OpenHostWrite"
+	acc := flags & syscall.O_ACCMODE
+	var f *os.File
+	if flags&syscall.O_CREAT != 0 {
+		var err error
+		if f, err = b.create(ctx, op, name, acc, perm, flags&syscall.O_EXCL != 0); err != nil {
+			return nil, providers.FileInfo{}, err
+		}
+	} else {
+		r, rel, err := b.open(ctx, op, name)
+		if err != nil {
+			return nil, providers.FileInfo{}, err
+		}
+		if err := b.notLinkedOutside(r, op, name, rel); err != nil {
+			return nil, providers.FileInfo{}, err
+		}
+		f, err = r.OpenFile(rel, acc|flags&syscall.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			return nil, providers.FileInfo{}, b.pathErr(op, name, err)
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, providers.FileInfo{}, b.pathErr(op, name, err)
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		f.Close()
+		return nil, providers.FileInfo{}, providers.PathError(op, b.id, name, syscall.EINVAL)
+	}
+	return f, fileInfo(path.Base(name), &st), nil
+}
 
 // OpenHost opens name, a regular file of the box, for reading: the box's
 // files are the host's own.

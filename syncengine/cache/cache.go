@@ -97,6 +97,7 @@ type Cache struct {
 	reap   *reaper                // deletes the copies of removed files (reap.go)
 	cw     providers.CappedWalker // remote's, if it has one (c.mu); nil once it said Unsupported
 	hr     providers.HostReader   // remote's, if it has one (c.mu); nil once it said Unsupported
+	hw     providers.HostWriter   // likewise, for writes (hostwrite.go)
 
 	// swept are the directories whose boxfs temporaries an earlier
 	// process left were removed (recover.go), started when this one began.
@@ -227,6 +228,7 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 	c.sr, _ = remote.(providers.SmallReader)
 	c.cw, _ = remote.(providers.CappedWalker)
 	c.hr, _ = remote.(providers.HostReader)
+	c.hw, _ = remote.(providers.HostWriter)
 	if err := c.loadJournal(); err != nil {
 		return nil, err
 	}
@@ -1541,6 +1543,9 @@ func (c *Cache) Chmod(ctx context.Context, rel string, mode fs.FileMode) (provid
 			return fi, nil
 		}
 	}
+	if fi, ok, err := c.setattrDirect(rel, func() error { return c.remote.Chmod(ctx, c.abs(rel), mode) }); ok {
+		return fi, err
+	}
 	if fi, ok := c.setDirHere(rel, func(fi *providers.FileInfo, o *providers.WriteOptions) {
 		fi.Mode = fi.Mode&^specialBits | mode&specialBits
 		o.Perm, o.ForceMode = mode&specialBits, true
@@ -1561,6 +1566,9 @@ func (c *Cache) Chown(ctx context.Context, rel string, uid, gid int) (providers.
 	if f := c.localFile(rel); f != nil && f.deferOwner(c, uid, gid) {
 		fi, _ := f.localAttr()
 		return fi, nil
+	}
+	if fi, ok, err := c.setattrDirect(rel, func() error { return c.remote.Chown(ctx, c.abs(rel), uid, gid) }); ok {
+		return fi, err
 	}
 	if fi, ok := c.setDirHere(rel, func(fi *providers.FileInfo, o *providers.WriteOptions) {
 		if !o.Chown {
@@ -1596,6 +1604,9 @@ func (c *Cache) Utimes(ctx context.Context, rel string, atime, mtime time.Time) 
 	if f := c.localFile(rel); f != nil && f.deferTimes(c, atime, mtime) {
 		fi, _ := f.localAttr()
 		return fi, nil
+	}
+	if fi, ok, err := c.setattrDirect(rel, func() error { return c.remote.Utimes(ctx, c.abs(rel), atime, mtime) }); ok {
+		return fi, err
 	}
 	if fi, ok := c.setDirHere(rel, func(fi *providers.FileInfo, o *providers.WriteOptions) {
 		if !atime.IsZero() {
@@ -1634,7 +1645,7 @@ func (c *Cache) Truncate(ctx context.Context, rel string, size int64) (providers
 	// the open), with its batch in write-behind, else now, in
 	// write-through, as a close would push it (the opens that hold it
 	// were all closed, their releases still on the way).
-	if f := c.localFile(rel); f != nil && (f.opens() > 0 || !f.existsInBox() || f.isDirty()) {
+	if f := c.localFile(rel); f != nil && !f.direct() && (f.opens() > 0 || !f.existsInBox() || f.isDirty()) {
 		if err := f.truncate(c, size); err != nil {
 			return providers.FileInfo{}, err
 		}

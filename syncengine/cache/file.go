@@ -62,6 +62,10 @@ type file struct {
 	recovered bool
 	// charge is what the file's copy counts against the Budget (its mu).
 	charge *charge
+	// ndirect counts the opens using the box's own file (hostread.go,
+	// hostwrite.go); writers are those of them open for writing.
+	ndirect int
+	writers []*direct
 	// shownAtime, shownMtime and shownCtime are the times the host
 	// reported of the file while it was dirty, and boxTimes what the box
 	// answered to the push: while the box reports that same file
@@ -104,6 +108,13 @@ func (c *Cache) OpenFile(ctx context.Context, rel string, flags int) (h *Handle,
 		if h, keep, ok := c.openDirect(ctx, rel, f); ok {
 			return h, keep, nil
 		}
+	} else if h, keep, ok, err := c.openDirectWrite(ctx, rel, f, flags); ok {
+		return h, keep, err
+	}
+	if f.direct() {
+		// Its content is the box's file, which this open could not use:
+		// a copy would not see the other opens' writes.
+		return nil, false, providers.Errorf(providers.Unavailable, "cache.Open", "%s is open on the box's own file", rel)
 	}
 	if trunc {
 		if fi, ok := c.knownAttr(rel); ok && fi.IsRegular() {
@@ -128,6 +139,9 @@ func (c *Cache) OpenFile(ctx context.Context, rel string, flags int) (h *Handle,
 // box), else in the box at once.
 func (c *Cache) Create(ctx context.Context, rel string, flags int, perm fs.FileMode) (*Handle, providers.FileInfo, error) {
 	excl := flags&syscall.O_EXCL != 0
+	if h, fi, ok, err := c.createDirect(ctx, rel, flags, perm); ok {
+		return h, fi, err
+	}
 	if h, fi, made, err := c.createHere(rel, excl, perm); made {
 		return h, fi, err
 	}
@@ -356,6 +370,9 @@ func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
 // or unlinked, is the host's and is left alone.
 func (h *Handle) Renew(ctx context.Context) (bool, error) {
 	f := h.f
+	if h.direct != nil && h.direct.write {
+		return false, nil // the box's file itself: nothing to renew
+	}
 	if h.direct != nil {
 		f.mu.Lock()
 		reading := f.data == nil && !f.dirty && f.version == h.direct.version
@@ -381,7 +398,17 @@ func (h *Handle) Renew(ctx context.Context) (bool, error) {
 
 // WriteAt writes into the cached content and marks the file dirty; the box
 // gets it at the next flush.
-func (h *Handle) WriteAt(p []byte, off int64) (int, error) {
+func (h *Handle) WriteAt(p []byte, off int64) (n int, err error) {
+	if d := h.direct; d != nil {
+		err = h.changeDirect(d, func(hf *os.File) error {
+			n, err = hf.WriteAt(p, off)
+			return err
+		})
+		if err != nil {
+			return n, providers.E(providers.Unknown, "cache.Write", err)
+		}
+		return n, nil
+	}
 	f := h.f
 	f.content.RLock()
 	defer f.content.RUnlock()
@@ -391,7 +418,7 @@ func (h *Handle) WriteAt(p []byte, off int64) (int, error) {
 	if d == nil {
 		return 0, providers.Errorf(providers.Gone, "cache.Write", "file handle is closed")
 	}
-	n, err := d.WriteAt(p, off)
+	n, err = d.WriteAt(p, off)
 	if err != nil {
 		return n, providers.E(providers.Unknown, "cache.Write", err)
 	}
@@ -406,7 +433,16 @@ func (h *Handle) WriteAt(p []byte, off int64) (int, error) {
 }
 
 // Truncate sets the file's size through this handle.
-func (h *Handle) Truncate(size int64) error { return h.f.truncate(h.c, size) }
+func (h *Handle) Truncate(size int64) error {
+	if d := h.direct; d != nil && d.write {
+		err := h.changeDirect(d, func(hf *os.File) error { return hf.Truncate(size) })
+		if err != nil {
+			return providers.E(providers.Unknown, "cache.Truncate", err)
+		}
+		return nil
+	}
+	return h.f.truncate(h.c, size)
+}
 
 // Attr is the file's attributes as the host now sees them.
 func (h *Handle) Attr() (providers.FileInfo, bool) { return h.f.localAttr() }
@@ -423,6 +459,9 @@ func (h *Handle) Flush(ctx context.Context) error {
 		h.f.flushedOpens++
 	}
 	h.f.mu.Unlock()
+	if h.direct != nil {
+		return nil // each write is in the box already
+	}
 	if b := h.c.behind; b != nil {
 		if h.f.isDirty() {
 			b.closed(h.f)
@@ -435,6 +474,17 @@ func (h *Handle) Flush(ctx context.Context) error {
 // Fsync pushes like Flush and then asks the box to sync the file. In
 // write-behind it is a barrier: every dirty file is pushed first.
 func (h *Handle) Fsync(ctx context.Context) error {
+	if d := h.direct; d != nil && d.write {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.f == nil {
+			return providers.Errorf(providers.Gone, "cache.Fsync", "file handle is closed")
+		}
+		if err := d.f.Sync(); err != nil {
+			return providers.E(providers.Unknown, "cache.Fsync", err)
+		}
+		return nil
+	}
 	push := func(ctx context.Context) error { return h.f.push(ctx, h.c) }
 	if h.c.behind != nil {
 		push = h.c.FlushAll
@@ -460,7 +510,7 @@ func (h *Handle) Release(ctx context.Context) {
 	}
 	h.done = true
 	if h.direct != nil {
-		h.direct.close()
+		h.f.dropDirect(h.direct)
 	}
 	h.f.mu.Lock()
 	if h.flushed {
@@ -607,6 +657,9 @@ func (f *file) localAttr() (providers.FileInfo, bool) {
 }
 
 func (f *file) localAttrLocked() (providers.FileInfo, bool) {
+	if len(f.writers) > 0 {
+		return f.directAttrLocked()
+	}
 	if !f.dirty || f.gone {
 		return providers.FileInfo{}, false
 	}

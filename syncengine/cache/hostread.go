@@ -23,6 +23,7 @@ type direct struct {
 	f       *os.File
 	fi      providers.FileInfo // the box file as it was opened
 	version uint64             // the file's version then: a later one is the cache's copy
+	write   bool               // opened for writing (hostwrite.go)
 }
 
 // hostReader returns the remote's HostReader while it serves reads.
@@ -41,7 +42,8 @@ func (c *Cache) openDirect(ctx context.Context, rel string, f *file) (h *Handle,
 		return nil, false, false
 	}
 	f.mu.Lock()
-	alone := f.nopen == 1 && !f.dirty && !f.valid && f.data == nil
+	// Alone, or beside opens of the box's file only (a writer's).
+	alone := f.nopen == f.ndirect+1 && !f.dirty && (!f.valid || f.ndirect > 0) && f.data == nil
 	f.mu.Unlock()
 	if !alone {
 		return nil, false, false
@@ -60,15 +62,14 @@ func (c *Cache) openDirect(ctx context.Context, rel string, f *file) (h *Handle,
 		return nil, false, false
 	}
 	f.mu.Lock()
-	if f.boxSize != fi.Size || !f.boxMtime.Equal(fi.Mtime) {
-		// Not what the kernel may hold pages of.
-		f.boxSize, f.boxMtime = fi.Size, fi.Mtime
-		f.version++
+	defer f.mu.Unlock()
+	if f.nopen != f.ndirect+1 || f.dirty || f.data != nil {
+		// A copy came meanwhile: read it, as every other open does.
+		hf.Close()
+		return nil, false, false
 	}
-	keepCache = f.kernel == f.version
-	f.kernel = f.version
-	d := &direct{f: hf, fi: fi, version: f.version}
-	f.mu.Unlock()
+	d := &direct{f: hf, fi: fi}
+	keepCache = f.addDirectLocked(d, fi)
 	return &Handle{c: c, f: f, direct: d}, keepCache, true
 }
 

@@ -31,8 +31,8 @@ func localCache(t *testing.T) (*cache.Cache, string, string) {
 }
 
 // On a box whose files are the host's, a read takes no copy; a writer
-// that opens the file meanwhile is seen by the reader at once (both read
-// the cache's copy then), and a file the box replaces is read anew.
+// that opens the file meanwhile is seen by the reader at once (both use
+// the box's file), and a file the box replaces is read anew.
 func TestHostFilesReadWithoutACopy(t *testing.T) {
 	c, ws, dir := localCache(t)
 	ctx := t.Context()
@@ -52,11 +52,13 @@ func TestHostFilesReadWithoutACopy(t *testing.T) {
 	buf := make([]byte, 64)
 	n, err := r.ReadAt(buf, 0)
 	require.NoError(t, err)
-	assert.Equal(t, "HOSTone", string(buf[:n]), "the reader sees the writer's bytes before the push")
+	assert.Equal(t, "HOSTone", string(buf[:n]), "the reader sees the writer's bytes before the close")
 	require.NoError(t, w.Flush(ctx))
 	w.Release(ctx)
 	b, _ := os.ReadFile(filepath.Join(ws, "f"))
 	assert.Equal(t, "HOSTone", string(b))
+	ents, _ = os.ReadDir(filepath.Join(dir, "data"))
+	assert.Empty(t, ents, "copies in the cache after a write")
 
 	require.NoError(t, os.WriteFile(filepath.Join(ws, "g"), []byte("old"), 0o644))
 	g, _, err := c.OpenFile(ctx, "g", syscall.O_RDONLY)

@@ -137,8 +137,8 @@ func (f *file) fill(c *Cache, sf providers.SmallFile) (filled bool) {
 	defer f.content.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.gone || f.holdsLocked(sf.Info) {
-		return false
+	if f.gone || f.ndirect > 0 || f.holdsLocked(sf.Info) {
+		return false // opens of the box's own file read that
 	}
 	if err := f.openDataLocked(c, true); err != nil {
 		return false
