@@ -48,6 +48,11 @@ func reorderArgs(app *cli.App, args []string) []string {
 		a := rest[j]
 		if a == "--" || (cmd.Name == "exec" && len(pos) >= 1) {
 			tail = rest[j:]
+			if cmd.Name == "exec" && len(pos) == 0 {
+				// exec -- CMD: no box name, the box is the cwd's. The
+				// parser drops one "--"; the second tells exec so.
+				tail = append([]string{"--"}, tail...)
+			}
 			break
 		}
 		if !isFlag(a) {

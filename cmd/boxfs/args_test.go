@@ -20,6 +20,8 @@ func TestReorderArgs(t *testing.T) {
 		{"boxfs exec b -- ls -la", "boxfs exec b -- ls -la"},
 		{"boxfs exec b ls -la --state /x", "boxfs exec b ls -la --state /x"},
 		{"boxfs exec --state /s b ls", "boxfs --state /s exec b ls"},
+		{"boxfs exec -- ls -la", "boxfs exec -- -- ls -la"},
+		{"boxfs sh -c ls --state /x", "boxfs sh -c ls --state /x"},
 		{"boxfs ls --nope", "boxfs ls --nope"},
 		{"boxfs agent -sha256 abc", "boxfs agent -sha256 abc"},
 		{"boxfs rm b --generate-bash-completion", "boxfs rm b --generate-bash-completion"},

@@ -43,7 +43,7 @@ func execCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "exec",
 		Usage:     "run a command in a box; streams its output and exits with its exit status",
-		ArgsUsage: "NAME [--] CMD [ARG ...]",
+		ArgsUsage: "NAME [--] CMD [ARG ...] | -- CMD [ARG ...] (the box of the cwd)",
 		Description: `The command runs in the box's shell (bash, else sh) with the box's workspace
 as its working directory; CMD and ARGs are passed as they are (quoted for the
 shell). Through a mount, stdout and stderr come back as one stream on stdout
@@ -51,10 +51,16 @@ shell). Through a mount, stdout and stderr come back as one stream on stdout
 Ctrl-C kills the command's process group in the box and exits 130 once the
 box confirms it (SIGTERM: 143); a second Ctrl-C, or 30s without that
 confirmation, stops waiting. A command killed otherwise exits 137; one whose
-end is lost, 255. A box that does not exist: one line, exit 1.`,
+end is lost, 255. A box that does not exist: one line, exit 1.
+
+Without NAME (boxfs exec -- CMD), run from inside MOUNT/NAME/work/, the box
+is NAME and the command runs in the box directory the cwd stands for.`,
 		BashComplete: completeBoxNames,
 		Action: func(c *cli.Context) error {
 			args := c.Args().Slice()
+			if len(args) > 0 && args[0] == "--" {
+				return execFromCwd(c, args[1:])
+			}
 			box, err := needName(args, "exec", -1)
 			if err != nil {
 				return err

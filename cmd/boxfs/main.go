@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 
@@ -32,6 +33,11 @@ func main() {
 // run runs boxfs with args (args[0] is the program) and returns the exit
 // status.
 func run(args []string, stdout, stderr io.Writer) int {
+	// Run as boxfs-sh (a link, for hosts that take only a shell's path),
+	// boxfs is boxfs sh.
+	if len(args) > 0 && filepath.Base(args[0]) == shLinkName {
+		args = append([]string{args[0], "sh"}, args[1:]...)
+	}
 	app := newApp(stdout, stderr)
 	err := app.Run(reorderArgs(app, args))
 	return exitStatus(err, stderr)
@@ -107,6 +113,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			newCommand(),
 			lsCommand(),
 			execCommand(),
+			shCommand(),
 			launchCommand(),
 			rmCommand(),
 			releaseCommand(),

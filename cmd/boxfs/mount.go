@@ -281,6 +281,7 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 	if err != nil {
 		return providers.E(0, op, err).WithPath(mnt)
 	}
+	defer startShellServer(e.log, mnt, m)()
 	if err := writeMountRecord(e.state, mountRecord{Mountpoint: mnt, PID: os.Getpid(), Started: time.Now().UTC(), Version: versionString()}); err != nil {
 		e.log.Error("mount record not written: other boxfs commands will not find this mount", "err", err)
 	}
