@@ -801,7 +801,7 @@ func (wh *workHandle) size() int64 {
 // error says why not (the data stays dirty and journaled).
 func (wh *workHandle) Flush(ctx context.Context) syscall.Errno {
 	b := wh.n.v.b
-	_, dirty := wh.h.Attr()
+	dirty := wh.h.Holds()
 	err := b.Do(ctx, true, transferTime(wh.size()), wh.h.Flush)
 	if err != nil {
 		b.SetErr(providers.E(0, "close", err))
@@ -815,7 +815,7 @@ func (wh *workHandle) Flush(ctx context.Context) syscall.Errno {
 
 func (wh *workHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	b := wh.n.v.b
-	_, dirty := wh.h.Attr()
+	dirty := wh.h.Holds()
 	if err := b.Do(ctx, true, transferTime(wh.size()), wh.h.Fsync); err != nil {
 		b.SetErr(providers.E(0, "fsync", err))
 		return toErrno(err)

@@ -439,7 +439,8 @@ func testGitHeavy(t *testing.T, b *boxT) {
 // file. The rule (docs/namespace.md, Writes): the host's writes reach the box
 // as the whole file at close (or before a command starts), and the later
 // close wins: nothing the host wrote before its close is lost, and what the
-// box writes after that close is what both sides read.
+// box writes after that close is what both sides read. A local box's file
+// is written in place instead, as on a disk.
 func testHostAndBoxWrite(t *testing.T, b *boxT) {
 	f := filepath.Join(b.work, "f")
 	rel := b.relBox(f)
@@ -458,11 +459,18 @@ func testHostAndBoxWrite(t *testing.T, b *boxT) {
 		t.Fatalf("close: %v", err)
 	}
 	want := "host 1\nhost 2\n"
+	inPlace := factsMap(t, b)["provider"] == "local"
+	if inPlace {
+		// A local box's own file is written in place (docs/namespace.md,
+		// Writes), as on a disk: the box's truncate and line, then the
+		// host's second write at its own offset, past a hole.
+		want = "box\n\x00\x00\x00host 2\n"
+	}
 	if got := readString(t, f); got != want {
 		t.Errorf("host reads %q after its close, want %q", got, want)
 	}
 	// The box's write was replaced: said in the box's err, not only the log.
-	if got := readString(t, filepath.Join(b.dir, "err")); !strings.Contains(got, "/f: the push at close replaced a change the box made") {
+	if got := readString(t, filepath.Join(b.dir, "err")); !inPlace && !strings.Contains(got, "/f: the push at close replaced a change the box made") {
 		t.Errorf("err after the host's close replaced the box's write: %q", got)
 	}
 	if got := b.must(t, fmt.Sprintf("cat %q", rel)); got != want {

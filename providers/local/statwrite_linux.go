@@ -169,6 +169,16 @@ func renameInto(dirfd int, tmp, base string, exclusive bool) error {
 	return unix.Unlinkat(dirfd, tmp, 0)
 }
 
+// noFollowErr is pathErr for an open with O_NOFOLLOW: a name that is a
+// symbolic link now (one the box made there meanwhile) is ELOOP, as
+// open(2) answers, whatever os.Root says of where the link points.
+func (b *Box) noFollowErr(r *os.Root, op, name, rel string, err error) error {
+	if fi, lerr := r.Lstat(rel); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return providers.PathError(op, b.id, name, syscall.ELOOP)
+	}
+	return b.pathErr(op, name, err)
+}
+
 var (
 	_ providers.HostReader = (*Box)(nil)
 	_ providers.HostWriter = (*Box)(nil)
@@ -197,7 +207,7 @@ func (b *Box) OpenHostWrite(ctx context.Context, name string, flags int, perm pr
 		}
 		f, err = r.OpenFile(rel, acc|flags&syscall.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 		if err != nil {
-			return nil, providers.FileInfo{}, b.pathErr(op, name, err)
+			return nil, providers.FileInfo{}, b.noFollowErr(r, op, name, rel, err)
 		}
 	}
 	var st unix.Stat_t
@@ -222,7 +232,7 @@ func (b *Box) OpenHost(ctx context.Context, name string) (*os.File, error) {
 	}
 	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, b.pathErr(op, name, err)
+		return nil, b.noFollowErr(r, op, name, rel, err)
 	}
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		f.Close()

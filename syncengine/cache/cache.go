@@ -1543,7 +1543,7 @@ func (c *Cache) Chmod(ctx context.Context, rel string, mode fs.FileMode) (provid
 			return fi, nil
 		}
 	}
-	if fi, ok, err := c.setattrDirect(rel, func() error { return c.remote.Chmod(ctx, c.abs(rel), mode) }); ok {
+	if fi, ok, err := c.setattrDirect(ctx, rel, func() error { return c.remote.Chmod(ctx, c.abs(rel), mode) }); ok {
 		return fi, err
 	}
 	if fi, ok := c.setDirHere(rel, func(fi *providers.FileInfo, o *providers.WriteOptions) {
@@ -1567,7 +1567,7 @@ func (c *Cache) Chown(ctx context.Context, rel string, uid, gid int) (providers.
 		fi, _ := f.localAttr()
 		return fi, nil
 	}
-	if fi, ok, err := c.setattrDirect(rel, func() error { return c.remote.Chown(ctx, c.abs(rel), uid, gid) }); ok {
+	if fi, ok, err := c.setattrDirect(ctx, rel, func() error { return c.remote.Chown(ctx, c.abs(rel), uid, gid) }); ok {
 		return fi, err
 	}
 	if fi, ok := c.setDirHere(rel, func(fi *providers.FileInfo, o *providers.WriteOptions) {
@@ -1605,7 +1605,7 @@ func (c *Cache) Utimes(ctx context.Context, rel string, atime, mtime time.Time) 
 		fi, _ := f.localAttr()
 		return fi, nil
 	}
-	if fi, ok, err := c.setattrDirect(rel, func() error { return c.remote.Utimes(ctx, c.abs(rel), atime, mtime) }); ok {
+	if fi, ok, err := c.setattrDirect(ctx, rel, func() error { return c.remote.Utimes(ctx, c.abs(rel), atime, mtime) }); ok {
 		return fi, err
 	}
 	if fi, ok := c.setDirHere(rel, func(fi *providers.FileInfo, o *providers.WriteOptions) {

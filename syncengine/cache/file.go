@@ -104,17 +104,29 @@ func (c *Cache) OpenFile(ctx context.Context, rel string, flags int) (h *Handle,
 		}
 	}()
 
+	var h0 *Handle
+	var ok bool
+	var derr error
 	if !write {
-		if h, keep, ok := c.openDirect(ctx, rel, f); ok {
-			return h, keep, nil
-		}
-	} else if h, keep, ok, err := c.openDirectWrite(ctx, rel, f, flags); ok {
-		return h, keep, err
+		h0, keepCache, ok, derr = c.openDirect(ctx, rel, f)
+	} else {
+		h0, keepCache, ok, derr = c.openDirectWrite(ctx, rel, f, flags)
+	}
+	if ok {
+		return h0, keepCache, derr
+	}
+	if errno, _ := providers.ErrnoOf(derr); errno == syscall.ELOOP || providers.IsCode(derr, providers.NotFound) {
+		// The name is a symbolic link now, or gone: so is it for a copy.
+		return nil, false, derr
 	}
 	if f.direct() {
-		// Its content is the box's file, which this open could not use:
-		// a copy would not see the other opens' writes.
-		return nil, false, providers.Errorf(providers.Unavailable, "cache.Open", "%s is open on the box's own file", rel)
+		// Its content is the box's file, which this open could not use
+		// (it was replaced or removed meanwhile): a copy would not see
+		// the other opens' writes.
+		if derr == nil {
+			derr = providers.PathError("cache.Open", "", rel, syscall.ESTALE)
+		}
+		return nil, false, derr
 	}
 	if trunc {
 		if fi, ok := c.knownAttr(rel); ok && fi.IsRegular() {
@@ -375,7 +387,9 @@ func (h *Handle) Renew(ctx context.Context) (bool, error) {
 	}
 	if h.direct != nil {
 		f.mu.Lock()
-		reading := f.data == nil && !f.dirty && f.version == h.direct.version
+		// A file unlinked or replaced is read as it is: its name is
+		// another file's now.
+		reading := f.data == nil && !f.dirty && !f.gone && f.version == h.direct.version
 		f.mu.Unlock()
 		if reading {
 			return h.renewDirect(ctx)
@@ -444,8 +458,31 @@ func (h *Handle) Truncate(size int64) error {
 	return h.f.truncate(h.c, size)
 }
 
-// Attr is the file's attributes as the host now sees them.
-func (h *Handle) Attr() (providers.FileInfo, bool) { return h.f.localAttr() }
+// Attr is the file's attributes as the host now sees them through this
+// open: the host's own while it holds writes the box lacks, and, for an
+// open of the box's own file, that file's (fstat), whatever its name
+// holds by now.
+func (h *Handle) Attr() (providers.FileInfo, bool) {
+	if d := h.direct; d != nil && !d.write {
+		f := h.f
+		f.mu.Lock()
+		gone, rel := f.gone, f.rel
+		f.mu.Unlock()
+		if fi, err := d.stat(); err == nil && !gone {
+			_, fi.Name = split(rel)
+			return fi, true
+		}
+	}
+	return h.f.localAttr()
+}
+
+// Holds reports whether the file holds changes made through the mount
+// that the box's other views of it must hear of at its close: writes not
+// pushed yet, or writes made in the box's own file.
+func (h *Handle) Holds() bool {
+	_, ok := h.f.localAttr()
+	return ok
+}
 
 // Flush pushes the file to the box if it holds writes the box lacks, and
 // returns the push's error: this is what close(2) reports. A file already

@@ -35,22 +35,26 @@ func (c *Cache) hostReader() providers.HostReader {
 
 // openDirect opens rel for reading from the box's own file, when the
 // cache holds no copy and f has no other open (f.nopen counts this one).
-// ok false: read through the cache.
-func (c *Cache) openDirect(ctx context.Context, rel string, f *file) (h *Handle, keepCache, ok bool) {
+// ok false: read through the cache; err is then why the box's file could
+// not be opened, if it was tried.
+func (c *Cache) openDirect(ctx context.Context, rel string, f *file) (h *Handle, keepCache, ok bool, err error) {
 	hr := c.hostReader()
 	if hr == nil {
-		return nil, false, false
+		return nil, false, false, nil
 	}
 	f.mu.Lock()
 	// Alone, or beside opens of the box's file only (a writer's).
 	alone := f.nopen == f.ndirect+1 && !f.dirty && (!f.valid || f.ndirect > 0) && f.data == nil
 	f.mu.Unlock()
 	if !alone {
-		return nil, false, false
+		return nil, false, false, nil
 	}
 	fi, err := c.getattr(ctx, rel)
-	if err != nil || !fi.IsRegular() {
-		return nil, false, false
+	if err != nil {
+		return nil, false, false, err
+	}
+	if !fi.IsRegular() {
+		return nil, false, false, nil
 	}
 	hf, err := hr.OpenHost(ctx, c.abs(rel))
 	if providers.IsCode(err, providers.Unsupported) {
@@ -59,18 +63,18 @@ func (c *Cache) openDirect(ctx context.Context, rel string, f *file) (h *Handle,
 		c.mu.Unlock()
 	}
 	if err != nil {
-		return nil, false, false
+		return nil, false, false, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.nopen != f.ndirect+1 || f.dirty || f.data != nil {
 		// A copy came meanwhile: read it, as every other open does.
 		hf.Close()
-		return nil, false, false
+		return nil, false, false, nil
 	}
 	d := &direct{f: hf, fi: fi}
 	keepCache = f.addDirectLocked(d, fi)
-	return &Handle{c: c, f: f, direct: d}, keepCache, true
+	return &Handle{c: c, f: f, direct: d}, keepCache, true, nil
 }
 
 // readDirect reads through d while the cache holds no copy of the file;

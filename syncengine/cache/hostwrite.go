@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -147,7 +149,8 @@ func (c *Cache) createDirect(ctx context.Context, rel string, flags int, perm fs
 
 // openDirectWrite opens rel, whose open f counts already, for writing in
 // the box's file when the box's files are the host's. ok false: open
-// through the cache.
+// through the cache; err is then why the box's file could not be opened,
+// if it was tried.
 func (c *Cache) openDirectWrite(ctx context.Context, rel string, f *file, flags int) (h *Handle, keepCache, ok bool, err error) {
 	hw := c.hostWriter()
 	if hw == nil {
@@ -180,7 +183,7 @@ func (c *Cache) openDirectWrite(ctx context.Context, rel string, f *file, flags 
 		// Through the cache, whose push replaces the box's file where it
 		// may not be written in place (a hard link to a file outside the
 		// box), and answers the box's error where there is one.
-		return nil, false, false, nil
+		return nil, false, false, err
 	}
 	d := &direct{f: hf, fi: fi, write: true}
 	f.mode, f.base = fi.Mode.Perm(), fi
@@ -234,23 +237,23 @@ func (d *direct) stat() (providers.FileInfo, error) {
 	if d.f == nil {
 		return providers.FileInfo{}, os.ErrClosed
 	}
-	var st syscall.Stat_t
-	if err := syscall.Fstat(int(d.f.Fd()), &st); err != nil {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(d.f.Fd()), &st); err != nil {
 		return providers.FileInfo{}, err
 	}
 	// As the box's own stat says it (providers/local).
 	return providers.FileInfo{
-		Mode:  providers.FileModeFromUnix(st.Mode),
+		Mode:  providers.FileModeFromUnix(uint32(st.Mode)),
 		Size:  st.Size,
-		Mtime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec),
-		Atime: time.Unix(st.Atim.Sec, st.Atim.Nsec),
-		Ctime: time.Unix(st.Ctim.Sec, st.Ctim.Nsec),
+		Mtime: time.Unix(int64(st.Mtim.Sec), int64(st.Mtim.Nsec)),
+		Atime: time.Unix(int64(st.Atim.Sec), int64(st.Atim.Nsec)),
+		Ctime: time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec)),
 		Ino:   st.Ino,
 		Nlink: uint32(st.Nlink),
 		UID:   st.Uid,
 		GID:   st.Gid,
-		Dev:   st.Dev,
-		Rdev:  st.Rdev,
+		Dev:   uint64(st.Dev),
+		Rdev:  uint64(st.Rdev),
 	}, nil
 }
 
@@ -264,21 +267,12 @@ func (f *file) direct() bool {
 
 // setattrDirect runs op, a change of rel's attributes in the box (chmod,
 // chown, utimes: tar's after each file's writes), as a host change, when
-// rel has an open writing the box's own file, and records the attributes
-// that open's file then has, so the watch's report of it is its echo. ok
-// false: rel has no such open.
-func (c *Cache) setattrDirect(rel string, op func() error) (fi providers.FileInfo, ok bool, err error) {
-	f := c.localFile(rel)
-	if f == nil {
-		return fi, false, nil
-	}
-	f.mu.Lock()
-	var d *direct
-	if len(f.writers) > 0 {
-		d = f.writers[0]
-	}
-	f.mu.Unlock()
-	if d == nil {
+// the box's files are the host's, and records what it left with a stat
+// of the box's file: a system call here, not a round trip, and exact, so
+// the watch's report of the change is its echo. ok false: the box's files
+// are elsewhere (the caller records the change without a round trip).
+func (c *Cache) setattrDirect(ctx context.Context, rel string, op func() error) (fi providers.FileInfo, ok bool, err error) {
+	if c.hostWriter() == nil {
 		return fi, false, nil
 	}
 	done := c.intend(rel)
@@ -286,14 +280,25 @@ func (c *Cache) setattrDirect(rel string, op func() error) (fi providers.FileInf
 	if err := op(); err != nil {
 		return fi, true, err
 	}
-	if fi, err = d.stat(); err != nil {
-		return fi, true, providers.E(providers.Unknown, "cache.Setattr", err)
+	fi, err = c.remote.Lstat(ctx, c.abs(rel))
+	if err != nil {
+		c.forget(rel)
+		return fi, true, err
 	}
 	_, fi.Name = split(rel)
-	f.mu.Lock()
-	f.boxSize, f.boxMtime = fi.Size, fi.Mtime // the kernel's pages are still the content
-	f.mu.Unlock()
-	c.wroteHere(rel, f, fi)
+	if f := c.localFile(rel); f != nil {
+		f.mu.Lock()
+		if f.ndirect > 0 {
+			f.boxSize, f.boxMtime = fi.Size, fi.Mtime // the kernel's pages are still the content
+		}
+		f.mu.Unlock()
+		c.wroteHere(rel, f, fi)
+		return fi, true, nil
+	}
+	c.mu.Lock()
+	c.touchLocked(rel)
+	c.recordLocked(rel, fi, c.now())
+	c.linksChangedLocked(rel, fi, true)
+	c.mu.Unlock()
 	return fi, true, nil
 }
-
