@@ -330,13 +330,15 @@ func (c *apiClient) kill(ctx context.Context, id string) error {
 	return err
 }
 
-// list returns the running sandboxes carrying every label of metadata,
-// following X-Next-Token from page to page.
+// list returns the running and paused sandboxes carrying every label of
+// metadata, following X-Next-Token from page to page. Both states are
+// asked for, in one comma-separated value (the API's unexploded form
+// style, as the SDK sends them).
 func (c *apiClient) list(ctx context.Context, metadata map[string]string) ([]sandbox, error) {
 	var out []sandbox
 	token := ""
 	for range 10000 {
-		q := url.Values{"state": {"running"}, "limit": {"100"}}
+		q := url.Values{"state": {"running,paused"}, "limit": {"100"}}
 		if m := metadataQuery(metadata); m != "" {
 			q.Set("metadata", m)
 		}

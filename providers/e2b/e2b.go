@@ -88,6 +88,7 @@ type Provider struct {
 	user        string
 	maxLifetime time.Duration
 	log         *slog.Logger
+	now         func() time.Time // the clock a resume reads a lifetime's end by
 
 	keepalive time.Duration // envd's keepalive interval on streams
 }
@@ -127,7 +128,7 @@ func New(cfg providers.Config) (*Provider, error) {
 	}
 	p := &Provider{
 		domain: opt("domain", "E2B_DOMAIN"), template: opt("template", ""), user: opt("user", ""),
-		maxLifetime: DefaultMaxLifetime, log: cfg.Logger, keepalive: 50 * time.Second,
+		maxLifetime: DefaultMaxLifetime, log: cfg.Logger, keepalive: 50 * time.Second, now: time.Now,
 	}
 	if p.domain == "" {
 		p.domain = DefaultDomain
@@ -388,8 +389,11 @@ func (p *Provider) Attach(ctx context.Context, id string) (providers.Box, error)
 	return p.newBox(sb, sb.Metadata), nil
 }
 
-// List returns the running sandboxes carrying every label in labels. A
-// listed sandbox's envd token is read when the box is first used.
+// List returns the running and the paused sandboxes carrying every label
+// in labels. Paused ones are listed so that a sweep finds them: E2B runs
+// no timeout while a sandbox is paused, so one nobody resumes stays until
+// it is killed. A listed sandbox's envd token is read when the box is
+// first used.
 func (p *Provider) List(ctx context.Context, labels map[string]string) ([]providers.Box, error) {
 	const op = "e2b.List"
 	want := maps.Clone(labels)

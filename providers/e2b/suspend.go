@@ -61,7 +61,9 @@ func (p *Provider) Suspend(ctx context.Context, b providers.Box) (string, error)
 
 // Resume connects to the paused sandbox (E2B resumes it) with what was
 // left of its lifetime, and returns it. An id Suspend did not make, or a
-// sandbox E2B no longer has, is NotFound; one past its lifetime is Gone.
+// sandbox E2B no longer has, is NotFound; one past its lifetime is Gone,
+// and the paused sandbox is killed: E2B runs no timeout while a sandbox
+// is paused, so nothing else would end it.
 func (p *Provider) Resume(ctx context.Context, id string) (providers.Box, error) {
 	const op = "e2b.Resume"
 	sid, endText, ok := strings.Cut(id, "@")
@@ -69,8 +71,9 @@ func (p *Provider) Resume(ctx context.Context, id string) (providers.Box, error)
 	if !ok || err != nil || sid == "" || strings.ContainsAny(sid, "/?#") {
 		return nil, providers.Errorf(providers.NotFound, op, "%q is not an id a suspend gave", id)
 	}
-	left := time.Until(time.Unix(end, 0))
+	left := time.Unix(end, 0).Sub(p.now())
 	if left <= 0 {
+		p.killExpired(ctx, sid)
 		return nil, providers.Errorf(providers.Gone, op, "sandbox %s's lifetime passed at %s, while it was paused", sid, time.Unix(end, 0).UTC().Format(time.RFC3339)).WithBox(sid)
 	}
 	body := struct {
@@ -81,6 +84,29 @@ func (p *Provider) Resume(ctx context.Context, id string) (providers.Box, error)
 		return nil, wrap(op, sid, err)
 	}
 	return p.Attach(ctx, sid)
+}
+
+// killExpired kills the sandbox sid, whose lifetime passed while it was
+// paused, if it is still a paused boxfs box. One that runs was resumed by
+// someone else, with a timeout E2B now counts; one that is not boxfs's is
+// not Resume's to end. A failure is logged: Resume answers Gone anyway,
+// and a sweep of List's paused boxes finds the sandbox again.
+func (p *Provider) killExpired(ctx context.Context, sid string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	sb, err := p.api.get(ctx, sid)
+	if err != nil {
+		if errorCode(err) != providers.NotFound {
+			p.log.Warn("e2b: reading a sandbox whose lifetime passed while paused", "box", sid, "err", err)
+		}
+		return
+	}
+	if sb.Metadata[labelMarker] != "1" || sb.State != "paused" {
+		return
+	}
+	if err := p.api.kill(ctx, sid); err != nil {
+		p.log.Warn("e2b: killing a sandbox whose lifetime passed while paused", "box", sid, "err", err)
+	}
 }
 
 // goneIfMissing makes a sandbox's NotFound Gone: it was there, and is not

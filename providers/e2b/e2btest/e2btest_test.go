@@ -91,3 +91,40 @@ func TestEnvdAuth(t *testing.T) {
 	_, err = client.List(context.Background(), req)
 	assert.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
 }
+
+// TestListStates checks the listing's state filter: comma-separated
+// states as the SDK sends them, running and paused when none is given, so
+// a paused sandbox is left out only when running alone is asked for.
+func TestListStates(t *testing.T) {
+	srv := e2btest.New(e2btest.Options{})
+	t.Cleanup(srv.Close)
+	running, _ := create(t, srv)
+	paused, _ := create(t, srv)
+	call := func(method, path string) *http.Response {
+		req, err := http.NewRequest(method, srv.APIURL()+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("X-API-KEY", srv.APIKey())
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	require.Equal(t, http.StatusNoContent, call(http.MethodPost, "/sandboxes/"+paused+"/pause").StatusCode)
+	for query, want := range map[string][]string{
+		"state=running":              {running},
+		"state=paused":               {paused},
+		"state=running%2Cpaused":     {running, paused},
+		"state=running&state=paused": {running, paused},
+		"":                           {running, paused},
+	} {
+		resp := call(http.MethodGet, "/v2/sandboxes?"+query)
+		require.Equal(t, http.StatusOK, resp.StatusCode, query)
+		var page []struct{ SandboxID, State string }
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&page))
+		var ids []string
+		for _, sb := range page {
+			ids = append(ids, sb.SandboxID)
+		}
+		assert.ElementsMatch(t, want, ids, "query %q", query)
+	}
+}

@@ -14,11 +14,13 @@
 // sandbox, 201), POST /sandboxes/{id}/snapshots (a copy of the sandbox's
 // home, under a template id a create takes; DELETE /templates/{id} removes
 // it), and GET /v2/sandboxes filtered by metadata (the doubly URL-encoded
-// "k=v&k2=v2" query the SDK sends) and state, newest first, paged by limit
-// with the X-Next-Token header. Errors
-// are JSON {code, message}. A template fixes a sandbox's CPUs, memory and
-// disk; a sandbox ends (its processes killed, GET answers 404) when its
-// timeout passes.
+// "k=v&k2=v2" query the SDK sends) and state (comma-separated; running
+// and paused when none is given), newest first, paged by limit with the
+// X-Next-Token header. Errors are JSON {code, message}. A template fixes
+// a sandbox's CPUs, memory and disk; a sandbox ends (its processes
+// killed, GET answers 404) when its timeout passes, which it does not
+// while it is paused: a paused sandbox stays, listed as paused, until it
+// is killed or resumed.
 //
 // envd (X-Access-Token, routed by the E2b-Sandbox-Id header or a
 // "49983-{id}." host) serves the process.Process and filesystem.Filesystem
