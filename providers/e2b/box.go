@@ -28,20 +28,24 @@ type Box struct {
 	destroyed atomic.Bool
 
 	mu          sync.Mutex
-	token       string // envd's access token; read from the control plane when missing
+	token       string   // envd's access token; read from the control plane when missing
+	envdURL     *url.URL // envd's address, from the sandbox's domain; read with the token
 	envdVersion string
 	facts       *providers.Facts // measured once, on first use
 }
 
 var _ providers.Box = (*Box)(nil)
 
+// newBox makes the box of sb. An answer that carries the envd token (a
+// create's, a connect's, a sandbox's detail) also carries the sandbox's
+// domain, or none for E2B's own; a listing carries neither, so a listed
+// box reads both from the sandbox's detail when it is first used.
 func (p *Provider) newBox(sb sandbox, labels map[string]string) *Box {
 	b := &Box{p: p, id: sb.SandboxID, labels: maps.Clone(labels), workspace: labels[labelWorkspace], token: sb.EnvdAccessToken, envdVersion: sb.EnvdVersion}
-	domain := p.domain
-	if sb.Domain != nil && *sb.Domain != "" {
-		domain = *sb.Domain
+	if b.token != "" {
+		b.envdURL = p.envdURL(b.id, sb.Domain)
 	}
-	b.envd = p.newEnvd(b, domain)
+	b.envd = p.newEnvd(b)
 	return b
 }
 
@@ -59,38 +63,63 @@ func (b *Box) gone(op string) error {
 	return nil
 }
 
-// accessToken returns envd's token for the sandbox, asking the control
-// plane once when the box was listed (listings do not carry it).
-func (b *Box) accessToken(ctx context.Context) (string, error) {
+// envdAccess returns envd's token and address for the sandbox, asking the
+// control plane once when the box was listed (listings carry neither the
+// token nor the sandbox's domain).
+func (b *Box) envdAccess(ctx context.Context) (string, *url.URL, error) {
 	b.mu.Lock()
-	tok := b.token
+	tok, u := b.token, b.envdURL
 	b.mu.Unlock()
-	if tok != "" {
-		return tok, nil
+	if tok != "" && u != nil {
+		return tok, u, nil
 	}
 	sb, err := b.p.api.get(ctx, b.id)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
+	u = b.p.envdURL(b.id, sb.Domain)
 	b.mu.Lock()
-	b.token, b.envdVersion = sb.EnvdAccessToken, sb.EnvdVersion
+	b.token, b.envdURL, b.envdVersion = sb.EnvdAccessToken, u, sb.EnvdVersion
 	b.mu.Unlock()
-	return sb.EnvdAccessToken, nil
+	return sb.EnvdAccessToken, u, nil
 }
 
-// ended reports whether the control plane no longer knows the sandbox as
-// running: it was killed or its timeout passed.
-func (b *Box) ended(ctx context.Context) bool {
+// life is what the control plane says of a sandbox whose envd did not
+// answer.
+type life int
+
+const (
+	lifeUnknown life = iota // the control plane could not be asked
+	lifeRunning
+	lifePaused // envd is away until a resume; the sandbox is not gone
+	lifeEnded  // killed, or its timeout passed: E2B no longer knows it
+)
+
+// life asks the control plane whether the sandbox runs, is paused or has
+// ended.
+func (b *Box) life(ctx context.Context) life {
 	if b.destroyed.Load() {
-		return true
+		return lifeEnded
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	sb, err := b.p.api.get(ctx, b.id)
-	if err != nil {
-		return errorCode(err) == providers.NotFound
+	switch {
+	case errorCode(err) == providers.NotFound:
+		return lifeEnded
+	case err != nil:
+		return lifeUnknown
+	case sb.State == "paused":
+		return lifePaused
 	}
-	return sb.State != "" && sb.State != "running"
+	return lifeRunning
+}
+
+// away reports whether envd cannot answer until the sandbox is resumed,
+// if ever: it is paused or has ended, so a call is not worth repeating.
+func (b *Box) away(ctx context.Context) bool {
+	l := b.life(ctx)
+	return l == lifePaused || l == lifeEnded
 }
 
 // Status reads the sandbox's state: running or paused; one E2B no longer

@@ -3,7 +3,9 @@ package e2b
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -36,16 +38,29 @@ type envdClient struct {
 	fs   filesystemconnect.FilesystemClient
 }
 
-func (p *Provider) newEnvd(b *Box, domain string) *envdClient {
-	base := ""
+// envdURL is envd's address for sandbox id on domain (nil or "": the
+// provider's): the sandbox_url option's when set; on E2B's own domains
+// one host for every sandbox, told apart by the E2b-Sandbox-Id header, as
+// the SDK does; else the sandbox's own host.
+func (p *Provider) envdURL(id string, domain *string) *url.URL {
+	d := p.domain
+	if domain != nil && *domain != "" {
+		d = *domain
+	}
 	switch {
 	case p.sandboxURL != nil:
-		base = p.sandboxURL.String()
-	case slices.Contains(supportedDomains, domain):
-		base = "https://sandbox." + domain
-	default:
-		base = "https://" + strconv.Itoa(envdPort) + "-" + b.id + "." + domain
+		return p.sandboxURL
+	case slices.Contains(supportedDomains, d):
+		return &url.URL{Scheme: "https", Host: "sandbox." + d}
 	}
+	return &url.URL{Scheme: "https", Host: strconv.Itoa(envdPort) + "-" + id + "." + d}
+}
+
+// newEnvd makes b's envd client. Its requests are built on the address
+// the provider's domain gives; envdTransport sends each to the sandbox's
+// own address, known only once the token is (a listed box's domain).
+func (p *Provider) newEnvd(b *Box) *envdClient {
+	base := p.envdURL(b.id, nil).String()
 	hc := &http.Client{Transport: envdTransport{b: b, user: p.user, rt: p.hc.Transport}}
 	return &envdClient{
 		b: b, hc: hc, base: base,
@@ -63,7 +78,7 @@ type envdTransport struct {
 }
 
 func (t envdTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	tok, err := t.b.accessToken(req.Context())
+	tok, u, err := t.b.envdAccess(req.Context())
 	if err != nil {
 		if req.Body != nil {
 			req.Body.Close()
@@ -71,6 +86,9 @@ func (t envdTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	req = req.Clone(req.Context())
+	// The sandbox's own address: its path is the one the client was built
+	// on (the sandbox_url option's, or none), so only the host changes.
+	req.URL.Scheme, req.URL.Host, req.Host = u.Scheme, u.Host, u.Host
 	req.Header.Set("X-Access-Token", tok)
 	req.Header.Set("E2b-Sandbox-Id", t.b.id)
 	req.Header.Set("E2b-Sandbox-Port", strconv.Itoa(envdPort))
@@ -116,7 +134,7 @@ func unary[Req, Res any](ctx context.Context, b *Box, op string, fn func(context
 		if err == nil {
 			return resp.Msg, nil
 		}
-		if !retryable(err) || n+1 >= maxAttempts || b.ended(ctx) {
+		if !retryable(err) || n+1 >= maxAttempts || b.away(ctx) {
 			return nil, b.envdError(ctx, op, err)
 		}
 		if berr := backoff(ctx, n, err); berr != nil {
@@ -125,14 +143,20 @@ func unary[Req, Res any](ctx context.Context, b *Box, op string, fn func(context
 	}
 }
 
-// envdError classifies a failed envd call: when E2B's proxy could not
-// reach the sandbox and the control plane no longer knows it, Gone.
+// envdError classifies a failed envd call that E2B's proxy may have
+// answered for a sandbox it could not reach: one the control plane no
+// longer knows is Gone; one that is paused is Refused, for it runs again
+// once resumed (as every provider's suspended box answers).
 func (b *Box) envdError(ctx context.Context, op string, err error) *providers.Error {
 	e := wrap(op, b.id, err)
 	switch e.Code {
 	case providers.Unavailable, providers.TransportLost, providers.Unknown:
-		if b.ended(context.WithoutCancel(ctx)) {
+		switch b.life(context.WithoutCancel(ctx)) {
+		case lifeEnded:
 			e.Code = providers.Gone
+		case lifePaused:
+			e.Code = providers.Refused
+			e.Err = fmt.Errorf("box is paused (resume it): %w", e.Err)
 		}
 	}
 	return e

@@ -258,7 +258,7 @@ func (pr *process) open(ctx context.Context, start *procpb.StartRequest) error {
 		}
 		// Sent again only when E2B said it did not act: a command run twice
 		// is not the command asked for.
-		if !probe.unhandled() || n+1 >= maxAttempts || pr.b.ended(ctx) {
+		if !probe.unhandled() || n+1 >= maxAttempts || pr.b.away(ctx) {
 			return pr.b.envdError(ctx, op, err)
 		}
 		if berr := backoff(ctx, n, err); berr != nil {
@@ -425,7 +425,7 @@ func (pr *process) sendInput(ctx context.Context, in *procpb.SendInputRequest) e
 		if err == nil {
 			return nil
 		}
-		if !probe.unhandled() || n+1 >= maxAttempts || pr.b.ended(ctx) {
+		if !probe.unhandled() || n+1 >= maxAttempts || pr.b.away(ctx) {
 			return pr.b.envdError(ctx, op, err)
 		}
 		if berr := backoff(ctx, n, err); berr != nil {
@@ -542,8 +542,14 @@ func (pr *process) result() (int, error) {
 	case pr.end == nil:
 		// The stream broke: what the command wrote since is lost, so it
 		// may not go on unseen.
-		if pr.b.ended(ctx) {
+		switch pr.b.life(ctx) {
+		case lifeEnded:
 			return -1, providers.E(providers.Gone, op, pr.streamErr).WithBox(pr.b.id)
+		case lifePaused:
+			// A pause cuts every stream. The command is frozen with the
+			// box and cannot be killed until it is resumed; the box is
+			// not gone.
+			return -1, providers.E(providers.TransportLost, op, fmt.Errorf("box was paused: %w", pr.streamErr)).WithBox(pr.b.id)
 		}
 		if !killed {
 			if err := pr.kill(ctx); err != nil {
@@ -560,7 +566,7 @@ func (pr *process) result() (int, error) {
 		if killed {
 			return 128 + 9, nil
 		}
-		if pr.b.ended(ctx) {
+		if pr.b.life(ctx) == lifeEnded {
 			return -1, providers.Errorf(providers.Gone, op, "box ended while the command ran").WithBox(pr.b.id)
 		}
 		return -1, providers.Errorf(providers.Unknown, op, "the command's wrapper ended: %s", pr.end.GetStatus()).WithBox(pr.b.id)
@@ -630,7 +636,7 @@ func (b *Box) run(ctx context.Context, argv []string) (int, []byte, error) {
 	for n := 0; ; n++ {
 		stream, _, err := b.startStream(ctx, start)
 		if err != nil {
-			if !retryable(err) || n+1 >= maxAttempts || b.ended(ctx) {
+			if !retryable(err) || n+1 >= maxAttempts || b.away(ctx) {
 				return -1, nil, b.envdError(ctx, op, err)
 			}
 			if berr := backoff(ctx, n, err); berr != nil {

@@ -15,7 +15,8 @@ import (
 // The file operations envd's /files endpoint settles exactly, which hands
 // uses as the box's own (its "native-ops" path) where the agent does not
 // run. Any answer other than the file or "no such file" is Unsupported,
-// and hands's script answers instead.
+// and hands's script answers instead; but a box that is gone, or paused
+// (Refused, as its commands are), is said so.
 
 // ReadFile streams the whole file name (following symlinks) from envd's
 // GET /files.
@@ -91,10 +92,10 @@ func (b *Box) download(ctx context.Context, op, name, rng string) (*http.Respons
 				return nil, providers.E(providers.Invalid, op, err).WithBox(b.id).WithPath(name)
 			}
 		}
-		if !retryable(err) || n+1 >= maxAttempts || b.ended(ctx) {
+		if !retryable(err) || n+1 >= maxAttempts || b.away(ctx) {
 			e := b.envdError(ctx, op, err).WithPath(name)
 			switch e.Code {
-			case providers.Gone, providers.Aborted, providers.Timeout, providers.Auth:
+			case providers.Gone, providers.Refused, providers.Aborted, providers.Timeout, providers.Auth:
 			default:
 				e.Code = providers.Unsupported // the script settles it
 			}

@@ -124,7 +124,7 @@ func (b *Box) watchStream(ctx context.Context, root string) (*connect.ServerStre
 				err = errors.New("envd's first watch event was not the start event")
 			}
 		}
-		if !retryable(err) || n+1 >= maxAttempts || b.ended(ctx) {
+		if !retryable(err) || n+1 >= maxAttempts || b.away(ctx) {
 			return nil, b.envdError(ctx, op, err)
 		}
 		if berr := backoff(ctx, n, err); berr != nil {

@@ -228,6 +228,9 @@ func (sb *sandbox) info(detail bool) map[string]any {
 		"trafficAccessToken": nil,
 		"domain":             nil,
 	}
+	if sb.s.opts.Domain != "" {
+		m["domain"] = sb.s.opts.Domain
+	}
 	if detail {
 		m["cpuCount"] = sb.tpl.CPUs
 		m["memoryMB"] = sb.tpl.MemoryMB
@@ -245,7 +248,8 @@ func (sb *sandbox) info(detail bool) map[string]any {
 	return m
 }
 
-// listed is the ListedSandbox a listing answers.
+// listed is the ListedSandbox a listing answers: no envd token and no
+// domain.
 func (sb *sandbox) listed() map[string]any {
 	return map[string]any{
 		"sandboxID":   sb.id,

@@ -98,6 +98,11 @@ type Options struct {
 	Latency time.Duration
 	// PageSize caps a listing page whatever limit asks. Default 100.
 	PageSize int
+	// Domain is the domain sandboxes report in a create's, a connect's
+	// and a sandbox's detail answer, as sandboxes of a cluster of a
+	// team's own (BYOC) do; a listing never carries it. "" reports none
+	// (null), as E2B's own cluster does.
+	Domain string
 	// Logger receives the fake's log lines; nil discards them.
 	Logger *slog.Logger
 	// Dir is where the fake keeps its sandboxes' directories; "" is the
