@@ -179,6 +179,9 @@ func (n *workNode) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.Att
 		if fi, ok := wh.h.Attr(); ok && n.sameKind(fi) {
 			wh.remember(fi)
 			n.v.fillAttr(&out.Attr, fi, n.StableAttr().Ino)
+			if fi.Nlink == 0 {
+				out.Attr.Nlink = 0 // an open file's own fstat: unlinked
+			}
 			return 0
 		}
 	}
@@ -747,7 +750,24 @@ var (
 	_ gofs.FileFlusher  = (*workHandle)(nil)
 	_ gofs.FileFsyncer  = (*workHandle)(nil)
 	_ gofs.FileReleaser = (*workHandle)(nil)
+
+	_ gofs.FilePassthroughFder = (*workHandle)(nil)
 )
+
+// PassthroughFd hands the kernel the box's own file this open uses (a
+// local box's, in write-through), so its reads and writes go there with
+// no trip through the daemon, as go-fuse's loopback serves them (FUSE
+// passthrough; where the kernel refuses it, opens are served as before).
+// A file with a set-user-ID or set-group-ID bit is not handed over: the
+// kernel would write it with the daemon's rights, which keep the bits a
+// write by its caller drops.
+func (wh *workHandle) PassthroughFd() (int, bool) {
+	fd, fi, ok := wh.h.HostFile()
+	if !ok || fi.Mode&(iofs.ModeSetuid|iofs.ModeSetgid) != 0 {
+		return 0, false
+	}
+	return fd, true
+}
 
 func (wh *workHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	n, err := wh.h.ReadAt(dest, off)

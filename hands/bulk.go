@@ -26,6 +26,12 @@ var (
 	_ providers.HostWriter  = (*Hands)(nil)
 )
 
+// HostFiles reports whether the box's files are the host's own.
+func (h *Hands) HostFiles() bool {
+	hw, ok := h.files.(providers.HostWriter)
+	return ok && hw.HostFiles()
+}
+
 // OpenHostWrite opens name for writing as a host file, where the box's
 // files are the host's own; elsewhere it is Unsupported.
 func (h *Hands) OpenHostWrite(ctx context.Context, name string, flags int, perm providers.FileMode) (*os.File, providers.FileInfo, error) {

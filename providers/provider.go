@@ -204,6 +204,9 @@ type HostReader interface {
 // attributes once opened. A box whose files are elsewhere says
 // Unsupported.
 type HostWriter interface {
+	// HostFiles reports whether the box's files are the host's own, so
+	// that OpenHostWrite can serve.
+	HostFiles() bool
 	OpenHostWrite(ctx context.Context, name string, flags int, perm FileMode) (f *os.File, fi FileInfo, err error)
 }
 

@@ -290,8 +290,11 @@ environment = "dev"
 	}
 
 	// A dirty file: written through the mount by a process that keeps it
-	// open (no close, so no flush), then the daemon is killed.
-	dirty := filepath.Join(mnt, "demo", "work", "dirty.txt")
+	// open (no close, so no flush), then the daemon is killed. In a box
+	// with write-behind: a local box's own files are written in place in
+	// write-through, with nothing left to journal.
+	h.ok("new", "jn", "lifetime=30m", "write=behind")
+	dirty := filepath.Join(mnt, "jn", "work", "dirty.txt")
 	f, err := os.OpenFile(dirty, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -315,7 +318,7 @@ environment = "dev"
 	}
 	// Nothing serves the state directory: commands run directly, and the
 	// box does not have the data yet.
-	if got := h.run("exec", "demo", "cat", "dirty.txt"); strings.Contains(got.stdout, "precious") {
+	if got := h.run("exec", "jn", "cat", "dirty.txt"); strings.Contains(got.stdout, "precious") {
 		t.Fatalf("the dirty data reached the box before any flush: %q", got.stdout)
 	}
 
@@ -330,7 +333,7 @@ environment = "dev"
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		got := h.run("exec", "demo", "cat", "dirty.txt")
+		got := h.run("exec", "jn", "cat", "dirty.txt")
 		if got.stdout == "precious, journaled" {
 			break
 		}
@@ -364,6 +367,7 @@ environment = "dev"
 	}
 
 	// Without a mount, rm works directly and the box is gone.
+	h.ok("rm", "jn")
 	h.ok("rm", "demo")
 	if _, ok := findBox(h.boxes(), "demo"); ok {
 		t.Errorf("demo still listed after rm")

@@ -184,6 +184,9 @@ var (
 	_ providers.HostWriter = (*Box)(nil)
 )
 
+// HostFiles reports that the box's files are the host's own.
+func (b *Box) HostFiles() bool { return true }
+
 // OpenHostWrite opens name, a regular file of the box, for writing (and
 // reading, with O_RDWR): the box's files are the host's own, so a write
 // through the mount is a write to the box's file, as on a disk. With

@@ -228,7 +228,9 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 	c.sr, _ = remote.(providers.SmallReader)
 	c.cw, _ = remote.(providers.CappedWalker)
 	c.hr, _ = remote.(providers.HostReader)
-	c.hw, _ = remote.(providers.HostWriter)
+	if hw, ok := remote.(providers.HostWriter); ok && hw.HostFiles() {
+		c.hw = hw
+	}
 	if err := c.loadJournal(); err != nil {
 		return nil, err
 	}

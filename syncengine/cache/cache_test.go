@@ -318,6 +318,8 @@ func TestCrashChild(t *testing.T) {
 // writes go through the cache's copy and a push.
 type copyOnly struct{ cache.Remote }
 
+func (copyOnly) HostFiles() bool { return false }
+
 func (copyOnly) OpenHostWrite(context.Context, string, int, providers.FileMode) (*os.File, providers.FileInfo, error) {
 	return nil, providers.FileInfo{}, providers.Errorf(providers.Unsupported, "test", "copy only")
 }

@@ -461,16 +461,12 @@ func (h *Handle) Truncate(size int64) error {
 // Attr is the file's attributes as the host now sees them through this
 // open: the host's own while it holds writes the box lacks, and, for an
 // open of the box's own file, that file's (fstat), whatever its name
-// holds by now.
+// holds by now, unlinked or not.
 func (h *Handle) Attr() (providers.FileInfo, bool) {
-	if d := h.direct; d != nil && !d.write {
-		f := h.f
-		f.mu.Lock()
-		gone, rel := f.gone, f.rel
-		f.mu.Unlock()
-		if fi, err := d.stat(); err == nil && !gone {
-			_, fi.Name = split(rel)
-			return fi, true
+	if d := h.direct; d != nil {
+		if fi, err := d.stat(); err == nil {
+			_, fi.Name = split(h.f.path())
+			return fi, true // links 0 once unlinked, as fstat says
 		}
 	}
 	return h.f.localAttr()
@@ -496,8 +492,11 @@ func (h *Handle) Flush(ctx context.Context) error {
 		h.f.flushedOpens++
 	}
 	h.f.mu.Unlock()
-	if h.direct != nil {
-		return nil // each write is in the box already
+	if d := h.direct; d != nil {
+		if d.write {
+			h.flushDirect(d) // each write is in the box already
+		}
+		return nil
 	}
 	if b := h.c.behind; b != nil {
 		if h.f.isDirty() {

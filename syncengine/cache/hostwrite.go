@@ -302,3 +302,42 @@ func (c *Cache) setattrDirect(ctx context.Context, rel string, op func() error) 
 	c.mu.Unlock()
 	return fi, true, nil
 }
+
+// HostFile is the descriptor of the box's own file this open uses, and
+// that file's attributes; ok false when it uses the cache's copy. The
+// descriptor stays open until Release.
+func (h *Handle) HostFile() (fd int, fi providers.FileInfo, ok bool) {
+	d := h.direct
+	if d == nil {
+		return 0, fi, false
+	}
+	fi, err := d.stat()
+	if err != nil {
+		return 0, fi, false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.f == nil {
+		return 0, fi, false
+	}
+	return int(d.f.Fd()), fi, true
+}
+
+// flushDirect records, at a close, what the writes through d left of the
+// file: with FUSE passthrough the kernel writes the box's file itself, so
+// this is where the host learns of them (F-own; the watch's report of
+// them is then their echo).
+func (h *Handle) flushDirect(d *direct) {
+	fi, err := d.stat()
+	if err != nil {
+		return
+	}
+	rel := h.f.path()
+	done := h.c.intend(rel)
+	defer done()
+	h.f.mu.Lock()
+	h.f.boxSize, h.f.boxMtime = fi.Size, fi.Mtime
+	h.f.mu.Unlock()
+	h.c.wroteHere(rel, h.f, fi)
+}
+
