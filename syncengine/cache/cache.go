@@ -1055,17 +1055,35 @@ func (c *Cache) Reported(changes []providers.Change, all bool) []string {
 }
 
 // holdLocked holds a report of a file (or of a path found gone) whose
-// host change is in flight: what that change leaves is not recorded yet,
+// host change is in flight (a call, or an open writing the box's own
+// file): what that change leaves is not recorded yet,
 // so the report is judged when it is (intend). Meanwhile the path and its
 // directory's listing are asked of the box at their next use, as for any
 // report (F-watch). c.mu held.
 func (c *Cache) holdLocked(ch providers.Change) bool {
-	if !c.fm.hostBusy(ch.Path) || !ch.Gone && (ch.Info == nil || ch.Info.IsDir()) {
+	if !ch.Gone && (ch.Info == nil || ch.Info.IsDir()) {
+		return false
+	}
+	if !c.fm.hostBusy(ch.Path) && !c.writingLocked(ch.Path) {
 		return false
 	}
 	c.fm.hold(ch)
 	c.staleLocked(ch.Path, c.now())
 	return true
+}
+
+// writingLocked reports whether rel has an open writing the box's own
+// file (hostwrite.go): the kernel writes it with no word to the host, and
+// the close records what the writes left, so a report meanwhile is a host
+// change in flight. c.mu held.
+func (c *Cache) writingLocked(rel string) bool {
+	f := c.file(rel)
+	if f == nil {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.writers) > 0
 }
 
 // echoLocked reports whether a report carries no news: the box shows its

@@ -76,6 +76,31 @@ func TestLocalWritesLandAtOnce(t *testing.T) {
 	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm())
 }
 
+// The kernel writes a local box's own file with no word to the host (FUSE
+// passthrough): a report of the file while an open writes it is held
+// until the close records what the writes left, and is then their echo.
+func TestLocalReportWhileWritingIsHeld(t *testing.T) {
+	c, r, ws := localWriteCache(t)
+	ctx := t.Context()
+	h, _, err := c.Create(ctx, "f", syscall.O_CREAT|syscall.O_WRONLY|syscall.O_EXCL, 0o644)
+	require.NoError(t, err)
+	// As the kernel writes it: not through the handle.
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "f"), []byte("by the kernel"), 0o644))
+	bfi, err := r.Lstat(ctx, filepath.Join(ws, "f"))
+	require.NoError(t, err)
+	before := c.Reports()
+	c.Reported([]providers.Change{{Path: "f", Info: &bfi}}, false)
+	assert.Equal(t, before, c.Reports(), "judged before the close")
+	require.NoError(t, h.Flush(ctx))
+	h.Release(ctx)
+	after := c.Reports()
+	assert.Equal(t, before.Echoes+1, after.Echoes, "the report is the writes' echo")
+	assert.Equal(t, before.Taken, after.Taken)
+	fi, err := c.Getattr(ctx, "f")
+	require.NoError(t, err)
+	assert.EqualValues(t, len("by the kernel"), fi.Size)
+}
+
 // Two opens of one file, one writing: both use the box's file, so each
 // sees the other's writes at once, and a truncating open cuts the box's
 // file when it opens.
