@@ -92,7 +92,7 @@ const (
 	lifeUnknown life = iota // the control plane could not be asked
 	lifeRunning
 	lifePaused // envd is away until a resume; the sandbox is not gone
-	lifeEnded  // killed, or its timeout passed: E2B no longer knows it
+	lifeEnded  // killed, or its timeout passed: E2B does not know it
 )
 
 // life asks the control plane whether the sandbox runs, is paused or has

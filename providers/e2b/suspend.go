@@ -61,7 +61,7 @@ func (p *Provider) Suspend(ctx context.Context, b providers.Box) (string, error)
 
 // Resume connects to the paused sandbox (E2B resumes it) with what was
 // left of its lifetime, and returns it. An id Suspend did not make, or a
-// sandbox E2B no longer has, is NotFound; one past its lifetime is Gone,
+// sandbox E2B does not have, is NotFound; one past its lifetime is Gone,
 // and the paused sandbox is killed: E2B runs no timeout while a sandbox
 // is paused, so nothing else would end it.
 func (p *Provider) Resume(ctx context.Context, id string) (providers.Box, error) {

@@ -55,7 +55,7 @@ func (f *file) directOKLocked() bool {
 // addDirectLocked counts d as an open of f using the box's file, and
 // returns whether the kernel's page cache of f may be kept (FOPEN_KEEP_CACHE):
 // f's first such open compares fi, the file as opened, with what the
-// kernel was last given. A copy of f on disk is no longer f's content.
+// kernel was last given. A copy of f on disk stops being f's content.
 // f.mu held.
 func (f *file) addDirectLocked(d *direct, fi providers.FileInfo) (keepCache bool) {
 	if f.ndirect == 0 && (f.boxSize != fi.Size || !f.boxMtime.Equal(fi.Mtime)) {
@@ -170,7 +170,9 @@ func (c *Cache) openDirectWrite(ctx context.Context, rel string, f *file, flags 
 	}
 	hf, fi, err := hw.OpenHostWrite(ctx, c.abs(rel), flags&(syscall.O_ACCMODE|syscall.O_TRUNC), 0)
 	if err == nil && trunc {
-		c.wroteHere(rel, f, fi)
+		// Recorded as any host change; what the kernel holds of the
+		// file is settled when the open is counted (addDirectLocked).
+		c.wroteHere(rel, nil, fi)
 	}
 	done()
 	f.mu.Lock()
@@ -191,15 +193,25 @@ func (c *Cache) openDirectWrite(ctx context.Context, rel string, f *file, flags 
 	return &Handle{c: c, f: f, write: true, direct: d}, keepCache, true, nil
 }
 
-// wroteHere records fi, what a host write through the box's own file f
-// left of rel and its other names, unless rel is no longer f's name (an unlinked file is
-// written on, as on a disk, with no name to show it). c.mu not held.
+// wroteHere records fi, what a host change of the box's own file left of
+// rel and its other names. f is rel's content state, if it has one: when
+// rel names another file now, nothing is recorded (an unlinked file is
+// written on, as on a disk, with no name to show it); while f has opens
+// of the box's file, fi is also what the kernel's pages of it hold.
+// c.mu not held.
 func (c *Cache) wroteHere(rel string, f *file, fi providers.FileInfo) {
 	_, fi.Name = split(rel)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.file(rel) != f {
-		return
+	if f != nil {
+		if c.file(rel) != f {
+			return
+		}
+		f.mu.Lock()
+		if f.ndirect > 0 {
+			f.boxSize, f.boxMtime = fi.Size, fi.Mtime
+		}
+		f.mu.Unlock()
 	}
 	c.touchLocked(rel)
 	c.recordLocked(rel, fi, c.now())
@@ -222,9 +234,6 @@ func (h *Handle) changeDirect(d *direct, op func(*os.File) error) error {
 		return err
 	}
 	if fi, err := d.stat(); err == nil {
-		h.f.mu.Lock()
-		h.f.boxSize, h.f.boxMtime = fi.Size, fi.Mtime
-		h.f.mu.Unlock()
 		h.c.wroteHere(rel, h.f, fi)
 	}
 	return nil
@@ -286,20 +295,7 @@ func (c *Cache) setattrDirect(ctx context.Context, rel string, op func() error) 
 		return fi, true, err
 	}
 	_, fi.Name = split(rel)
-	if f := c.localFile(rel); f != nil {
-		f.mu.Lock()
-		if f.ndirect > 0 {
-			f.boxSize, f.boxMtime = fi.Size, fi.Mtime // the kernel's pages are still the content
-		}
-		f.mu.Unlock()
-		c.wroteHere(rel, f, fi)
-		return fi, true, nil
-	}
-	c.mu.Lock()
-	c.touchLocked(rel)
-	c.recordLocked(rel, fi, c.now())
-	c.linksChangedLocked(rel, fi, true)
-	c.mu.Unlock()
+	c.wroteHere(rel, c.localFile(rel), fi)
 	return fi, true, nil
 }
 
@@ -335,9 +331,5 @@ func (h *Handle) flushDirect(d *direct) {
 	rel := h.f.path()
 	done := h.c.intend(rel)
 	defer done()
-	h.f.mu.Lock()
-	h.f.boxSize, h.f.boxMtime = fi.Size, fi.Mtime
-	h.f.mu.Unlock()
 	h.c.wroteHere(rel, h.f, fi)
 }
-
