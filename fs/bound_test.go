@@ -1,7 +1,6 @@
 package fs_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,34 +20,16 @@ import (
 	"github.com/boxfs/boxfs/providers/fake"
 )
 
-// syncBuffer is a log the daemon's goroutines write to at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // testBound is the request bound of these tests: long enough for every
 // request the box answers, short for one it never does.
 const testBound = time.Second
 
 // mountBounded serves a namespace over the fake provider with requests
 // bounded by testBound, its log in the returned buffer.
-func mountBounded(t *testing.T) (string, *fake.Provider, *syncBuffer) {
+func mountBounded(t *testing.T) (string, *fake.Provider, *syncBuf) {
 	t.Helper()
 	fp := fake.New()
-	logs := &syncBuffer{}
+	logs := &syncBuf{}
 	var w io.Writer = logs
 	if testing.Verbose() {
 		w = io.MultiWriter(logs, os.Stderr)
