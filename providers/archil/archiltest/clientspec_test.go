@@ -9,20 +9,20 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/boxfs/boxfs/internal/testbox"
 )
 
 // TestClientSpec re-checks every fact the fake relies on against the
 // vendor's published client, fetched with npm. Where npm is missing or
-// cannot reach the registry, it skips and says why.
+// cannot reach the registry, it skips and says why, or fails under
+// BOXFS_REQUIRE_NPM=1.
 func TestClientSpec(t *testing.T) {
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		t.Skip("npm is not installed: the client spec table is not re-checked here")
-	}
+	testbox.RequireNPM(t)
 	dir := t.TempDir()
-	out, err := exec.Command(npm, "pack", ClientPackage, "--pack-destination", dir, "--silent").CombinedOutput()
+	out, err := exec.Command("npm", "pack", ClientPackage, "--pack-destination", dir, "--silent").CombinedOutput()
 	if err != nil {
-		t.Skipf("npm pack %s failed (no registry here?): %v\n%s", ClientPackage, err, out)
+		testbox.NPMUnavailable(t, "npm pack %s failed (no registry here?): %v\n%s", ClientPackage, err, out)
 	}
 	tgz := filepath.Join(dir, strings.TrimSpace(lastLine(string(out))))
 	require.NoError(t, exec.Command("tar", "-xzf", tgz, "-C", dir).Run())
