@@ -428,7 +428,7 @@ func (n *workNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	haveBefore := false
 	if _, c, err := n.v.b.Parts(ctx); err == nil {
 		if fi, err := c.Getattr(ctx, rel); err == nil {
-			size, before, haveBefore = fi.Size, fi, true
+			size, before, haveBefore = c.FetchSize(fi.Size), fi, true
 		}
 	}
 	write := int(flags)&syscall.O_ACCMODE != syscall.O_RDONLY
@@ -770,6 +770,9 @@ func (wh *workHandle) PassthroughFd() (int, bool) {
 }
 
 func (wh *workHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if wh.h.Streamed() {
+		return wh.readStream(ctx, dest, off)
+	}
 	n, err := wh.h.ReadAt(dest, off)
 	if err != nil {
 		return nil, toErrno(err)
@@ -792,6 +795,28 @@ func (wh *workHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 				return nil, toErrno(err)
 			}
 		}
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// readStream reads a file the cache budget cannot hold from the box, one
+// window at a time, within the box's operation bound.
+func (wh *workHandle) readStream(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	var n int
+	pctx, done := patient(ctx)
+	defer done()
+	err := wh.n.v.b.Do(pctx, false, 0, func(ctx context.Context) (err error) {
+		n, err = wh.h.Read(ctx, dest, off)
+		if n == 0 && err == nil {
+			// At the end of the window: the box's file may have grown.
+			if renewed, rerr := wh.h.Renew(ctx); rerr == nil && renewed {
+				n, err = wh.h.Read(ctx, dest, off)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return nil, toErrno(err)
 	}
 	return fuse.ReadResultData(dest[:n]), 0
 }

@@ -126,11 +126,16 @@ func (b *Budget) overLocked() []*charge {
 }
 
 // evict removes the copies of victims that are clean and not open; the
-// others (written to, or opened, since) count again.
+// others (written to, or opened, since) count again. A copy whose content
+// is in use (a fetch, a read, a push) is busy too: waiting for it could
+// wait for the fetch that is making room.
 func (b *Budget) evict(victims []*charge) {
 	for _, ch := range victims {
 		f := ch.f
-		f.content.Lock()
+		if !f.content.TryLock() {
+			b.restore(ch)
+			continue
+		}
 		f.mu.Lock()
 		busy := f.dirty || f.nopen > 0 || f.data != nil
 		if !busy {

@@ -82,6 +82,7 @@ type Handle struct {
 	done    bool
 	flushed bool    // its close came (f.mu)
 	direct  *direct // a read-only open of a host box's own file (hostread.go)
+	stream  *stream // an open of a file the budget cannot hold (stream.go)
 }
 
 // OpenFile opens rel for reading and/or writing with open(2) flags. Reading
@@ -128,6 +129,7 @@ func (c *Cache) OpenFile(ctx context.Context, rel string, flags int) (h *Handle,
 		}
 		return nil, false, derr
 	}
+	var streamed bool
 	if trunc {
 		if fi, ok := c.knownAttr(rel); ok && fi.IsRegular() {
 			f.noteStart(fi)
@@ -135,8 +137,11 @@ func (c *Cache) OpenFile(ctx context.Context, rel string, flags int) (h *Handle,
 		if err := f.truncate(c, 0); err != nil {
 			return nil, false, err
 		}
-	} else if err := f.ensure(ctx, c); err != nil {
+	} else if streamed, err = f.ensure(ctx, c); err != nil {
 		return nil, false, err
+	}
+	if streamed {
+		return c.openStream(rel, f, write)
 	}
 	f.mu.Lock()
 	keepCache = f.kernel == f.version
@@ -231,13 +236,15 @@ func (f *file) openDataLocked(c *Cache, trunc bool) error {
 }
 
 // ensure makes the data file hold the box's current content (or the host's
-// newer writes), fetching it when the cached copy is missing or stale.
-func (f *file) ensure(ctx context.Context, c *Cache) error {
+// newer writes), fetching it when the cached copy is missing or stale. It
+// reports streamed, with nothing fetched, for a file the budget cannot
+// hold (stream.go).
+func (f *file) ensure(ctx context.Context, c *Cache) (streamed bool, err error) {
 	f.mu.Lock()
 	if f.dirty {
 		err := f.openDataLocked(c, false)
 		f.mu.Unlock()
-		return err
+		return false, err
 	}
 	rel := f.rel
 	f.mu.Unlock()
@@ -246,13 +253,13 @@ func (f *file) ensure(ctx context.Context, c *Cache) error {
 	// is still the box's content.
 	fi, err := c.getattr(ctx, rel)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !fi.IsRegular() {
 		if fi.IsDir() {
-			return providers.PathError("cache.Open", c.opts.Box, c.abs(rel), syscall.EISDIR)
+			return false, providers.PathError("cache.Open", c.opts.Box, c.abs(rel), syscall.EISDIR)
 		}
-		return providers.PathError("cache.Open", c.opts.Box, c.abs(rel), syscall.EINVAL)
+		return false, providers.PathError("cache.Open", c.opts.Box, c.abs(rel), syscall.EINVAL)
 	}
 	if fi.Size <= prefetchFileMax && !f.holds(fi) && c.coldFetch(rel) {
 		c.prefetch(ctx, rel)
@@ -267,19 +274,30 @@ func (f *file) ensure(ctx context.Context, c *Cache) error {
 		}
 		f.mu.Unlock()
 		c.used(f)
-		return err
+		return false, err
 	}
 	if err := f.openDataLocked(c, false); err != nil {
 		f.mu.Unlock()
-		return err
+		return false, err
 	}
 	d := f.data
+	f.valid = false // the data file is refilled now
 	f.mu.Unlock()
 
-	// Fetch into the data file. The content lock keeps readers and writers
-	// out; f.mu is free for attribute calls meanwhile.
-	n, err := fetch(ctx, c, rel, fi.Size, d)
+	// Fetch into the data file, the budget charged before the bytes land
+	// (stream.go). The content lock keeps readers and writers out; f.mu is
+	// free for attribute calls meanwhile.
+	if !c.reserve(f, fi.Size) {
+		d.Truncate(0) // what it held was charged, and is stale
+		return true, nil
+	}
+	n, err := fetch(ctx, c, rel, fi.Size, d, f)
 	if err != nil {
+		d.Truncate(0)
+		c.uncharged(f)
+		if err == errOverBudget {
+			return true, nil
+		}
 		if providers.CodeOf(err) == providers.NotFound {
 			// Gone since the stat: no later stat shows it still there
 			// (F-mono).
@@ -287,7 +305,7 @@ func (f *file) ensure(ctx context.Context, c *Cache) error {
 			c.boxChangedLocked(rel, c.now()) // as a report: a fetch in flight is older
 			c.mu.Unlock()
 		}
-		return err
+		return false, err
 	}
 	f.mu.Lock()
 	f.valid, f.boxSize, f.boxMtime, f.size = true, n, fi.Mtime, n
@@ -308,12 +326,13 @@ func (f *file) ensure(ctx context.Context, c *Cache) error {
 		c.boxChangedLocked(rel, c.now()) // as a report: a fetch in flight is older
 		c.mu.Unlock()
 	}
-	return nil
+	return false, nil
 }
 
 // fetch copies the box's file rel, size bytes as the box last said, into
-// d.
-func fetch(ctx context.Context, c *Cache, rel string, size int64, d *os.File) (int64, error) {
+// d, f's data file, charging the budget for each byte before it lands: past
+// what the budget can hold it stops with errOverBudget.
+func fetch(ctx context.Context, c *Cache, rel string, size int64, d *os.File, f *file) (int64, error) {
 	var r io.ReadCloser
 	var err error
 	if sr, ok := c.remote.(providers.SizedReader); ok {
@@ -331,7 +350,10 @@ func fetch(ctx context.Context, c *Cache, rel string, size int64, d *os.File) (i
 	if _, err := d.Seek(0, io.SeekStart); err != nil {
 		return 0, providers.E(providers.Unknown, "cache.fetch", err)
 	}
-	n, err := io.Copy(d, ctxReader{ctx, r})
+	n, err := io.Copy(&chargedWriter{c: c, f: f, w: d, room: size}, ctxReader{ctx, r})
+	if err == errOverBudget {
+		return 0, err
+	}
 	if err != nil {
 		return 0, providers.E(0, "cache.fetch", err).WithPath(c.abs(rel))
 	}
@@ -350,8 +372,19 @@ func (r ctxReader) Read(p []byte) (int, error) {
 	return r.r.Read(p)
 }
 
-// ReadAt reads the cached content.
+// ReadAt is Read with no deadline of its own.
 func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
+	return h.Read(context.Background(), p, off)
+}
+
+// Read reads the cached content, or, for a file the budget cannot hold,
+// the box's (stream.go).
+func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	if h.stream != nil {
+		if n, ok, err := h.readStream(ctx, p, off); ok {
+			return n, err
+		}
+	}
 	f := h.f
 	f.content.RLock()
 	defer f.content.RUnlock()
@@ -395,6 +428,9 @@ func (h *Handle) Renew(ctx context.Context) (bool, error) {
 			return h.renewDirect(ctx)
 		}
 	}
+	if h.stream != nil {
+		return h.stream.renew(), nil
+	}
 	f.mu.Lock()
 	skip := f.dirty || f.gone || f.data == nil
 	v := f.version
@@ -402,7 +438,8 @@ func (h *Handle) Renew(ctx context.Context) (bool, error) {
 	if skip {
 		return false, nil
 	}
-	if err := f.ensure(ctx, h.c); err != nil {
+	if streamed, err := f.ensure(ctx, h.c); err != nil || streamed {
+		// Grown past what the budget holds: this open keeps its copy.
 		return false, err
 	}
 	f.mu.Lock()
