@@ -89,6 +89,41 @@ func TestCredentials(t *testing.T) {
 	assert.Equal(t, codes.Unauthenticated, status.Code(err), "a router call without the task's JWT")
 }
 
+// TestStreamCredentials: a streaming control-plane call is authorized by
+// the token pair alone, as Modal's own Go client sends it (its auth token
+// goes on unary calls only); an auth token that is sent must be valid.
+func TestStreamCredentials(t *testing.T) {
+	r := dialRaw(t, modaltest.Options{BuildLog: []string{"step 1"}})
+	ctx := r.ctx(t)
+	tok, err := r.cp.AuthTokenGet(ctx, &pb.AuthTokenGetRequest{})
+	require.NoError(t, err)
+	authed := metadata.AppendToOutgoingContext(ctx, "x-modal-auth-token", tok.GetToken())
+	app, err := r.cp.AppGetOrCreate(authed, &pb.AppGetOrCreateRequest{AppName: "t", ObjectCreationType: pb.ObjectCreationType_OBJECT_CREATION_TYPE_CREATE_IF_MISSING})
+	require.NoError(t, err)
+	img, err := r.cp.ImageGetOrCreate(authed, &pb.ImageGetOrCreateRequest{AppId: app.GetAppId(), BuilderVersion: "2025.06", Image: &pb.Image{DockerfileCommands: []string{"FROM debian"}}})
+	require.NoError(t, err)
+	join := func(ctx context.Context) error {
+		st, err := r.cp.ImageJoinStreaming(ctx, &pb.ImageJoinStreamingRequest{ImageId: img.GetImageId(), Timeout: 55})
+		if err != nil {
+			return err
+		}
+		for {
+			if _, err := st.Recv(); err != nil {
+				if err == io.EOF {
+					return nil
+				}
+				return err
+			}
+		}
+	}
+	assert.NoError(t, join(ctx), "a stream with the token pair alone")
+	assert.NoError(t, join(authed), "a stream with an auth token too")
+	bad := metadata.AppendToOutgoingContext(ctx, "x-modal-auth-token", "not-a-token")
+	assert.Equal(t, codes.Unauthenticated, status.Code(join(bad)), "a stream with an invalid auth token")
+	wrong := metadata.NewOutgoingContext(context.Background(), metadata.Pairs("x-modal-client-type", "9", "x-modal-client-version", "1.0.0", "x-modal-token-id", r.srv.TokenID(), "x-modal-token-secret", "wrong"))
+	assert.Equal(t, codes.Unauthenticated, status.Code(join(wrong)), "a stream with a wrong secret")
+}
+
 // TestExecOffsets: stdin writes are applied once however often they are
 // sent and refused past a gap; output can be read again from any offset
 // not yet passed; a wait past the limit is DeadlineExceeded.

@@ -8,8 +8,10 @@
 //
 // Auth as Modal's clients meet it: every control-plane call carries
 // x-modal-token-id and x-modal-token-secret; AuthTokenGet hands out a JWT
-// with an exp claim, which every other call must carry as
-// x-modal-auth-token until it expires; a router call carries
+// with an exp claim, which every other unary call must carry as
+// x-modal-auth-token until it expires (a stream, such as
+// ImageJoinStreaming, may come without one, as Modal's Go client sends
+// it); a router call carries
 // "authorization: Bearer <jwt>" with the JWT TaskGetCommandRouterAccess
 // gave for its task. A retried call with the same x-idempotency-key is
 // answered as the first one was. Apps, environments, images (a build
@@ -315,7 +317,7 @@ const (
 func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	defer func() { s.record(info.FullMethod, md, err) }()
-	if err := s.authorize(info.FullMethod, md, req); err != nil {
+	if err := s.authorize(info.FullMethod, md, req, false); err != nil {
 		return nil, err
 	}
 	if !strings.HasPrefix(info.FullMethod, controlPrefix) || info.FullMethod == authTokenGet {
@@ -396,14 +398,18 @@ func (a *authStream) RecvMsg(m any) error {
 	}
 	if !a.done {
 		a.done = true
-		return a.s.authorize(a.method, a.md, m)
+		return a.s.authorize(a.method, a.md, m, true)
 	}
 	return nil
 }
 
 // authorize checks a call's credentials: the token pair and an auth token
-// on the control plane, the task's JWT on the router.
-func (s *Server) authorize(method string, md metadata.MD, req any) error {
+// on the control plane, the task's JWT on the router. A streaming
+// control-plane call (ImageJoinStreaming) may come with the token pair
+// alone: Modal's own Go client sends its auth token on unary calls only,
+// and Modal serves its image builds all the same. An auth token that is
+// sent must be valid.
+func (s *Server) authorize(method string, md metadata.MD, req any, stream bool) error {
 	if strings.HasPrefix(method, routerPrefix) {
 		task := taskOf(req)
 		jwt, ok := strings.CutPrefix(first(md.Get("authorization")), "Bearer ")
@@ -430,9 +436,13 @@ func (s *Server) authorize(method string, md metadata.MD, req any) error {
 	if method == authTokenGet {
 		return nil
 	}
+	tok := md.Get("x-modal-auth-token")
+	if stream && len(tok) == 0 {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t, known := s.tokens[first(md.Get("x-modal-auth-token"))]
+	t, known := s.tokens[first(tok)]
 	if !known || t.task != "" || time.Now().After(t.exp) {
 		return status.Error(codes.Unauthenticated, "modaltest: missing or expired x-modal-auth-token")
 	}
