@@ -162,8 +162,10 @@ func (h *execHandle) done(cmd *boxes.Command, err error) syscall.Errno {
 }
 
 // startPending starts a command line written without its newline, if
-// nothing was started yet, and returns whether it started.
-func (h *execHandle) startPending(ctx context.Context) syscall.Errno {
+// nothing was started yet, and returns whether it started. At a close,
+// abandoned says whether the writer left the line unfinished: then it is
+// dropped, not run.
+func (h *execHandle) startPending(ctx context.Context, abandoned func(context.Context) string) syscall.Errno {
 	h.mu.Lock()
 	if h.started != nil {
 		h.mu.Unlock()
@@ -176,11 +178,20 @@ func (h *execHandle) startPending(ctx context.Context) syscall.Errno {
 	}
 	h.started = make(chan struct{})
 	h.mu.Unlock()
+	if abandoned != nil {
+		if why := abandoned(ctx); why != "" {
+			h.mu.Lock()
+			err := h.in.abandon(len(line), why)
+			h.mu.Unlock()
+			return h.done(nil, err)
+		}
+	}
 	return h.start(ctx, line)
 }
 
 // Flush is close(2): a command line written without its newline starts
-// here, and close answers whether it did.
+// here, and close answers whether it did; one whose writer was killed
+// mid-line is dropped.
 func (h *execHandle) Flush(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	failed := h.in.failed
@@ -188,12 +199,13 @@ func (h *execHandle) Flush(ctx context.Context) syscall.Errno {
 	if failed != nil {
 		return toErrno(failed) // a line past the limit: close says so too
 	}
-	return h.startPending(ctx)
+	return h.startPending(ctx, abandoned)
 }
 
-// Release starts what no flush did.
+// Release drops what no flush took: every close(2) and exit flushes
+// first, so a line left here had no writer that closed it.
 func (h *execHandle) Release(ctx context.Context) syscall.Errno {
-	h.startPending(ctx)
+	h.startPending(ctx, func(context.Context) string { return letGo })
 	return 0
 }
 
@@ -201,7 +213,7 @@ func (h *execHandle) Release(ctx context.Context) syscall.Errno {
 // nothing, the box's newest command's; on one whose write failed, it
 // answers that failure.
 func (h *execHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	if errno := h.startPending(ctx); errno != 0 {
+	if errno := h.startPending(ctx, nil); errno != 0 {
 		return nil, errno
 	}
 	h.mu.Lock()

@@ -126,7 +126,8 @@ func (h *ctlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 // can reach the daemon in several pieces (stdio writes in st_blksize
 // pieces, the kernel splits direct I/O at max_write and at page
 // boundaries), so a message is acted on once its newline came, and a
-// last one without its newline at close. Blank lines and comments alone
+// last one without its newline at close, unless its writer was killed
+// (see Flush). Blank lines and comments alone
 // are nothing to do. No lock is held while messages
 // run: a process they fork closes its copies of open files, and a flush
 // of this open must not wait behind them.
@@ -147,8 +148,26 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 }
 
 // Flush is close(2): a last message written without its newline is acted
-// on here, and its error is close's.
+// on here, and its error is close's; but a fragment whose writer was
+// killed mid-message (abandoned) is dropped, nothing of it done, and the
+// open takes no more writes.
 func (h *ctlHandle) Flush(ctx context.Context) syscall.Errno {
+	return h.close(ctx, abandoned)
+}
+
+// Release drops what no flush took: every close(2) and exit flushes
+// first, so what is left had no writer that closed it.
+func (h *ctlHandle) Release(ctx context.Context) syscall.Errno {
+	h.close(ctx, func(context.Context) string { return letGo })
+	return 0
+}
+
+// letGo is how a writer that left a line to a release ended.
+const letGo = "let the file go without closing it"
+
+// close acts on the last message written without its newline, unless
+// abandoned says its writer did not finish it.
+func (h *ctlHandle) close(ctx context.Context, abandoned func(context.Context) string) syscall.Errno {
 	if h.c.write == nil {
 		return 0
 	}
@@ -159,17 +178,18 @@ func (h *ctlHandle) Flush(ctx context.Context) syscall.Errno {
 	if failed != nil {
 		return toErrno(failed) // a writer that stopped at a short count hears it at close
 	}
-	if len(splitMessages(string(rest))) > 0 {
-		if err := h.c.write(ctx, rest); err != nil {
-			return h.fail(err)
-		}
+	if len(splitMessages(string(rest))) == 0 {
+		return 0
 	}
-	return 0
-}
-
-// Release acts on what no flush took.
-func (h *ctlHandle) Release(ctx context.Context) syscall.Errno {
-	h.Flush(ctx)
+	if why := abandoned(ctx); why != "" {
+		h.mu.Lock()
+		err := h.in.abandon(len(rest), why)
+		h.mu.Unlock()
+		return h.fail(err)
+	}
+	if err := h.c.write(ctx, rest); err != nil {
+		return h.fail(err)
+	}
 	return 0
 }
 
@@ -222,6 +242,16 @@ func (l *lineBuffer) add(p []byte) ([]byte, error) {
 		return nil, l.failed
 	}
 	return lines, nil
+}
+
+// abandon fails the open for an unfinished last line of n bytes (already
+// taken by rest) that its writer left as why says: nothing of it is done,
+// and from then on every add fails, so no tail written through another
+// copy of the open runs as a line of its own.
+func (l *lineBuffer) abandon(n int, why string) error {
+	l.buf = nil
+	l.failed = providers.Errorf(providers.Aborted, l.op, "%s without its newline (%d bytes) was dropped at close: its writer %s; nothing of it was done (end a line with a newline)", l.what, n, why)
+	return l.failed
 }
 
 // rest returns the bytes of an unfinished last line, and forgets them.
