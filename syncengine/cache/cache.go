@@ -84,6 +84,11 @@ type Options struct {
 	Recovered func(rel, kept string)
 	// Now is the clock (default time.Now); tests pin it.
 	Now func() time.Time
+	// MaxListing is the most entries one directory's listing may hold (a
+	// larger one is TooLarge, EFBIG), MaxEntries the most the listings
+	// hold in all, past which the least recently used are forgotten
+	// (entries.go). Defaults DefaultMaxListing, DefaultMaxEntries.
+	MaxListing, MaxEntries int
 }
 
 // Cache is one box's workspace as the host sees it.
@@ -143,13 +148,16 @@ type Cache struct {
 	// host's changes and the watch's reports, and holds all the cache
 	// keeps of them beside each path's own entry (c.mu).
 	fm model
+	// lists orders the listings by use, for MaxEntries (entries.go; c.mu).
+	lists listingUse
 }
 
 type dirList struct {
 	entries map[string]providers.FileInfo
 	fetched time.Time
-	local   bool // made here, not in the box yet: the host's listing is the truth
-	trust   bool // vouched for by the watch (model.trusted)
+	local   bool   // made here, not in the box yet: the host's listing is the truth
+	trust   bool   // vouched for by the watch (model.trusted)
+	used    uint64 // when last used, for MaxEntries (entries.go)
 }
 
 type attrEntry struct {
@@ -194,6 +202,13 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 	if opts.BehindTimeout <= 0 {
 		opts.BehindTimeout = 5 * time.Minute
 	}
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = DefaultMaxEntries
+	}
+	if opts.MaxListing <= 0 {
+		opts.MaxListing = DefaultMaxListing
+	}
+	opts.MaxListing = min(opts.MaxListing, opts.MaxEntries)
 	if !strings.HasPrefix(opts.Root, "/") {
 		return nil, providers.Errorf(providers.Invalid, op, "workspace root %q is not absolute", opts.Root)
 	}
@@ -339,7 +354,7 @@ func (c *Cache) lookup(ctx context.Context, rel string) (providers.FileInfo, err
 		}
 		return fi, nil
 	}
-	big := d != nil && len(d.entries) > c.opts.BigDir
+	big := d != nil && len(d.entries) > c.opts.BigDir || c.lists.tooLarge[dir]
 	c.mu.Unlock()
 	if !big {
 		if list, err := c.ReadDir(ctx, dir); err == nil {
@@ -803,6 +818,7 @@ func (c *Cache) forgetLocked(rel string) {
 func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, error) {
 	c.mu.Lock()
 	if known := c.dir(rel); c.usable(known) {
+		c.touchListingLocked(known)
 		out := c.entriesLocked(rel, known)
 		c.mu.Unlock()
 		return out, nil
@@ -832,6 +848,19 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 		c.fm.end(t)
 		c.mu.Unlock()
 		return nil, err
+	}
+	if len(list) > c.opts.MaxListing {
+		c.mu.Lock()
+		c.fm.end(t)
+		c.mu.Unlock()
+		n := len(list)
+		c.mu.Lock()
+		c.noteTooLargeLocked(rel)
+		c.mu.Unlock()
+		if list = nil; n >= compactMin {
+			freeMemory() // what the answer took
+		}
+		return nil, c.tooLarge(rel, n)
 	}
 	d := &dirList{entries: make(map[string]providers.FileInfo, len(list)), fetched: now}
 	attrs := make(map[string]providers.FileInfo, len(list))
@@ -895,7 +924,13 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 	}
 	c.fm.end(t)
 	out := c.entriesLocked(rel, d)
+	c.touchListingLocked(d)
+	delete(c.lists.tooLarge, rel)
+	free := c.boundListingsLocked(rel, len(d.entries))
 	c.mu.Unlock()
+	if free {
+		freeMemory()
+	}
 	return out, nil
 }
 

@@ -48,7 +48,11 @@ func (c *Cache) Refresh(ctx context.Context) (Changes, error) {
 	}
 	c.mu.Lock()
 	ch = c.takeLearnedLocked(ch)
+	free := c.boundListingsLocked("", len(list))
 	c.mu.Unlock()
+	if free {
+		freeMemory()
+	}
 	return ch, nil
 }
 
