@@ -265,6 +265,7 @@ func (n *workNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetA
 		wh.remember(fi)
 	}
 	n.v.fillAttr(&out.Attr, fi, n.StableAttr().Ino)
+	out.SetTimeout(n.v.fs.m.Options().AttrTimeout) // as long as Getattr's answer is kept
 	return 0
 }
 
@@ -853,7 +854,7 @@ func (wh *workHandle) Flush(ctx context.Context) syscall.Errno {
 		return toErrno(err)
 	}
 	if dirty {
-		wh.pushed(ctx)
+		wh.pushed(ctx, wh.h.InPlace())
 	}
 	return 0
 }
@@ -866,7 +867,7 @@ func (wh *workHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 		return toErrno(err)
 	}
 	if dirty {
-		wh.pushed(ctx)
+		wh.pushed(ctx, wh.h.InPlace())
 	}
 	return 0
 }
@@ -879,13 +880,14 @@ func (wh *workHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // would keep their old size, and an O_APPEND write through one would land
 // at the old end). Only attributes are dropped (offset -1): no page lock
 // is taken inside the FLUSH, and an open without FOPEN_KEEP_CACHE drops
-// the pages.
-func (wh *workHandle) pushed(ctx context.Context) {
+// the pages. A file written in place (inPlace) was never renamed: its
+// directory is as the kernel knows it.
+func (wh *workHandle) pushed(ctx context.Context, inPlace bool) {
 	v := wh.n.v
 	if !v.fs.mounted() {
 		return
 	}
-	if _, parent := wh.n.Parent(); parent != nil {
+	if _, parent := wh.n.Parent(); parent != nil && !inPlace {
 		parent.NotifyContent(-1, 0)
 	}
 	if rel, errno := wh.n.rel(); errno == 0 {

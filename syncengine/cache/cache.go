@@ -355,8 +355,11 @@ func (c *Cache) lookup(ctx context.Context, rel string) (providers.FileInfo, err
 		return fi, nil
 	}
 	big := d != nil && len(d.entries) > c.opts.BigDir || c.lists.tooLarge[dir]
+	// A box whose files are on this host answers one name's lstat for
+	// less than a listing of its directory costs.
+	here := c.hw != nil
 	c.mu.Unlock()
-	if !big {
+	if !big && !here {
 		if list, err := c.ReadDir(ctx, dir); err == nil {
 			// The listing's answer, installed or not (a gap of the watch
 			// meanwhile leaves it uninstalled, and the cache's own

@@ -319,6 +319,12 @@ func (h *Handle) HostFile() (fd int, fi providers.FileInfo, ok bool) {
 	return int(d.f.Fd()), fi, true
 }
 
+// InPlace reports whether this open writes the box's own file in place:
+// its writes change no name, so a close changes nothing of its directory.
+func (h *Handle) InPlace() bool {
+	return h.direct != nil && h.direct.write
+}
+
 // flushDirect records, at a close, what the writes through d left of the
 // file: with FUSE passthrough the kernel writes the box's file itself, so
 // this is where the host learns of them (F-own; the watch's report of
