@@ -57,11 +57,11 @@ const (
 	authTokenTTL = 20 * time.Minute // assumed when a token has no exp
 
 	// A throttled call (one whose error carries the delay Modal asks
-	// for, serverDelay) is sent again after that delay, up to
-	// throttleRetries times and throttleBudget of waiting in all. A delay
-	// past what is left of the budget, or of the caller's deadline, is not
-	// waited for: the call fails at once, Unavailable.
-	throttleRetries = 10
+	// for, serverDelay) is sent again after that delay, as often as Modal
+	// asks, as Modal's Go client does, unless the wait would take the call
+	// past the caller's deadline or past the profile's maxThrottleWait
+	// (default throttleBudget) since it started: then it fails at once,
+	// Unavailable.
 	throttleBudget  = 2 * time.Minute
 	authTokenMethod = "/modal.client.ModalClient/AuthTokenGet"
 )
@@ -77,8 +77,10 @@ type client struct {
 	host      string // the server's host name, sent as x-modal-host
 	plaintext bool   // the server is on loopback: routers are reached in plaintext too
 	log       *slog.Logger
-	// sleep waits between attempts of a call; tests replace it.
+	// sleep waits between attempts of a call, and now reads the clock
+	// that judges how long a call has taken; tests replace both.
 	sleep func(ctx context.Context, d time.Duration) error
+	now   func() time.Time
 
 	mu        sync.Mutex
 	token     string
@@ -92,7 +94,7 @@ func dial(op string, prof profile, log *slog.Logger) (*client, error) {
 		return nil, err
 	}
 	host, _, _ := net.SplitHostPort(target)
-	c := &client{prof: prof, host: host, plaintext: plaintext, log: log, sleep: sleep}
+	c := &client{prof: prof, host: host, plaintext: plaintext, log: log, sleep: sleep, now: time.Now}
 	conn, err := grpc.NewClient(target,
 		grpc.WithTransportCredentials(transportCreds(plaintext)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)),
@@ -139,20 +141,26 @@ func (c *client) headers(ctx context.Context, method string) ([]string, error) {
 // unary sends a control-plane call: again, under the same idempotency key,
 // after a transient failure (unaryRetries times, backing off from
 // retryBase) or after the delay Modal asks for when it throttles the call
-// (within throttleBudget).
+// (serverDelay; see throttleBudget). Attempts are counted as Modal's Go
+// client counts them, in x-retry-attempt and x-throttle-retry-attempt: a
+// throttled attempt does not use up a retry.
 func (c *client) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	key := newUUID()
 	delay := retryBase
-	start := time.Now()
-	retries, throttles, budget := 0, 0, throttleBudget
-	for attempt := 0; ; attempt++ {
+	start := c.now()
+	retries, throttles := 0, 0
+	for {
 		md, err := c.headers(ctx, method)
 		if err != nil {
 			return err
 		}
-		md = append(md, "x-idempotency-key", key, "x-retry-attempt", strconv.Itoa(attempt))
-		if attempt > 0 {
-			md = append(md, "x-retry-delay", strconv.FormatFloat(time.Since(start).Seconds(), 'f', 3, 64))
+		md = append(md, "x-idempotency-key", key, "x-retry-attempt", strconv.Itoa(retries), "x-throttle-retry-attempt", strconv.Itoa(throttles))
+		since := strconv.FormatFloat(c.now().Sub(start).Seconds(), 'f', 3, 64)
+		if retries > 0 {
+			md = append(md, "x-retry-delay", since)
+		}
+		if throttles > 0 {
+			md = append(md, "x-throttle-retry-delay", since)
 		}
 		err = invoker(metadata.AppendToOutgoingContext(ctx, md...), method, req, reply, cc, opts...)
 		if err == nil || ctx.Err() != nil {
@@ -160,20 +168,19 @@ func (c *client) unary(ctx context.Context, method string, req, reply any, cc *g
 		}
 		wait, throttled := serverDelay(err)
 		switch {
-		case throttled:
-			if wait > budget || throttles >= throttleRetries || pastDeadline(ctx, wait) {
+		case throttled && c.prof.maxThrottleWait > 0:
+			if c.now().Sub(start)+wait >= c.prof.maxThrottleWait || c.pastDeadline(ctx, wait) {
 				return err
 			}
 			throttles++
-			budget -= wait
-			c.log.Debug("modal: throttled; waiting as asked", "method", method, "wait", wait)
+			c.log.Debug("modal: throttled; waiting as asked", "method", method, "wait", wait, "throttles", throttles)
 		case !retryable(err) || retries >= unaryRetries:
 			return err
 		default:
 			retries++
 			wait = delay
 			delay = min(2*delay, retryMax)
-			c.log.Debug("modal: retrying a call", "method", method, "attempt", attempt+1, "err", err)
+			c.log.Debug("modal: retrying a call", "method", method, "attempt", retries, "err", err)
 		}
 		if err := c.sleep(ctx, wait); err != nil {
 			return err
@@ -182,9 +189,9 @@ func (c *client) unary(ctx context.Context, method string, req, reply any, cc *g
 }
 
 // pastDeadline reports whether ctx ends within d.
-func pastDeadline(ctx context.Context, d time.Duration) bool {
+func (c *client) pastDeadline(ctx context.Context, d time.Duration) bool {
 	dl, ok := ctx.Deadline()
-	return ok && time.Until(dl) < d
+	return ok && dl.Sub(c.now()) < d
 }
 
 func (c *client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
+	"time"
 
 	"github.com/BurntSushi/toml"
 
@@ -25,6 +27,11 @@ type profile struct {
 	serverURL            string
 	environment          string
 	imageBuilderVersion  string
+	// maxThrottleWait bounds the time a throttled call takes, waits
+	// included (MODAL_MAX_THROTTLE_WAIT, whole seconds, as Modal's Go
+	// client reads it; default throttleBudget). 0: a throttled call is not
+	// waited for.
+	maxThrottleWait time.Duration
 }
 
 // tomlProfile is one [profile] table of ~/.modal.toml.
@@ -65,6 +72,14 @@ func resolveProfile(op string, opts map[string]string) (profile, error) {
 		serverURL:           first(opts["server_url"], os.Getenv("MODAL_SERVER_URL"), fp.ServerURL, DefaultServerURL),
 		environment:         first(opts["environment"], os.Getenv("MODAL_ENVIRONMENT"), fp.Environment),
 		imageBuilderVersion: first(os.Getenv("MODAL_IMAGE_BUILDER_VERSION"), fp.ImageBuilderVersion),
+		maxThrottleWait:     throttleBudget,
+	}
+	if v := os.Getenv("MODAL_MAX_THROTTLE_WAIT"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return profile{}, providers.Errorf(providers.Invalid, op, "MODAL_MAX_THROTTLE_WAIT=%q: want a whole number of seconds, 0 or more", v)
+		}
+		p.maxThrottleWait = time.Duration(n) * time.Second
 	}
 	if p.tokenID == "" || p.tokenSecret == "" {
 		return profile{}, providers.Errorf(providers.Auth, op, "no Modal token: set the token_id and token_secret options, MODAL_TOKEN_ID and MODAL_TOKEN_SECRET, or a profile in ~/.modal.toml")

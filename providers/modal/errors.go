@@ -6,11 +6,11 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/providers/modal/internal/pb"
 )
 
 // imageNotFound begins the message of the FailedPrecondition with which
@@ -86,21 +86,23 @@ func retryable(err error) bool {
 	return false
 }
 
+// minServerDelay is the shortest wait a throttled call gets, whatever the
+// server asked: Modal's Go client waits at least its first backoff.
+const minServerDelay = retryBase
+
 // serverDelay returns the delay after which a failed call may be sent
-// again, when the server asked for one: gRPC's standard RetryInfo detail
-// (google.rpc.RetryInfo.retry_delay) in the error's status, which a
-// throttling server attaches to ResourceExhausted or Unavailable. A
-// negative delay reads as none asked.
+// again, when the server asked for one: Modal's RPCRetryPolicy detail
+// (modal.client.RPCRetryPolicy.retry_after_secs) in the error's status, the
+// signal Modal's own clients read (modal-go's getServerRetryPolicy),
+// whatever the status code. The delay is at least minServerDelay.
 func serverDelay(err error) (time.Duration, bool) {
 	st, ok := status.FromError(err)
 	if !ok {
 		return 0, false
 	}
 	for _, d := range st.Details() {
-		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
-			if d := ri.GetRetryDelay().AsDuration(); d >= 0 {
-				return d, true
-			}
+		if rp, ok := d.(*pb.RPCRetryPolicy); ok {
+			return max(time.Duration(float64(rp.GetRetryAfterSecs())*float64(time.Second)), minServerDelay), true
 		}
 	}
 	return 0, false

@@ -136,9 +136,13 @@ func TestErrorCode(t *testing.T) {
 	assert.Equal(t, providers.Refused, errorCode(status.Error(codes.FailedPrecondition, "sandbox sb-1 has finished")), "another precondition")
 	assert.Equal(t, providers.Aborted, errorCode(context.Canceled))
 	assert.Equal(t, providers.Gone, errorCode(providers.Errorf(providers.Gone, "op", "x")))
-	throttled, err := status.New(codes.ResourceExhausted, "x").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)})
+	throttled, err := status.New(codes.ResourceExhausted, "x").WithDetails(&pb.RPCRetryPolicy{RetryAfterSecs: 1.5})
 	require.NoError(t, err)
 	assert.Equal(t, providers.Unavailable, errorCode(throttled.Err()), "ResourceExhausted with a delay to wait")
+	// google.rpc.RetryInfo is not Modal's signal: its clients ignore it.
+	other, err := status.New(codes.ResourceExhausted, "x").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)})
+	require.NoError(t, err)
+	assert.Equal(t, providers.Refused, errorCode(other.Err()), "ResourceExhausted with a google.rpc.RetryInfo")
 	assert.True(t, retryable(status.Error(codes.Unavailable, "")))
 	assert.False(t, retryable(status.Error(codes.NotFound, "")))
 }
@@ -198,12 +202,12 @@ server_url = "https://modal.example:8443"
 active = true
 `), 0o600))
 	t.Setenv("MODAL_CONFIG_PATH", cfg)
-	for _, k := range []string{"MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "MODAL_PROFILE", "MODAL_SERVER_URL", "MODAL_ENVIRONMENT", "MODAL_IMAGE_BUILDER_VERSION"} {
+	for _, k := range []string{"MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "MODAL_PROFILE", "MODAL_SERVER_URL", "MODAL_ENVIRONMENT", "MODAL_IMAGE_BUILDER_VERSION", "MODAL_MAX_THROTTLE_WAIT"} {
 		t.Setenv(k, "")
 	}
 	p, err := resolveProfile("t", nil)
 	require.NoError(t, err)
-	assert.Equal(t, profile{tokenID: "ak-work", tokenSecret: "as-work", serverURL: "https://modal.example:8443", environment: "dev"}, p)
+	assert.Equal(t, profile{tokenID: "ak-work", tokenSecret: "as-work", serverURL: "https://modal.example:8443", environment: "dev", maxThrottleWait: throttleBudget}, p)
 
 	t.Setenv("MODAL_PROFILE", "default")
 	p, err = resolveProfile("t", nil)

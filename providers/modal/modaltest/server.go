@@ -46,7 +46,8 @@
 // polls, stdio streams that drop after some bytes (once per stream), waits
 // that time out, the router answering Unauthenticated once per task, short
 // token lives, ResourceExhausted creates, throttled calls (answered
-// ResourceExhausted with the delay to wait in a google.rpc.RetryInfo),
+// ResourceExhausted with the delay to wait in Modal's RPCRetryPolicy
+// detail, where Modal puts it and its clients read it),
 // creates whose answers are lost, and Unavailable answers on every nth
 // control-plane call, before or after it is handled.
 package modaltest
@@ -63,14 +64,12 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/boxfs/boxfs/providers/modal/internal/pb"
 )
@@ -107,8 +106,9 @@ type Options struct {
 	LostCreates int
 	// ThrottledCalls answers the first this many control-plane calls
 	// (AuthTokenGet left out) with ResourceExhausted carrying a
-	// google.rpc.RetryInfo detail of ThrottleDelay, the time after which
-	// the call may come again, as a server that rate-limits does.
+	// modal.client.RPCRetryPolicy detail whose retry_after_secs is
+	// ThrottleDelay, the time after which the call may come again: Modal's
+	// throttling answer, as its own clients read it.
 	ThrottledCalls int
 	ThrottleDelay  time.Duration
 	// FaultEvery answers every nth control-plane call (AuthTokenGet and
@@ -145,7 +145,7 @@ type Server struct {
 	tokens    map[string]token
 	idem      map[string]any // idempotency key -> answer
 	calls     int
-	throttled int // calls answered ResourceExhausted with a RetryInfo
+	throttled int // calls answered ResourceExhausted with an RPCRetryPolicy
 	creates   int
 	lost      int
 	unauthed  map[string]bool // tasks that had their Unauthenticated
@@ -360,7 +360,7 @@ func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 	return resp, err
 }
 
-// throttle answers ResourceExhausted with a RetryInfo while
+// throttle answers ResourceExhausted with an RPCRetryPolicy while
 // Options.ThrottledCalls lasts.
 func (s *Server) throttle() error {
 	s.mu.Lock()
@@ -370,7 +370,7 @@ func (s *Server) throttle() error {
 	}
 	s.throttled++
 	st, err := status.New(codes.ResourceExhausted, "modaltest: rate limited (injected)").
-		WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(s.opts.ThrottleDelay)})
+		WithDetails(&pb.RPCRetryPolicy{RetryAfterSecs: float32(s.opts.ThrottleDelay.Seconds())})
 	if err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}

@@ -156,4 +156,32 @@ func TestVendorClient(t *testing.T) {
 			}
 		}
 	})
+
+	// The fake throttles as Modal does: the vendor's client reads the
+	// delay from where the fake puts it, waits it out and succeeds.
+	t.Run("throttle", func(t *testing.T) {
+		const delay = 200 * time.Millisecond
+		srv, err := modaltest.New(modaltest.Options{ThrottledCalls: 2, ThrottleDelay: delay})
+		require.NoError(t, err)
+		t.Cleanup(srv.Close)
+		steps, _ := runVendorCheck(t, bin, srv, "throttle")
+		s := steps["throttled_app"]
+		require.True(t, s.OK, "a throttled call: %s", s.Err)
+		assert.NotEmpty(t, s.Data["app_id"])
+		assert.GreaterOrEqual(t, s.Data["elapsed_ms"], float64(2*delay/time.Millisecond), "the client waited twice as asked")
+		var attempts []string
+		for _, r := range srv.Requests() {
+			if r.Method == "/modal.client.ModalClient/AppGetOrCreate" {
+				attempts = append(attempts, r.Code.String()+" "+first(r.MD.Get("x-throttle-retry-attempt")))
+			}
+		}
+		assert.Equal(t, []string{"ResourceExhausted 0", "ResourceExhausted 1", "OK 2"}, attempts)
+	})
+}
+
+func first(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
 }

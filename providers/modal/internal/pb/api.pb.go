@@ -249,7 +249,7 @@ func (x NetworkAccess_NetworkAccessType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NetworkAccess_NetworkAccessType.Descriptor instead.
 func (NetworkAccess_NetworkAccessType) EnumDescriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{23, 0}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{24, 0}
 }
 
 type GenericResult struct {
@@ -320,6 +320,53 @@ func (x *GenericResult) GetTraceback() string {
 	return ""
 }
 
+// RPCRetryPolicy is the detail (in the google.rpc.Status of an error) by
+// which Modal asks a client to send a throttled call again after
+// retry_after_secs; Modal's own clients read it and wait.
+type RPCRetryPolicy struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	RetryAfterSecs float32                `protobuf:"fixed32,1,opt,name=retry_after_secs,json=retryAfterSecs,proto3" json:"retry_after_secs,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RPCRetryPolicy) Reset() {
+	*x = RPCRetryPolicy{}
+	mi := &file_modal_proto_api_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RPCRetryPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RPCRetryPolicy) ProtoMessage() {}
+
+func (x *RPCRetryPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_modal_proto_api_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RPCRetryPolicy.ProtoReflect.Descriptor instead.
+func (*RPCRetryPolicy) Descriptor() ([]byte, []int) {
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RPCRetryPolicy) GetRetryAfterSecs() float32 {
+	if x != nil {
+		return x.RetryAfterSecs
+	}
+	return 0
+}
+
 type AuthTokenGetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -328,7 +375,7 @@ type AuthTokenGetRequest struct {
 
 func (x *AuthTokenGetRequest) Reset() {
 	*x = AuthTokenGetRequest{}
-	mi := &file_modal_proto_api_proto_msgTypes[1]
+	mi := &file_modal_proto_api_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +387,7 @@ func (x *AuthTokenGetRequest) String() string {
 func (*AuthTokenGetRequest) ProtoMessage() {}
 
 func (x *AuthTokenGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[1]
+	mi := &file_modal_proto_api_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +400,7 @@ func (x *AuthTokenGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthTokenGetRequest.ProtoReflect.Descriptor instead.
 func (*AuthTokenGetRequest) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{1}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{2}
 }
 
 type AuthTokenGetResponse struct {
@@ -365,7 +412,7 @@ type AuthTokenGetResponse struct {
 
 func (x *AuthTokenGetResponse) Reset() {
 	*x = AuthTokenGetResponse{}
-	mi := &file_modal_proto_api_proto_msgTypes[2]
+	mi := &file_modal_proto_api_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -377,7 +424,7 @@ func (x *AuthTokenGetResponse) String() string {
 func (*AuthTokenGetResponse) ProtoMessage() {}
 
 func (x *AuthTokenGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[2]
+	mi := &file_modal_proto_api_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -390,7 +437,7 @@ func (x *AuthTokenGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthTokenGetResponse.ProtoReflect.Descriptor instead.
 func (*AuthTokenGetResponse) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{2}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AuthTokenGetResponse) GetToken() string {
@@ -411,7 +458,7 @@ type AppGetOrCreateRequest struct {
 
 func (x *AppGetOrCreateRequest) Reset() {
 	*x = AppGetOrCreateRequest{}
-	mi := &file_modal_proto_api_proto_msgTypes[3]
+	mi := &file_modal_proto_api_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -423,7 +470,7 @@ func (x *AppGetOrCreateRequest) String() string {
 func (*AppGetOrCreateRequest) ProtoMessage() {}
 
 func (x *AppGetOrCreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[3]
+	mi := &file_modal_proto_api_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -436,7 +483,7 @@ func (x *AppGetOrCreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppGetOrCreateRequest.ProtoReflect.Descriptor instead.
 func (*AppGetOrCreateRequest) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{3}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AppGetOrCreateRequest) GetAppName() string {
@@ -469,7 +516,7 @@ type AppGetOrCreateResponse struct {
 
 func (x *AppGetOrCreateResponse) Reset() {
 	*x = AppGetOrCreateResponse{}
-	mi := &file_modal_proto_api_proto_msgTypes[4]
+	mi := &file_modal_proto_api_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -481,7 +528,7 @@ func (x *AppGetOrCreateResponse) String() string {
 func (*AppGetOrCreateResponse) ProtoMessage() {}
 
 func (x *AppGetOrCreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[4]
+	mi := &file_modal_proto_api_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -494,7 +541,7 @@ func (x *AppGetOrCreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppGetOrCreateResponse.ProtoReflect.Descriptor instead.
 func (*AppGetOrCreateResponse) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{4}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AppGetOrCreateResponse) GetAppId() string {
@@ -514,7 +561,7 @@ type EnvironmentGetOrCreateRequest struct {
 
 func (x *EnvironmentGetOrCreateRequest) Reset() {
 	*x = EnvironmentGetOrCreateRequest{}
-	mi := &file_modal_proto_api_proto_msgTypes[5]
+	mi := &file_modal_proto_api_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -526,7 +573,7 @@ func (x *EnvironmentGetOrCreateRequest) String() string {
 func (*EnvironmentGetOrCreateRequest) ProtoMessage() {}
 
 func (x *EnvironmentGetOrCreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[5]
+	mi := &file_modal_proto_api_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -539,7 +586,7 @@ func (x *EnvironmentGetOrCreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvironmentGetOrCreateRequest.ProtoReflect.Descriptor instead.
 func (*EnvironmentGetOrCreateRequest) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{5}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EnvironmentGetOrCreateRequest) GetDeploymentName() string {
@@ -565,7 +612,7 @@ type EnvironmentSettings struct {
 
 func (x *EnvironmentSettings) Reset() {
 	*x = EnvironmentSettings{}
-	mi := &file_modal_proto_api_proto_msgTypes[6]
+	mi := &file_modal_proto_api_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -577,7 +624,7 @@ func (x *EnvironmentSettings) String() string {
 func (*EnvironmentSettings) ProtoMessage() {}
 
 func (x *EnvironmentSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[6]
+	mi := &file_modal_proto_api_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -590,7 +637,7 @@ func (x *EnvironmentSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvironmentSettings.ProtoReflect.Descriptor instead.
 func (*EnvironmentSettings) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{6}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EnvironmentSettings) GetImageBuilderVersion() string {
@@ -610,7 +657,7 @@ type EnvironmentMetadata struct {
 
 func (x *EnvironmentMetadata) Reset() {
 	*x = EnvironmentMetadata{}
-	mi := &file_modal_proto_api_proto_msgTypes[7]
+	mi := &file_modal_proto_api_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +669,7 @@ func (x *EnvironmentMetadata) String() string {
 func (*EnvironmentMetadata) ProtoMessage() {}
 
 func (x *EnvironmentMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[7]
+	mi := &file_modal_proto_api_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +682,7 @@ func (x *EnvironmentMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvironmentMetadata.ProtoReflect.Descriptor instead.
 func (*EnvironmentMetadata) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{7}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EnvironmentMetadata) GetName() string {
@@ -662,7 +709,7 @@ type EnvironmentGetOrCreateResponse struct {
 
 func (x *EnvironmentGetOrCreateResponse) Reset() {
 	*x = EnvironmentGetOrCreateResponse{}
-	mi := &file_modal_proto_api_proto_msgTypes[8]
+	mi := &file_modal_proto_api_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -674,7 +721,7 @@ func (x *EnvironmentGetOrCreateResponse) String() string {
 func (*EnvironmentGetOrCreateResponse) ProtoMessage() {}
 
 func (x *EnvironmentGetOrCreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[8]
+	mi := &file_modal_proto_api_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -687,7 +734,7 @@ func (x *EnvironmentGetOrCreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvironmentGetOrCreateResponse.ProtoReflect.Descriptor instead.
 func (*EnvironmentGetOrCreateResponse) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{8}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EnvironmentGetOrCreateResponse) GetEnvironmentId() string {
@@ -714,7 +761,7 @@ type GPUConfig struct {
 
 func (x *GPUConfig) Reset() {
 	*x = GPUConfig{}
-	mi := &file_modal_proto_api_proto_msgTypes[9]
+	mi := &file_modal_proto_api_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +773,7 @@ func (x *GPUConfig) String() string {
 func (*GPUConfig) ProtoMessage() {}
 
 func (x *GPUConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[9]
+	mi := &file_modal_proto_api_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +786,7 @@ func (x *GPUConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GPUConfig.ProtoReflect.Descriptor instead.
 func (*GPUConfig) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{9}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GPUConfig) GetCount() uint32 {
@@ -765,7 +812,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_modal_proto_api_proto_msgTypes[10]
+	mi := &file_modal_proto_api_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +824,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[10]
+	mi := &file_modal_proto_api_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +837,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{10}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Image) GetDockerfileCommands() []string {
@@ -813,7 +860,7 @@ type ImageGetOrCreateRequest struct {
 
 func (x *ImageGetOrCreateRequest) Reset() {
 	*x = ImageGetOrCreateRequest{}
-	mi := &file_modal_proto_api_proto_msgTypes[11]
+	mi := &file_modal_proto_api_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -825,7 +872,7 @@ func (x *ImageGetOrCreateRequest) String() string {
 func (*ImageGetOrCreateRequest) ProtoMessage() {}
 
 func (x *ImageGetOrCreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[11]
+	mi := &file_modal_proto_api_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -838,7 +885,7 @@ func (x *ImageGetOrCreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageGetOrCreateRequest.ProtoReflect.Descriptor instead.
 func (*ImageGetOrCreateRequest) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{11}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ImageGetOrCreateRequest) GetImage() *Image {
@@ -886,7 +933,7 @@ type ImageGetOrCreateResponse struct {
 
 func (x *ImageGetOrCreateResponse) Reset() {
 	*x = ImageGetOrCreateResponse{}
-	mi := &file_modal_proto_api_proto_msgTypes[12]
+	mi := &file_modal_proto_api_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -898,7 +945,7 @@ func (x *ImageGetOrCreateResponse) String() string {
 func (*ImageGetOrCreateResponse) ProtoMessage() {}
 
 func (x *ImageGetOrCreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[12]
+	mi := &file_modal_proto_api_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -911,7 +958,7 @@ func (x *ImageGetOrCreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageGetOrCreateResponse.ProtoReflect.Descriptor instead.
 func (*ImageGetOrCreateResponse) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{12}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ImageGetOrCreateResponse) GetImageId() string {
@@ -937,7 +984,7 @@ type ImageFromIdRequest struct {
 
 func (x *ImageFromIdRequest) Reset() {
 	*x = ImageFromIdRequest{}
-	mi := &file_modal_proto_api_proto_msgTypes[13]
+	mi := &file_modal_proto_api_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +996,7 @@ func (x *ImageFromIdRequest) String() string {
 func (*ImageFromIdRequest) ProtoMessage() {}
 
 func (x *ImageFromIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[13]
+	mi := &file_modal_proto_api_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1009,7 @@ func (x *ImageFromIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageFromIdRequest.ProtoReflect.Descriptor instead.
 func (*ImageFromIdRequest) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{13}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ImageFromIdRequest) GetImageId() string {
@@ -981,7 +1028,7 @@ type ImageFromIdResponse struct {
 
 func (x *ImageFromIdResponse) Reset() {
 	*x = ImageFromIdResponse{}
-	mi := &file_modal_proto_api_proto_msgTypes[14]
+	mi := &file_modal_proto_api_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1040,7 @@ func (x *ImageFromIdResponse) String() string {
 func (*ImageFromIdResponse) ProtoMessage() {}
 
 func (x *ImageFromIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[14]
+	mi := &file_modal_proto_api_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1053,7 @@ func (x *ImageFromIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageFromIdResponse.ProtoReflect.Descriptor instead.
 func (*ImageFromIdResponse) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{14}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ImageFromIdResponse) GetImageId() string {
@@ -1026,7 +1073,7 @@ type TaskLogs struct {
 
 func (x *TaskLogs) Reset() {
 	*x = TaskLogs{}
-	mi := &file_modal_proto_api_proto_msgTypes[15]
+	mi := &file_modal_proto_api_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1038,7 +1085,7 @@ func (x *TaskLogs) String() string {
 func (*TaskLogs) ProtoMessage() {}
 
 func (x *TaskLogs) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[15]
+	mi := &file_modal_proto_api_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1051,7 +1098,7 @@ func (x *TaskLogs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLogs.ProtoReflect.Descriptor instead.
 func (*TaskLogs) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{15}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TaskLogs) GetData() string {
@@ -1079,7 +1126,7 @@ type ImageJoinStreamingRequest struct {
 
 func (x *ImageJoinStreamingRequest) Reset() {
 	*x = ImageJoinStreamingRequest{}
-	mi := &file_modal_proto_api_proto_msgTypes[16]
+	mi := &file_modal_proto_api_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1138,7 @@ func (x *ImageJoinStreamingRequest) String() string {
 func (*ImageJoinStreamingRequest) ProtoMessage() {}
 
 func (x *ImageJoinStreamingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[16]
+	mi := &file_modal_proto_api_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1151,7 @@ func (x *ImageJoinStreamingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageJoinStreamingRequest.ProtoReflect.Descriptor instead.
 func (*ImageJoinStreamingRequest) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{16}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ImageJoinStreamingRequest) GetImageId() string {
@@ -1140,7 +1187,7 @@ type ImageJoinStreamingResponse struct {
 
 func (x *ImageJoinStreamingResponse) Reset() {
 	*x = ImageJoinStreamingResponse{}
-	mi := &file_modal_proto_api_proto_msgTypes[17]
+	mi := &file_modal_proto_api_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1199,7 @@ func (x *ImageJoinStreamingResponse) String() string {
 func (*ImageJoinStreamingResponse) ProtoMessage() {}
 
 func (x *ImageJoinStreamingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[17]
+	mi := &file_modal_proto_api_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1212,7 @@ func (x *ImageJoinStreamingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageJoinStreamingResponse.ProtoReflect.Descriptor instead.
 func (*ImageJoinStreamingResponse) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{17}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ImageJoinStreamingResponse) GetResult() *GenericResult {
@@ -1209,7 +1256,7 @@ type SecretGetOrCreateRequest struct {
 
 func (x *SecretGetOrCreateRequest) Reset() {
 	*x = SecretGetOrCreateRequest{}
-	mi := &file_modal_proto_api_proto_msgTypes[18]
+	mi := &file_modal_proto_api_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1221,7 +1268,7 @@ func (x *SecretGetOrCreateRequest) String() string {
 func (*SecretGetOrCreateRequest) ProtoMessage() {}
 
 func (x *SecretGetOrCreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[18]
+	mi := &file_modal_proto_api_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1234,7 +1281,7 @@ func (x *SecretGetOrCreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretGetOrCreateRequest.ProtoReflect.Descriptor instead.
 func (*SecretGetOrCreateRequest) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{18}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SecretGetOrCreateRequest) GetDeploymentName() string {
@@ -1281,7 +1328,7 @@ type SecretGetOrCreateResponse struct {
 
 func (x *SecretGetOrCreateResponse) Reset() {
 	*x = SecretGetOrCreateResponse{}
-	mi := &file_modal_proto_api_proto_msgTypes[19]
+	mi := &file_modal_proto_api_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1340,7 @@ func (x *SecretGetOrCreateResponse) String() string {
 func (*SecretGetOrCreateResponse) ProtoMessage() {}
 
 func (x *SecretGetOrCreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[19]
+	mi := &file_modal_proto_api_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1353,7 @@ func (x *SecretGetOrCreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretGetOrCreateResponse.ProtoReflect.Descriptor instead.
 func (*SecretGetOrCreateResponse) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{19}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SecretGetOrCreateResponse) GetSecretId() string {
@@ -1325,7 +1372,7 @@ type StringMap struct {
 
 func (x *StringMap) Reset() {
 	*x = StringMap{}
-	mi := &file_modal_proto_api_proto_msgTypes[20]
+	mi := &file_modal_proto_api_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1384,7 @@ func (x *StringMap) String() string {
 func (*StringMap) ProtoMessage() {}
 
 func (x *StringMap) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[20]
+	mi := &file_modal_proto_api_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1397,7 @@ func (x *StringMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StringMap.ProtoReflect.Descriptor instead.
 func (*StringMap) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{20}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StringMap) GetContents() map[string]string {
@@ -1373,7 +1420,7 @@ type SecretSource struct {
 
 func (x *SecretSource) Reset() {
 	*x = SecretSource{}
-	mi := &file_modal_proto_api_proto_msgTypes[21]
+	mi := &file_modal_proto_api_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +1432,7 @@ func (x *SecretSource) String() string {
 func (*SecretSource) ProtoMessage() {}
 
 func (x *SecretSource) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[21]
+	mi := &file_modal_proto_api_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +1445,7 @@ func (x *SecretSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretSource.ProtoReflect.Descriptor instead.
 func (*SecretSource) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{21}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SecretSource) GetSource() isSecretSource_Source {
@@ -1455,7 +1502,7 @@ type Resources struct {
 
 func (x *Resources) Reset() {
 	*x = Resources{}
-	mi := &file_modal_proto_api_proto_msgTypes[22]
+	mi := &file_modal_proto_api_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1467,7 +1514,7 @@ func (x *Resources) String() string {
 func (*Resources) ProtoMessage() {}
 
 func (x *Resources) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[22]
+	mi := &file_modal_proto_api_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1480,7 +1527,7 @@ func (x *Resources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resources.ProtoReflect.Descriptor instead.
 func (*Resources) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{22}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Resources) GetMemoryMb() uint32 {
@@ -1529,7 +1576,7 @@ type NetworkAccess struct {
 
 func (x *NetworkAccess) Reset() {
 	*x = NetworkAccess{}
-	mi := &file_modal_proto_api_proto_msgTypes[23]
+	mi := &file_modal_proto_api_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1588,7 @@ func (x *NetworkAccess) String() string {
 func (*NetworkAccess) ProtoMessage() {}
 
 func (x *NetworkAccess) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[23]
+	mi := &file_modal_proto_api_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1601,7 @@ func (x *NetworkAccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkAccess.ProtoReflect.Descriptor instead.
 func (*NetworkAccess) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{23}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *NetworkAccess) GetNetworkAccessType() NetworkAccess_NetworkAccessType {
@@ -1589,7 +1636,7 @@ type PortSpec struct {
 
 func (x *PortSpec) Reset() {
 	*x = PortSpec{}
-	mi := &file_modal_proto_api_proto_msgTypes[24]
+	mi := &file_modal_proto_api_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1648,7 @@ func (x *PortSpec) String() string {
 func (*PortSpec) ProtoMessage() {}
 
 func (x *PortSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[24]
+	mi := &file_modal_proto_api_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1661,7 @@ func (x *PortSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortSpec.ProtoReflect.Descriptor instead.
 func (*PortSpec) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{24}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PortSpec) GetPort() uint32 {
@@ -1647,7 +1694,7 @@ type PortSpecs struct {
 
 func (x *PortSpecs) Reset() {
 	*x = PortSpecs{}
-	mi := &file_modal_proto_api_proto_msgTypes[25]
+	mi := &file_modal_proto_api_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1659,7 +1706,7 @@ func (x *PortSpecs) String() string {
 func (*PortSpecs) ProtoMessage() {}
 
 func (x *PortSpecs) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[25]
+	mi := &file_modal_proto_api_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1672,7 +1719,7 @@ func (x *PortSpecs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortSpecs.ProtoReflect.Descriptor instead.
 func (*PortSpecs) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{25}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PortSpecs) GetPorts() []*PortSpec {
@@ -1691,7 +1738,7 @@ type SchedulerPlacement struct {
 
 func (x *SchedulerPlacement) Reset() {
 	*x = SchedulerPlacement{}
-	mi := &file_modal_proto_api_proto_msgTypes[26]
+	mi := &file_modal_proto_api_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1703,7 +1750,7 @@ func (x *SchedulerPlacement) String() string {
 func (*SchedulerPlacement) ProtoMessage() {}
 
 func (x *SchedulerPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[26]
+	mi := &file_modal_proto_api_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1716,7 +1763,7 @@ func (x *SchedulerPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulerPlacement.ProtoReflect.Descriptor instead.
 func (*SchedulerPlacement) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{26}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SchedulerPlacement) GetRegions() []string {
@@ -1746,7 +1793,7 @@ type Sandbox struct {
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_modal_proto_api_proto_msgTypes[27]
+	mi := &file_modal_proto_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1758,7 +1805,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[27]
+	mi := &file_modal_proto_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1771,7 +1818,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{27}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Sandbox) GetEntrypointArgs() []string {
@@ -1868,7 +1915,7 @@ type SandboxTag struct {
 
 func (x *SandboxTag) Reset() {
 	*x = SandboxTag{}
-	mi := &file_modal_proto_api_proto_msgTypes[28]
+	mi := &file_modal_proto_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +1927,7 @@ func (x *SandboxTag) String() string {
 func (*SandboxTag) ProtoMessage() {}
 
 func (x *SandboxTag) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[28]
+	mi := &file_modal_proto_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +1940,7 @@ func (x *SandboxTag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxTag.ProtoReflect.Descriptor instead.
 func (*SandboxTag) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{28}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SandboxTag) GetTagName() string {
@@ -1922,7 +1969,7 @@ type SandboxCreateRequest struct {
 
 func (x *SandboxCreateRequest) Reset() {
 	*x = SandboxCreateRequest{}
-	mi := &file_modal_proto_api_proto_msgTypes[29]
+	mi := &file_modal_proto_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1934,7 +1981,7 @@ func (x *SandboxCreateRequest) String() string {
 func (*SandboxCreateRequest) ProtoMessage() {}
 
 func (x *SandboxCreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[29]
+	mi := &file_modal_proto_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1947,7 +1994,7 @@ func (x *SandboxCreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxCreateRequest.ProtoReflect.Descriptor instead.
 func (*SandboxCreateRequest) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{29}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SandboxCreateRequest) GetAppId() string {
@@ -1987,7 +2034,7 @@ type SandboxCreateResponse struct {
 
 func (x *SandboxCreateResponse) Reset() {
 	*x = SandboxCreateResponse{}
-	mi := &file_modal_proto_api_proto_msgTypes[30]
+	mi := &file_modal_proto_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1999,7 +2046,7 @@ func (x *SandboxCreateResponse) String() string {
 func (*SandboxCreateResponse) ProtoMessage() {}
 
 func (x *SandboxCreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[30]
+	mi := &file_modal_proto_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2012,7 +2059,7 @@ func (x *SandboxCreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxCreateResponse.ProtoReflect.Descriptor instead.
 func (*SandboxCreateResponse) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{30}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SandboxCreateResponse) GetSandboxId() string {
@@ -2033,7 +2080,7 @@ type SandboxGetTaskIdRequest struct {
 
 func (x *SandboxGetTaskIdRequest) Reset() {
 	*x = SandboxGetTaskIdRequest{}
-	mi := &file_modal_proto_api_proto_msgTypes[31]
+	mi := &file_modal_proto_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2045,7 +2092,7 @@ func (x *SandboxGetTaskIdRequest) String() string {
 func (*SandboxGetTaskIdRequest) ProtoMessage() {}
 
 func (x *SandboxGetTaskIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[31]
+	mi := &file_modal_proto_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2058,7 +2105,7 @@ func (x *SandboxGetTaskIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxGetTaskIdRequest.ProtoReflect.Descriptor instead.
 func (*SandboxGetTaskIdRequest) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{31}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SandboxGetTaskIdRequest) GetSandboxId() string {
@@ -2092,7 +2139,7 @@ type SandboxGetTaskIdResponse struct {
 
 func (x *SandboxGetTaskIdResponse) Reset() {
 	*x = SandboxGetTaskIdResponse{}
-	mi := &file_modal_proto_api_proto_msgTypes[32]
+	mi := &file_modal_proto_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2104,7 +2151,7 @@ func (x *SandboxGetTaskIdResponse) String() string {
 func (*SandboxGetTaskIdResponse) ProtoMessage() {}
 
 func (x *SandboxGetTaskIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[32]
+	mi := &file_modal_proto_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2117,7 +2164,7 @@ func (x *SandboxGetTaskIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxGetTaskIdResponse.ProtoReflect.Descriptor instead.
 func (*SandboxGetTaskIdResponse) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{32}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SandboxGetTaskIdResponse) GetTaskId() string {
@@ -2143,7 +2190,7 @@ type TaskGetCommandRouterAccessRequest struct {
 
 func (x *TaskGetCommandRouterAccessRequest) Reset() {
 	*x = TaskGetCommandRouterAccessRequest{}
-	mi := &file_modal_proto_api_proto_msgTypes[33]
+	mi := &file_modal_proto_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2155,7 +2202,7 @@ func (x *TaskGetCommandRouterAccessRequest) String() string {
 func (*TaskGetCommandRouterAccessRequest) ProtoMessage() {}
 
 func (x *TaskGetCommandRouterAccessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[33]
+	mi := &file_modal_proto_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2168,7 +2215,7 @@ func (x *TaskGetCommandRouterAccessRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use TaskGetCommandRouterAccessRequest.ProtoReflect.Descriptor instead.
 func (*TaskGetCommandRouterAccessRequest) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{33}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TaskGetCommandRouterAccessRequest) GetTaskId() string {
@@ -2188,7 +2235,7 @@ type TaskGetCommandRouterAccessResponse struct {
 
 func (x *TaskGetCommandRouterAccessResponse) Reset() {
 	*x = TaskGetCommandRouterAccessResponse{}
-	mi := &file_modal_proto_api_proto_msgTypes[34]
+	mi := &file_modal_proto_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +2247,7 @@ func (x *TaskGetCommandRouterAccessResponse) String() string {
 func (*TaskGetCommandRouterAccessResponse) ProtoMessage() {}
 
 func (x *TaskGetCommandRouterAccessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[34]
+	mi := &file_modal_proto_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2213,7 +2260,7 @@ func (x *TaskGetCommandRouterAccessResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use TaskGetCommandRouterAccessResponse.ProtoReflect.Descriptor instead.
 func (*TaskGetCommandRouterAccessResponse) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{34}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TaskGetCommandRouterAccessResponse) GetJwt() string {
@@ -2240,7 +2287,7 @@ type SandboxWaitRequest struct {
 
 func (x *SandboxWaitRequest) Reset() {
 	*x = SandboxWaitRequest{}
-	mi := &file_modal_proto_api_proto_msgTypes[35]
+	mi := &file_modal_proto_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2252,7 +2299,7 @@ func (x *SandboxWaitRequest) String() string {
 func (*SandboxWaitRequest) ProtoMessage() {}
 
 func (x *SandboxWaitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[35]
+	mi := &file_modal_proto_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2265,7 +2312,7 @@ func (x *SandboxWaitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxWaitRequest.ProtoReflect.Descriptor instead.
 func (*SandboxWaitRequest) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{35}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SandboxWaitRequest) GetSandboxId() string {
@@ -2291,7 +2338,7 @@ type SandboxWaitResponse struct {
 
 func (x *SandboxWaitResponse) Reset() {
 	*x = SandboxWaitResponse{}
-	mi := &file_modal_proto_api_proto_msgTypes[36]
+	mi := &file_modal_proto_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2303,7 +2350,7 @@ func (x *SandboxWaitResponse) String() string {
 func (*SandboxWaitResponse) ProtoMessage() {}
 
 func (x *SandboxWaitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[36]
+	mi := &file_modal_proto_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2316,7 +2363,7 @@ func (x *SandboxWaitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxWaitResponse.ProtoReflect.Descriptor instead.
 func (*SandboxWaitResponse) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{36}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SandboxWaitResponse) GetResult() *GenericResult {
@@ -2335,7 +2382,7 @@ type SandboxTerminateRequest struct {
 
 func (x *SandboxTerminateRequest) Reset() {
 	*x = SandboxTerminateRequest{}
-	mi := &file_modal_proto_api_proto_msgTypes[37]
+	mi := &file_modal_proto_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2347,7 +2394,7 @@ func (x *SandboxTerminateRequest) String() string {
 func (*SandboxTerminateRequest) ProtoMessage() {}
 
 func (x *SandboxTerminateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[37]
+	mi := &file_modal_proto_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2360,7 +2407,7 @@ func (x *SandboxTerminateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxTerminateRequest.ProtoReflect.Descriptor instead.
 func (*SandboxTerminateRequest) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{37}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SandboxTerminateRequest) GetSandboxId() string {
@@ -2379,7 +2426,7 @@ type SandboxTerminateResponse struct {
 
 func (x *SandboxTerminateResponse) Reset() {
 	*x = SandboxTerminateResponse{}
-	mi := &file_modal_proto_api_proto_msgTypes[38]
+	mi := &file_modal_proto_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2391,7 +2438,7 @@ func (x *SandboxTerminateResponse) String() string {
 func (*SandboxTerminateResponse) ProtoMessage() {}
 
 func (x *SandboxTerminateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[38]
+	mi := &file_modal_proto_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2404,7 +2451,7 @@ func (x *SandboxTerminateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxTerminateResponse.ProtoReflect.Descriptor instead.
 func (*SandboxTerminateResponse) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{38}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SandboxTerminateResponse) GetExistingResult() *GenericResult {
@@ -2427,7 +2474,7 @@ type SandboxListRequest struct {
 
 func (x *SandboxListRequest) Reset() {
 	*x = SandboxListRequest{}
-	mi := &file_modal_proto_api_proto_msgTypes[39]
+	mi := &file_modal_proto_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2439,7 +2486,7 @@ func (x *SandboxListRequest) String() string {
 func (*SandboxListRequest) ProtoMessage() {}
 
 func (x *SandboxListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[39]
+	mi := &file_modal_proto_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2452,7 +2499,7 @@ func (x *SandboxListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxListRequest.ProtoReflect.Descriptor instead.
 func (*SandboxListRequest) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{39}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SandboxListRequest) GetAppId() string {
@@ -2504,7 +2551,7 @@ type TaskInfo struct {
 
 func (x *TaskInfo) Reset() {
 	*x = TaskInfo{}
-	mi := &file_modal_proto_api_proto_msgTypes[40]
+	mi := &file_modal_proto_api_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2516,7 +2563,7 @@ func (x *TaskInfo) String() string {
 func (*TaskInfo) ProtoMessage() {}
 
 func (x *TaskInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[40]
+	mi := &file_modal_proto_api_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2529,7 +2576,7 @@ func (x *TaskInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskInfo.ProtoReflect.Descriptor instead.
 func (*TaskInfo) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{40}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TaskInfo) GetId() string {
@@ -2587,7 +2634,7 @@ type TunnelData struct {
 
 func (x *TunnelData) Reset() {
 	*x = TunnelData{}
-	mi := &file_modal_proto_api_proto_msgTypes[41]
+	mi := &file_modal_proto_api_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2599,7 +2646,7 @@ func (x *TunnelData) String() string {
 func (*TunnelData) ProtoMessage() {}
 
 func (x *TunnelData) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[41]
+	mi := &file_modal_proto_api_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2612,7 +2659,7 @@ func (x *TunnelData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelData.ProtoReflect.Descriptor instead.
 func (*TunnelData) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{41}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *TunnelData) GetHost() string {
@@ -2667,7 +2714,7 @@ type SandboxInfo struct {
 
 func (x *SandboxInfo) Reset() {
 	*x = SandboxInfo{}
-	mi := &file_modal_proto_api_proto_msgTypes[42]
+	mi := &file_modal_proto_api_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2679,7 +2726,7 @@ func (x *SandboxInfo) String() string {
 func (*SandboxInfo) ProtoMessage() {}
 
 func (x *SandboxInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[42]
+	mi := &file_modal_proto_api_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2692,7 +2739,7 @@ func (x *SandboxInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxInfo.ProtoReflect.Descriptor instead.
 func (*SandboxInfo) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{42}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SandboxInfo) GetId() string {
@@ -2767,7 +2814,7 @@ type SandboxListResponse struct {
 
 func (x *SandboxListResponse) Reset() {
 	*x = SandboxListResponse{}
-	mi := &file_modal_proto_api_proto_msgTypes[43]
+	mi := &file_modal_proto_api_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2779,7 +2826,7 @@ func (x *SandboxListResponse) String() string {
 func (*SandboxListResponse) ProtoMessage() {}
 
 func (x *SandboxListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[43]
+	mi := &file_modal_proto_api_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2792,7 +2839,7 @@ func (x *SandboxListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxListResponse.ProtoReflect.Descriptor instead.
 func (*SandboxListResponse) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{43}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SandboxListResponse) GetSandboxes() []*SandboxInfo {
@@ -2813,7 +2860,7 @@ type SandboxTagsSetRequest struct {
 
 func (x *SandboxTagsSetRequest) Reset() {
 	*x = SandboxTagsSetRequest{}
-	mi := &file_modal_proto_api_proto_msgTypes[44]
+	mi := &file_modal_proto_api_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2825,7 +2872,7 @@ func (x *SandboxTagsSetRequest) String() string {
 func (*SandboxTagsSetRequest) ProtoMessage() {}
 
 func (x *SandboxTagsSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[44]
+	mi := &file_modal_proto_api_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2838,7 +2885,7 @@ func (x *SandboxTagsSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxTagsSetRequest.ProtoReflect.Descriptor instead.
 func (*SandboxTagsSetRequest) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{44}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SandboxTagsSetRequest) GetEnvironmentName() string {
@@ -2871,7 +2918,7 @@ type SandboxTagsGetRequest struct {
 
 func (x *SandboxTagsGetRequest) Reset() {
 	*x = SandboxTagsGetRequest{}
-	mi := &file_modal_proto_api_proto_msgTypes[45]
+	mi := &file_modal_proto_api_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +2930,7 @@ func (x *SandboxTagsGetRequest) String() string {
 func (*SandboxTagsGetRequest) ProtoMessage() {}
 
 func (x *SandboxTagsGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[45]
+	mi := &file_modal_proto_api_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +2943,7 @@ func (x *SandboxTagsGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxTagsGetRequest.ProtoReflect.Descriptor instead.
 func (*SandboxTagsGetRequest) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{45}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SandboxTagsGetRequest) GetSandboxId() string {
@@ -2915,7 +2962,7 @@ type SandboxTagsGetResponse struct {
 
 func (x *SandboxTagsGetResponse) Reset() {
 	*x = SandboxTagsGetResponse{}
-	mi := &file_modal_proto_api_proto_msgTypes[46]
+	mi := &file_modal_proto_api_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2927,7 +2974,7 @@ func (x *SandboxTagsGetResponse) String() string {
 func (*SandboxTagsGetResponse) ProtoMessage() {}
 
 func (x *SandboxTagsGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[46]
+	mi := &file_modal_proto_api_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2940,7 +2987,7 @@ func (x *SandboxTagsGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxTagsGetResponse.ProtoReflect.Descriptor instead.
 func (*SandboxTagsGetResponse) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{46}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SandboxTagsGetResponse) GetTags() []*SandboxTag {
@@ -2960,7 +3007,7 @@ type SandboxGetTunnelsRequest struct {
 
 func (x *SandboxGetTunnelsRequest) Reset() {
 	*x = SandboxGetTunnelsRequest{}
-	mi := &file_modal_proto_api_proto_msgTypes[47]
+	mi := &file_modal_proto_api_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2972,7 +3019,7 @@ func (x *SandboxGetTunnelsRequest) String() string {
 func (*SandboxGetTunnelsRequest) ProtoMessage() {}
 
 func (x *SandboxGetTunnelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[47]
+	mi := &file_modal_proto_api_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2985,7 +3032,7 @@ func (x *SandboxGetTunnelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxGetTunnelsRequest.ProtoReflect.Descriptor instead.
 func (*SandboxGetTunnelsRequest) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{47}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SandboxGetTunnelsRequest) GetSandboxId() string {
@@ -3012,7 +3059,7 @@ type SandboxGetTunnelsResponse struct {
 
 func (x *SandboxGetTunnelsResponse) Reset() {
 	*x = SandboxGetTunnelsResponse{}
-	mi := &file_modal_proto_api_proto_msgTypes[48]
+	mi := &file_modal_proto_api_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3024,7 +3071,7 @@ func (x *SandboxGetTunnelsResponse) String() string {
 func (*SandboxGetTunnelsResponse) ProtoMessage() {}
 
 func (x *SandboxGetTunnelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_modal_proto_api_proto_msgTypes[48]
+	mi := &file_modal_proto_api_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3037,7 +3084,7 @@ func (x *SandboxGetTunnelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxGetTunnelsResponse.ProtoReflect.Descriptor instead.
 func (*SandboxGetTunnelsResponse) Descriptor() ([]byte, []int) {
-	return file_modal_proto_api_proto_rawDescGZIP(), []int{48}
+	return file_modal_proto_api_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SandboxGetTunnelsResponse) GetResult() *GenericResult {
@@ -3073,7 +3120,9 @@ const file_modal_proto_api_proto_rawDesc = "" +
 	"\x1bGENERIC_STATUS_INIT_FAILURE\x10\x05\x12#\n" +
 	"\x1fGENERIC_STATUS_INTERNAL_FAILURE\x10\x06\x12\x1f\n" +
 	"\x1bGENERIC_STATUS_IDLE_TIMEOUT\x10\a\x12*\n" +
-	"&GENERIC_STATUS_MEMORY_MANAGER_EVICTION\x10\b\"\x15\n" +
+	"&GENERIC_STATUS_MEMORY_MANAGER_EVICTION\x10\b\":\n" +
+	"\x0eRPCRetryPolicy\x12(\n" +
+	"\x10retry_after_secs\x18\x01 \x01(\x02R\x0eretryAfterSecs\"\x15\n" +
 	"\x13AuthTokenGetRequest\",\n" +
 	"\x14AuthTokenGetResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\"\xb1\x01\n" +
@@ -3327,134 +3376,135 @@ func file_modal_proto_api_proto_rawDescGZIP() []byte {
 }
 
 var file_modal_proto_api_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_modal_proto_api_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_modal_proto_api_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_modal_proto_api_proto_goTypes = []any{
 	(ObjectCreationType)(0),                    // 0: modal.client.ObjectCreationType
 	(TunnelType)(0),                            // 1: modal.client.TunnelType
 	(GenericResult_GenericStatus)(0),           // 2: modal.client.GenericResult.GenericStatus
 	(NetworkAccess_NetworkAccessType)(0),       // 3: modal.client.NetworkAccess.NetworkAccessType
 	(*GenericResult)(nil),                      // 4: modal.client.GenericResult
-	(*AuthTokenGetRequest)(nil),                // 5: modal.client.AuthTokenGetRequest
-	(*AuthTokenGetResponse)(nil),               // 6: modal.client.AuthTokenGetResponse
-	(*AppGetOrCreateRequest)(nil),              // 7: modal.client.AppGetOrCreateRequest
-	(*AppGetOrCreateResponse)(nil),             // 8: modal.client.AppGetOrCreateResponse
-	(*EnvironmentGetOrCreateRequest)(nil),      // 9: modal.client.EnvironmentGetOrCreateRequest
-	(*EnvironmentSettings)(nil),                // 10: modal.client.EnvironmentSettings
-	(*EnvironmentMetadata)(nil),                // 11: modal.client.EnvironmentMetadata
-	(*EnvironmentGetOrCreateResponse)(nil),     // 12: modal.client.EnvironmentGetOrCreateResponse
-	(*GPUConfig)(nil),                          // 13: modal.client.GPUConfig
-	(*Image)(nil),                              // 14: modal.client.Image
-	(*ImageGetOrCreateRequest)(nil),            // 15: modal.client.ImageGetOrCreateRequest
-	(*ImageGetOrCreateResponse)(nil),           // 16: modal.client.ImageGetOrCreateResponse
-	(*ImageFromIdRequest)(nil),                 // 17: modal.client.ImageFromIdRequest
-	(*ImageFromIdResponse)(nil),                // 18: modal.client.ImageFromIdResponse
-	(*TaskLogs)(nil),                           // 19: modal.client.TaskLogs
-	(*ImageJoinStreamingRequest)(nil),          // 20: modal.client.ImageJoinStreamingRequest
-	(*ImageJoinStreamingResponse)(nil),         // 21: modal.client.ImageJoinStreamingResponse
-	(*SecretGetOrCreateRequest)(nil),           // 22: modal.client.SecretGetOrCreateRequest
-	(*SecretGetOrCreateResponse)(nil),          // 23: modal.client.SecretGetOrCreateResponse
-	(*StringMap)(nil),                          // 24: modal.client.StringMap
-	(*SecretSource)(nil),                       // 25: modal.client.SecretSource
-	(*Resources)(nil),                          // 26: modal.client.Resources
-	(*NetworkAccess)(nil),                      // 27: modal.client.NetworkAccess
-	(*PortSpec)(nil),                           // 28: modal.client.PortSpec
-	(*PortSpecs)(nil),                          // 29: modal.client.PortSpecs
-	(*SchedulerPlacement)(nil),                 // 30: modal.client.SchedulerPlacement
-	(*Sandbox)(nil),                            // 31: modal.client.Sandbox
-	(*SandboxTag)(nil),                         // 32: modal.client.SandboxTag
-	(*SandboxCreateRequest)(nil),               // 33: modal.client.SandboxCreateRequest
-	(*SandboxCreateResponse)(nil),              // 34: modal.client.SandboxCreateResponse
-	(*SandboxGetTaskIdRequest)(nil),            // 35: modal.client.SandboxGetTaskIdRequest
-	(*SandboxGetTaskIdResponse)(nil),           // 36: modal.client.SandboxGetTaskIdResponse
-	(*TaskGetCommandRouterAccessRequest)(nil),  // 37: modal.client.TaskGetCommandRouterAccessRequest
-	(*TaskGetCommandRouterAccessResponse)(nil), // 38: modal.client.TaskGetCommandRouterAccessResponse
-	(*SandboxWaitRequest)(nil),                 // 39: modal.client.SandboxWaitRequest
-	(*SandboxWaitResponse)(nil),                // 40: modal.client.SandboxWaitResponse
-	(*SandboxTerminateRequest)(nil),            // 41: modal.client.SandboxTerminateRequest
-	(*SandboxTerminateResponse)(nil),           // 42: modal.client.SandboxTerminateResponse
-	(*SandboxListRequest)(nil),                 // 43: modal.client.SandboxListRequest
-	(*TaskInfo)(nil),                           // 44: modal.client.TaskInfo
-	(*TunnelData)(nil),                         // 45: modal.client.TunnelData
-	(*SandboxInfo)(nil),                        // 46: modal.client.SandboxInfo
-	(*SandboxListResponse)(nil),                // 47: modal.client.SandboxListResponse
-	(*SandboxTagsSetRequest)(nil),              // 48: modal.client.SandboxTagsSetRequest
-	(*SandboxTagsGetRequest)(nil),              // 49: modal.client.SandboxTagsGetRequest
-	(*SandboxTagsGetResponse)(nil),             // 50: modal.client.SandboxTagsGetResponse
-	(*SandboxGetTunnelsRequest)(nil),           // 51: modal.client.SandboxGetTunnelsRequest
-	(*SandboxGetTunnelsResponse)(nil),          // 52: modal.client.SandboxGetTunnelsResponse
-	nil,                                        // 53: modal.client.SecretGetOrCreateRequest.EnvDictEntry
-	nil,                                        // 54: modal.client.StringMap.ContentsEntry
-	(*emptypb.Empty)(nil),                      // 55: google.protobuf.Empty
+	(*RPCRetryPolicy)(nil),                     // 5: modal.client.RPCRetryPolicy
+	(*AuthTokenGetRequest)(nil),                // 6: modal.client.AuthTokenGetRequest
+	(*AuthTokenGetResponse)(nil),               // 7: modal.client.AuthTokenGetResponse
+	(*AppGetOrCreateRequest)(nil),              // 8: modal.client.AppGetOrCreateRequest
+	(*AppGetOrCreateResponse)(nil),             // 9: modal.client.AppGetOrCreateResponse
+	(*EnvironmentGetOrCreateRequest)(nil),      // 10: modal.client.EnvironmentGetOrCreateRequest
+	(*EnvironmentSettings)(nil),                // 11: modal.client.EnvironmentSettings
+	(*EnvironmentMetadata)(nil),                // 12: modal.client.EnvironmentMetadata
+	(*EnvironmentGetOrCreateResponse)(nil),     // 13: modal.client.EnvironmentGetOrCreateResponse
+	(*GPUConfig)(nil),                          // 14: modal.client.GPUConfig
+	(*Image)(nil),                              // 15: modal.client.Image
+	(*ImageGetOrCreateRequest)(nil),            // 16: modal.client.ImageGetOrCreateRequest
+	(*ImageGetOrCreateResponse)(nil),           // 17: modal.client.ImageGetOrCreateResponse
+	(*ImageFromIdRequest)(nil),                 // 18: modal.client.ImageFromIdRequest
+	(*ImageFromIdResponse)(nil),                // 19: modal.client.ImageFromIdResponse
+	(*TaskLogs)(nil),                           // 20: modal.client.TaskLogs
+	(*ImageJoinStreamingRequest)(nil),          // 21: modal.client.ImageJoinStreamingRequest
+	(*ImageJoinStreamingResponse)(nil),         // 22: modal.client.ImageJoinStreamingResponse
+	(*SecretGetOrCreateRequest)(nil),           // 23: modal.client.SecretGetOrCreateRequest
+	(*SecretGetOrCreateResponse)(nil),          // 24: modal.client.SecretGetOrCreateResponse
+	(*StringMap)(nil),                          // 25: modal.client.StringMap
+	(*SecretSource)(nil),                       // 26: modal.client.SecretSource
+	(*Resources)(nil),                          // 27: modal.client.Resources
+	(*NetworkAccess)(nil),                      // 28: modal.client.NetworkAccess
+	(*PortSpec)(nil),                           // 29: modal.client.PortSpec
+	(*PortSpecs)(nil),                          // 30: modal.client.PortSpecs
+	(*SchedulerPlacement)(nil),                 // 31: modal.client.SchedulerPlacement
+	(*Sandbox)(nil),                            // 32: modal.client.Sandbox
+	(*SandboxTag)(nil),                         // 33: modal.client.SandboxTag
+	(*SandboxCreateRequest)(nil),               // 34: modal.client.SandboxCreateRequest
+	(*SandboxCreateResponse)(nil),              // 35: modal.client.SandboxCreateResponse
+	(*SandboxGetTaskIdRequest)(nil),            // 36: modal.client.SandboxGetTaskIdRequest
+	(*SandboxGetTaskIdResponse)(nil),           // 37: modal.client.SandboxGetTaskIdResponse
+	(*TaskGetCommandRouterAccessRequest)(nil),  // 38: modal.client.TaskGetCommandRouterAccessRequest
+	(*TaskGetCommandRouterAccessResponse)(nil), // 39: modal.client.TaskGetCommandRouterAccessResponse
+	(*SandboxWaitRequest)(nil),                 // 40: modal.client.SandboxWaitRequest
+	(*SandboxWaitResponse)(nil),                // 41: modal.client.SandboxWaitResponse
+	(*SandboxTerminateRequest)(nil),            // 42: modal.client.SandboxTerminateRequest
+	(*SandboxTerminateResponse)(nil),           // 43: modal.client.SandboxTerminateResponse
+	(*SandboxListRequest)(nil),                 // 44: modal.client.SandboxListRequest
+	(*TaskInfo)(nil),                           // 45: modal.client.TaskInfo
+	(*TunnelData)(nil),                         // 46: modal.client.TunnelData
+	(*SandboxInfo)(nil),                        // 47: modal.client.SandboxInfo
+	(*SandboxListResponse)(nil),                // 48: modal.client.SandboxListResponse
+	(*SandboxTagsSetRequest)(nil),              // 49: modal.client.SandboxTagsSetRequest
+	(*SandboxTagsGetRequest)(nil),              // 50: modal.client.SandboxTagsGetRequest
+	(*SandboxTagsGetResponse)(nil),             // 51: modal.client.SandboxTagsGetResponse
+	(*SandboxGetTunnelsRequest)(nil),           // 52: modal.client.SandboxGetTunnelsRequest
+	(*SandboxGetTunnelsResponse)(nil),          // 53: modal.client.SandboxGetTunnelsResponse
+	nil,                                        // 54: modal.client.SecretGetOrCreateRequest.EnvDictEntry
+	nil,                                        // 55: modal.client.StringMap.ContentsEntry
+	(*emptypb.Empty)(nil),                      // 56: google.protobuf.Empty
 }
 var file_modal_proto_api_proto_depIdxs = []int32{
 	2,  // 0: modal.client.GenericResult.status:type_name -> modal.client.GenericResult.GenericStatus
 	0,  // 1: modal.client.AppGetOrCreateRequest.object_creation_type:type_name -> modal.client.ObjectCreationType
 	0,  // 2: modal.client.EnvironmentGetOrCreateRequest.object_creation_type:type_name -> modal.client.ObjectCreationType
-	10, // 3: modal.client.EnvironmentMetadata.settings:type_name -> modal.client.EnvironmentSettings
-	11, // 4: modal.client.EnvironmentGetOrCreateResponse.metadata:type_name -> modal.client.EnvironmentMetadata
-	14, // 5: modal.client.ImageGetOrCreateRequest.image:type_name -> modal.client.Image
+	11, // 3: modal.client.EnvironmentMetadata.settings:type_name -> modal.client.EnvironmentSettings
+	12, // 4: modal.client.EnvironmentGetOrCreateResponse.metadata:type_name -> modal.client.EnvironmentMetadata
+	15, // 5: modal.client.ImageGetOrCreateRequest.image:type_name -> modal.client.Image
 	4,  // 6: modal.client.ImageGetOrCreateResponse.result:type_name -> modal.client.GenericResult
 	4,  // 7: modal.client.ImageJoinStreamingResponse.result:type_name -> modal.client.GenericResult
-	19, // 8: modal.client.ImageJoinStreamingResponse.task_logs:type_name -> modal.client.TaskLogs
+	20, // 8: modal.client.ImageJoinStreamingResponse.task_logs:type_name -> modal.client.TaskLogs
 	0,  // 9: modal.client.SecretGetOrCreateRequest.object_creation_type:type_name -> modal.client.ObjectCreationType
-	53, // 10: modal.client.SecretGetOrCreateRequest.env_dict:type_name -> modal.client.SecretGetOrCreateRequest.EnvDictEntry
-	54, // 11: modal.client.StringMap.contents:type_name -> modal.client.StringMap.ContentsEntry
-	24, // 12: modal.client.SecretSource.env:type_name -> modal.client.StringMap
-	13, // 13: modal.client.Resources.gpu_config:type_name -> modal.client.GPUConfig
+	54, // 10: modal.client.SecretGetOrCreateRequest.env_dict:type_name -> modal.client.SecretGetOrCreateRequest.EnvDictEntry
+	55, // 11: modal.client.StringMap.contents:type_name -> modal.client.StringMap.ContentsEntry
+	25, // 12: modal.client.SecretSource.env:type_name -> modal.client.StringMap
+	14, // 13: modal.client.Resources.gpu_config:type_name -> modal.client.GPUConfig
 	3,  // 14: modal.client.NetworkAccess.network_access_type:type_name -> modal.client.NetworkAccess.NetworkAccessType
 	1,  // 15: modal.client.PortSpec.tunnel_type:type_name -> modal.client.TunnelType
-	28, // 16: modal.client.PortSpecs.ports:type_name -> modal.client.PortSpec
-	26, // 17: modal.client.Sandbox.resources:type_name -> modal.client.Resources
-	30, // 18: modal.client.Sandbox.scheduler_placement:type_name -> modal.client.SchedulerPlacement
-	29, // 19: modal.client.Sandbox.open_ports:type_name -> modal.client.PortSpecs
-	27, // 20: modal.client.Sandbox.network_access:type_name -> modal.client.NetworkAccess
-	31, // 21: modal.client.SandboxCreateRequest.definition:type_name -> modal.client.Sandbox
-	32, // 22: modal.client.SandboxCreateRequest.tags:type_name -> modal.client.SandboxTag
+	29, // 16: modal.client.PortSpecs.ports:type_name -> modal.client.PortSpec
+	27, // 17: modal.client.Sandbox.resources:type_name -> modal.client.Resources
+	31, // 18: modal.client.Sandbox.scheduler_placement:type_name -> modal.client.SchedulerPlacement
+	30, // 19: modal.client.Sandbox.open_ports:type_name -> modal.client.PortSpecs
+	28, // 20: modal.client.Sandbox.network_access:type_name -> modal.client.NetworkAccess
+	32, // 21: modal.client.SandboxCreateRequest.definition:type_name -> modal.client.Sandbox
+	33, // 22: modal.client.SandboxCreateRequest.tags:type_name -> modal.client.SandboxTag
 	4,  // 23: modal.client.SandboxGetTaskIdResponse.task_result:type_name -> modal.client.GenericResult
 	4,  // 24: modal.client.SandboxWaitResponse.result:type_name -> modal.client.GenericResult
 	4,  // 25: modal.client.SandboxTerminateResponse.existing_result:type_name -> modal.client.GenericResult
-	32, // 26: modal.client.SandboxListRequest.tags:type_name -> modal.client.SandboxTag
+	33, // 26: modal.client.SandboxListRequest.tags:type_name -> modal.client.SandboxTag
 	4,  // 27: modal.client.TaskInfo.result:type_name -> modal.client.GenericResult
-	44, // 28: modal.client.SandboxInfo.task_info:type_name -> modal.client.TaskInfo
-	32, // 29: modal.client.SandboxInfo.tags:type_name -> modal.client.SandboxTag
-	45, // 30: modal.client.SandboxInfo.tunnels:type_name -> modal.client.TunnelData
-	46, // 31: modal.client.SandboxListResponse.sandboxes:type_name -> modal.client.SandboxInfo
-	32, // 32: modal.client.SandboxTagsSetRequest.tags:type_name -> modal.client.SandboxTag
-	32, // 33: modal.client.SandboxTagsGetResponse.tags:type_name -> modal.client.SandboxTag
+	45, // 28: modal.client.SandboxInfo.task_info:type_name -> modal.client.TaskInfo
+	33, // 29: modal.client.SandboxInfo.tags:type_name -> modal.client.SandboxTag
+	46, // 30: modal.client.SandboxInfo.tunnels:type_name -> modal.client.TunnelData
+	47, // 31: modal.client.SandboxListResponse.sandboxes:type_name -> modal.client.SandboxInfo
+	33, // 32: modal.client.SandboxTagsSetRequest.tags:type_name -> modal.client.SandboxTag
+	33, // 33: modal.client.SandboxTagsGetResponse.tags:type_name -> modal.client.SandboxTag
 	4,  // 34: modal.client.SandboxGetTunnelsResponse.result:type_name -> modal.client.GenericResult
-	45, // 35: modal.client.SandboxGetTunnelsResponse.tunnels:type_name -> modal.client.TunnelData
-	7,  // 36: modal.client.ModalClient.AppGetOrCreate:input_type -> modal.client.AppGetOrCreateRequest
-	5,  // 37: modal.client.ModalClient.AuthTokenGet:input_type -> modal.client.AuthTokenGetRequest
-	9,  // 38: modal.client.ModalClient.EnvironmentGetOrCreate:input_type -> modal.client.EnvironmentGetOrCreateRequest
-	17, // 39: modal.client.ModalClient.ImageFromId:input_type -> modal.client.ImageFromIdRequest
-	15, // 40: modal.client.ModalClient.ImageGetOrCreate:input_type -> modal.client.ImageGetOrCreateRequest
-	20, // 41: modal.client.ModalClient.ImageJoinStreaming:input_type -> modal.client.ImageJoinStreamingRequest
-	33, // 42: modal.client.ModalClient.SandboxCreate:input_type -> modal.client.SandboxCreateRequest
-	35, // 43: modal.client.ModalClient.SandboxGetTaskId:input_type -> modal.client.SandboxGetTaskIdRequest
-	51, // 44: modal.client.ModalClient.SandboxGetTunnels:input_type -> modal.client.SandboxGetTunnelsRequest
-	43, // 45: modal.client.ModalClient.SandboxList:input_type -> modal.client.SandboxListRequest
-	49, // 46: modal.client.ModalClient.SandboxTagsGet:input_type -> modal.client.SandboxTagsGetRequest
-	48, // 47: modal.client.ModalClient.SandboxTagsSet:input_type -> modal.client.SandboxTagsSetRequest
-	41, // 48: modal.client.ModalClient.SandboxTerminate:input_type -> modal.client.SandboxTerminateRequest
-	39, // 49: modal.client.ModalClient.SandboxWait:input_type -> modal.client.SandboxWaitRequest
-	22, // 50: modal.client.ModalClient.SecretGetOrCreate:input_type -> modal.client.SecretGetOrCreateRequest
-	37, // 51: modal.client.ModalClient.TaskGetCommandRouterAccess:input_type -> modal.client.TaskGetCommandRouterAccessRequest
-	8,  // 52: modal.client.ModalClient.AppGetOrCreate:output_type -> modal.client.AppGetOrCreateResponse
-	6,  // 53: modal.client.ModalClient.AuthTokenGet:output_type -> modal.client.AuthTokenGetResponse
-	12, // 54: modal.client.ModalClient.EnvironmentGetOrCreate:output_type -> modal.client.EnvironmentGetOrCreateResponse
-	18, // 55: modal.client.ModalClient.ImageFromId:output_type -> modal.client.ImageFromIdResponse
-	16, // 56: modal.client.ModalClient.ImageGetOrCreate:output_type -> modal.client.ImageGetOrCreateResponse
-	21, // 57: modal.client.ModalClient.ImageJoinStreaming:output_type -> modal.client.ImageJoinStreamingResponse
-	34, // 58: modal.client.ModalClient.SandboxCreate:output_type -> modal.client.SandboxCreateResponse
-	36, // 59: modal.client.ModalClient.SandboxGetTaskId:output_type -> modal.client.SandboxGetTaskIdResponse
-	52, // 60: modal.client.ModalClient.SandboxGetTunnels:output_type -> modal.client.SandboxGetTunnelsResponse
-	47, // 61: modal.client.ModalClient.SandboxList:output_type -> modal.client.SandboxListResponse
-	50, // 62: modal.client.ModalClient.SandboxTagsGet:output_type -> modal.client.SandboxTagsGetResponse
-	55, // 63: modal.client.ModalClient.SandboxTagsSet:output_type -> google.protobuf.Empty
-	42, // 64: modal.client.ModalClient.SandboxTerminate:output_type -> modal.client.SandboxTerminateResponse
-	40, // 65: modal.client.ModalClient.SandboxWait:output_type -> modal.client.SandboxWaitResponse
-	23, // 66: modal.client.ModalClient.SecretGetOrCreate:output_type -> modal.client.SecretGetOrCreateResponse
-	38, // 67: modal.client.ModalClient.TaskGetCommandRouterAccess:output_type -> modal.client.TaskGetCommandRouterAccessResponse
+	46, // 35: modal.client.SandboxGetTunnelsResponse.tunnels:type_name -> modal.client.TunnelData
+	8,  // 36: modal.client.ModalClient.AppGetOrCreate:input_type -> modal.client.AppGetOrCreateRequest
+	6,  // 37: modal.client.ModalClient.AuthTokenGet:input_type -> modal.client.AuthTokenGetRequest
+	10, // 38: modal.client.ModalClient.EnvironmentGetOrCreate:input_type -> modal.client.EnvironmentGetOrCreateRequest
+	18, // 39: modal.client.ModalClient.ImageFromId:input_type -> modal.client.ImageFromIdRequest
+	16, // 40: modal.client.ModalClient.ImageGetOrCreate:input_type -> modal.client.ImageGetOrCreateRequest
+	21, // 41: modal.client.ModalClient.ImageJoinStreaming:input_type -> modal.client.ImageJoinStreamingRequest
+	34, // 42: modal.client.ModalClient.SandboxCreate:input_type -> modal.client.SandboxCreateRequest
+	36, // 43: modal.client.ModalClient.SandboxGetTaskId:input_type -> modal.client.SandboxGetTaskIdRequest
+	52, // 44: modal.client.ModalClient.SandboxGetTunnels:input_type -> modal.client.SandboxGetTunnelsRequest
+	44, // 45: modal.client.ModalClient.SandboxList:input_type -> modal.client.SandboxListRequest
+	50, // 46: modal.client.ModalClient.SandboxTagsGet:input_type -> modal.client.SandboxTagsGetRequest
+	49, // 47: modal.client.ModalClient.SandboxTagsSet:input_type -> modal.client.SandboxTagsSetRequest
+	42, // 48: modal.client.ModalClient.SandboxTerminate:input_type -> modal.client.SandboxTerminateRequest
+	40, // 49: modal.client.ModalClient.SandboxWait:input_type -> modal.client.SandboxWaitRequest
+	23, // 50: modal.client.ModalClient.SecretGetOrCreate:input_type -> modal.client.SecretGetOrCreateRequest
+	38, // 51: modal.client.ModalClient.TaskGetCommandRouterAccess:input_type -> modal.client.TaskGetCommandRouterAccessRequest
+	9,  // 52: modal.client.ModalClient.AppGetOrCreate:output_type -> modal.client.AppGetOrCreateResponse
+	7,  // 53: modal.client.ModalClient.AuthTokenGet:output_type -> modal.client.AuthTokenGetResponse
+	13, // 54: modal.client.ModalClient.EnvironmentGetOrCreate:output_type -> modal.client.EnvironmentGetOrCreateResponse
+	19, // 55: modal.client.ModalClient.ImageFromId:output_type -> modal.client.ImageFromIdResponse
+	17, // 56: modal.client.ModalClient.ImageGetOrCreate:output_type -> modal.client.ImageGetOrCreateResponse
+	22, // 57: modal.client.ModalClient.ImageJoinStreaming:output_type -> modal.client.ImageJoinStreamingResponse
+	35, // 58: modal.client.ModalClient.SandboxCreate:output_type -> modal.client.SandboxCreateResponse
+	37, // 59: modal.client.ModalClient.SandboxGetTaskId:output_type -> modal.client.SandboxGetTaskIdResponse
+	53, // 60: modal.client.ModalClient.SandboxGetTunnels:output_type -> modal.client.SandboxGetTunnelsResponse
+	48, // 61: modal.client.ModalClient.SandboxList:output_type -> modal.client.SandboxListResponse
+	51, // 62: modal.client.ModalClient.SandboxTagsGet:output_type -> modal.client.SandboxTagsGetResponse
+	56, // 63: modal.client.ModalClient.SandboxTagsSet:output_type -> google.protobuf.Empty
+	43, // 64: modal.client.ModalClient.SandboxTerminate:output_type -> modal.client.SandboxTerminateResponse
+	41, // 65: modal.client.ModalClient.SandboxWait:output_type -> modal.client.SandboxWaitResponse
+	24, // 66: modal.client.ModalClient.SecretGetOrCreate:output_type -> modal.client.SecretGetOrCreateResponse
+	39, // 67: modal.client.ModalClient.TaskGetCommandRouterAccess:output_type -> modal.client.TaskGetCommandRouterAccessResponse
 	52, // [52:68] is the sub-list for method output_type
 	36, // [36:52] is the sub-list for method input_type
 	36, // [36:36] is the sub-list for extension type_name
@@ -3467,20 +3517,20 @@ func file_modal_proto_api_proto_init() {
 	if File_modal_proto_api_proto != nil {
 		return
 	}
-	file_modal_proto_api_proto_msgTypes[21].OneofWrappers = []any{
+	file_modal_proto_api_proto_msgTypes[22].OneofWrappers = []any{
 		(*SecretSource_SecretId)(nil),
 		(*SecretSource_Env)(nil),
 	}
-	file_modal_proto_api_proto_msgTypes[31].OneofWrappers = []any{}
 	file_modal_proto_api_proto_msgTypes[32].OneofWrappers = []any{}
-	file_modal_proto_api_proto_msgTypes[41].OneofWrappers = []any{}
+	file_modal_proto_api_proto_msgTypes[33].OneofWrappers = []any{}
+	file_modal_proto_api_proto_msgTypes[42].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_modal_proto_api_proto_rawDesc), len(file_modal_proto_api_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   51,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
