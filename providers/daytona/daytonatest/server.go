@@ -41,10 +41,12 @@
 // of 0.27 or later, as the daemon does for old clients. Deleting a session
 // terminates its shell's process group. The file endpoints (info, list,
 // download, bulk-download, bulk-upload, folder, delete, move, permissions)
-// behave as the daemon's handlers do. Options.OldDaemon serves the older
-// daemon instead, the one @daytonaio/toolbox-api-client 0.161 describes:
-// it also has files/upload, and its process/execute splits the command on
-// spaces with naive quote rules and runs the words without a shell.
+// behave as the daemon's handlers do, a relative path (or cwd) being
+// taken from the sandbox's working directory. Options.OldDaemon serves the
+// older daemon instead, the one @daytonaio/toolbox-api-client 0.161
+// describes: it also has files/upload, and its process/execute splits the
+// command on spaces with naive quote rules and runs the words without a
+// shell.
 //
 // # What is real
 //

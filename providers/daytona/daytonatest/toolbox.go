@@ -189,8 +189,12 @@ func (s *Server) runContext(parent context.Context, sb *sandbox, timeout time.Du
 // finishExecute runs cmd with its output combined and answers
 // {exitCode, result}, or 408 with msg when timedOut says so.
 func (s *Server) finishExecute(w http.ResponseWriter, r *http.Request, cmd *exec.Cmd, cwd *string, envs map[string]string, timedOut func() bool, msg string) {
-	if cwd != nil {
+	switch {
+	case cwd == nil:
+	case filepath.IsAbs(*cwd):
 		cmd.Dir = *cwd
+	default: // from the sandbox's working directory, where cmd runs by default
+		cmd.Dir = filepath.Join(cmd.Dir, *cwd)
 	}
 	for k, v := range envs {
 		cmd.Env = append(cmd.Env, k+"="+v)
@@ -267,13 +271,25 @@ func statusOf(err error) int {
 	return http.StatusBadRequest
 }
 
-func (s *Server) fileInfoHandler(w http.ResponseWriter, r *http.Request, _ *sandbox) {
+// at is the file path p of a request to sb's toolbox: a relative path is
+// taken from the sandbox's working directory (its directory), as the
+// daemon's file endpoints take it and the SDK documents ("Relative paths
+// are resolved based on the sandbox working directory"), never from the
+// test's own working directory.
+func (sb *sandbox) at(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(sb.dir, p)
+}
+
+func (s *Server) fileInfoHandler(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	p := r.URL.Query().Get("path")
 	if p == "" {
 		toolboxError(w, r, http.StatusBadRequest, errors.New("path is required"))
 		return
 	}
-	fi, err := getFileInfo(p)
+	fi, err := getFileInfo(sb.at(p))
 	if err != nil {
 		toolboxError(w, r, statusOf(err), err)
 		return
@@ -281,19 +297,19 @@ func (s *Server) fileInfoHandler(w http.ResponseWriter, r *http.Request, _ *sand
 	writeJSON(w, http.StatusOK, s.fileInfoJSON(fi))
 }
 
-func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, _ *sandbox) {
+func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	p := r.URL.Query().Get("path")
 	if p == "" {
 		p = "."
 	}
-	ents, err := os.ReadDir(p)
+	ents, err := os.ReadDir(sb.at(p))
 	if err != nil {
 		toolboxError(w, r, statusOf(err), err)
 		return
 	}
 	out := []any{}
 	for _, e := range ents {
-		fi, err := getFileInfo(filepath.Join(p, e.Name()))
+		fi, err := getFileInfo(sb.at(filepath.Join(p, e.Name())))
 		if err != nil {
 			continue // the daemon leaves out what it cannot stat (a dangling symlink)
 		}
@@ -303,13 +319,13 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, _ *sandbox) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func downloadFile(w http.ResponseWriter, r *http.Request, _ *sandbox) {
+func downloadFile(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	p := r.URL.Query().Get("path")
 	if p == "" {
 		toolboxError(w, r, http.StatusBadRequest, errors.New("path is required"))
 		return
 	}
-	abs, _ := filepath.Abs(p)
+	abs := sb.at(p)
 	fi, err := os.Stat(abs)
 	if err != nil {
 		toolboxError(w, r, statusOf(err), err)
@@ -334,7 +350,7 @@ func downloadFile(w http.ResponseWriter, r *http.Request, _ *sandbox) {
 
 // bulkDownload answers a multipart/form-data body: a "file" part per path,
 // or an "error" part with {message, statusCode, code}.
-func bulkDownload(w http.ResponseWriter, r *http.Request, _ *sandbox) {
+func bulkDownload(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	var req struct {
 		Paths []string `json:"paths"`
 	}
@@ -346,7 +362,7 @@ func bulkDownload(w http.ResponseWriter, r *http.Request, _ *sandbox) {
 	w.Header().Set("Content-Type", mw.FormDataContentType())
 	w.WriteHeader(http.StatusOK)
 	for _, p := range req.Paths {
-		f, err := os.Open(p)
+		f, err := os.Open(sb.at(p))
 		var fi os.FileInfo
 		if err == nil {
 			fi, err = f.Stat()
@@ -375,8 +391,8 @@ func bulkDownload(w http.ResponseWriter, r *http.Request, _ *sandbox) {
 // uploadFile serves /files/upload of older daemons: one part "file" saved
 // to path, its directory made first (0750), as gin's SaveUploadedFile
 // does.
-func uploadFile(w http.ResponseWriter, r *http.Request, _ *sandbox) {
-	p := r.URL.Query().Get("path")
+func uploadFile(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	p := sb.at(r.URL.Query().Get("path"))
 	if p == "" {
 		toolboxError(w, r, http.StatusBadRequest, errors.New("path is required"))
 		return
@@ -423,7 +439,7 @@ func uploadFile(w http.ResponseWriter, r *http.Request, _ *sandbox) {
 // 0644 and renamed over the path (through a final symlink). It answers
 // {"files": [{path, bytes}]}, or 400 {"errors": [...], "files": [...]}
 // with what did land.
-func bulkUpload(w http.ResponseWriter, r *http.Request, _ *sandbox) {
+func bulkUpload(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	mr, err := r.MultipartReader()
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"errors": []string{"invalid multipart form"}})
@@ -464,7 +480,7 @@ func bulkUpload(w http.ResponseWriter, r *http.Request, _ *sandbox) {
 				errs = append(errs, fmt.Sprintf("file[%s]: missing .path metadata", index(name)))
 				continue
 			}
-			n, err := writeUpload(part, dest)
+			n, err := writeUpload(part, sb.at(dest))
 			if err != nil {
 				errs = append(errs, fmt.Sprintf("%s: %v", dest, err))
 				continue
@@ -509,8 +525,8 @@ func writeUpload(r io.Reader, dest string) (int64, error) {
 }
 
 // createFolder is MkdirAll with the mode given in octal (default 0755).
-func createFolder(w http.ResponseWriter, r *http.Request, _ *sandbox) {
-	p := r.URL.Query().Get("path")
+func createFolder(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	p := sb.at(r.URL.Query().Get("path"))
 	if p == "" {
 		toolboxError(w, r, http.StatusBadRequest, errors.New("path is required"))
 		return
@@ -533,8 +549,8 @@ func createFolder(w http.ResponseWriter, r *http.Request, _ *sandbox) {
 
 // deleteFile stats path (following symlinks), refuses a directory without
 // recursive=true, then removes it.
-func deleteFile(w http.ResponseWriter, r *http.Request, _ *sandbox) {
-	p := r.URL.Query().Get("path")
+func deleteFile(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	p := sb.at(r.URL.Query().Get("path"))
 	if p == "" {
 		toolboxError(w, r, http.StatusBadRequest, errors.New("path is required"))
 		return
@@ -563,14 +579,13 @@ func deleteFile(w http.ResponseWriter, r *http.Request, _ *sandbox) {
 
 // moveFile refuses an existing destination; a failed rename falls back to
 // copy and delete, as the daemon's does.
-func moveFile(w http.ResponseWriter, r *http.Request, _ *sandbox) {
+func moveFile(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	src, dst := r.URL.Query().Get("source"), r.URL.Query().Get("destination")
 	if src == "" || dst == "" {
 		toolboxError(w, r, http.StatusBadRequest, errors.New("source and destination paths are required"))
 		return
 	}
-	src, _ = filepath.Abs(src)
-	dst, _ = filepath.Abs(dst)
+	src, dst = sb.at(src), sb.at(dst)
 	sfi, err := os.Stat(src)
 	if err != nil {
 		toolboxError(w, r, statusOf(err), err)
@@ -637,14 +652,14 @@ func copyFile(src, dst string, mode os.FileMode) error {
 // setPermissions is os.Chmod with the octal mode given (so only the
 // permission bits take: os.FileMode's setuid is not bit 04000), then
 // os.Chown.
-func setPermissions(w http.ResponseWriter, r *http.Request, _ *sandbox) {
+func setPermissions(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	q := r.URL.Query()
 	p := q.Get("path")
 	if p == "" {
 		toolboxError(w, r, http.StatusBadRequest, errors.New("path is required"))
 		return
 	}
-	abs, _ := filepath.Abs(p)
+	abs := sb.at(p)
 	if _, err := os.Stat(abs); err != nil {
 		toolboxError(w, r, statusOf(err), err)
 		return
