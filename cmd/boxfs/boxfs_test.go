@@ -545,6 +545,8 @@ func TestUsageErrors(t *testing.T) {
 		{"mount no mountpoint", "", []string{"mount"}, "mount point"},
 		{"mount bad -o", "", []string{"mount", "/tmp/x", "-o", "allow_other,frob=1"}, "frob"},
 		{"mount -o ro", "", []string{"mount", "/tmp/x", "-o", "ro"}, "read-write"},
+		{"mount bad request_bound", "", []string{"mount", "/tmp/x", "-o", "request_bound=soon"}, "request_bound"},
+		{"mount zero --request-bound", "", []string{"mount", "/tmp/x", "--request-bound", "0s"}, "positive"},
 		{"bad log format", "", []string{"--log-format", "xml", "ls"}, "xml"},
 		{"unknown provider", "", []string{"--provider", "nope", "ls"}, "nope"},
 		{"config unknown key", "provder = \"local\"\n", []string{"ls"}, "provder"},
@@ -736,7 +738,7 @@ func TestMountDashO(t *testing.T) {
 	other := &harness{t: t, bin: h.bin, state: t.TempDir()}
 	mnt := filepath.Join(t.TempDir(), "mnt")
 	other.cleanup(mnt)
-	h.ok("mount", mnt, "-o", "rw,nofail,_netdev,noatime,background,attr_timeout=2s,state="+other.state)
+	h.ok("mount", mnt, "-o", "rw,nofail,_netdev,noatime,background,attr_timeout=2s,request_bound=90s,state="+other.state)
 	rec, err := readMountRecord(other.state)
 	if err != nil || rec.Mountpoint != mnt || !pidAlive(rec.PID) {
 		t.Fatalf("mount.json in the -o state dir: %+v %v", rec, err)
@@ -746,6 +748,10 @@ func TestMountDashO(t *testing.T) {
 	}
 	if typ, ok := mountedAt(mnt); !ok || typ != "fuse.boxfs" {
 		t.Errorf("mount table at %s: %q %v, want fuse.boxfs", mnt, typ, ok)
+	}
+	// The detached daemon serves with the bound -o gave.
+	if log, err := os.ReadFile(filepath.Join(other.state, mountLog)); err != nil || !strings.Contains(string(log), "requestBound=1m30s") {
+		t.Errorf("mount.log does not say the -o request_bound (err %v):\n%s", err, log)
 	}
 	other.ok("umount", mnt)
 	waitGone(t, rec.PID)

@@ -33,6 +33,9 @@ type Config struct {
 	// bound of one operation on a box ("1s", or seconds).
 	AttrTimeout scalar `toml:"attr_timeout" yaml:"attr_timeout"`
 	OpTimeout   scalar `toml:"op_timeout" yaml:"op_timeout"`
+	// RequestBound bounds how long one request of the mount may take
+	// before it is answered ETIMEDOUT ("5m", or seconds).
+	RequestBound scalar `toml:"request_bound" yaml:"request_bound"`
 	// Agent is the static boxfs binary uploaded into boxes for the agent
 	// channel: "" is this binary when it is static, "off" none.
 	Agent string `toml:"agent" yaml:"agent"`
@@ -262,6 +265,9 @@ func (c *Config) check() error {
 	if _, err := c.opTimeout(); err != nil {
 		return err
 	}
+	if _, err := c.requestBound(); err != nil {
+		return err
+	}
 	for _, name := range sortedKeys(c.Providers) {
 		if err := checkProvider("providers."+name, name); err != nil {
 			return err
@@ -333,6 +339,9 @@ func (c *Config) attrTimeout() (time.Duration, error) {
 	return parseSeconds("attr_timeout", c.AttrTimeout)
 }
 func (c *Config) opTimeout() (time.Duration, error) { return parseSeconds("op_timeout", c.OpTimeout) }
+func (c *Config) requestBound() (time.Duration, error) {
+	return parseSeconds("request_bound", c.RequestBound)
+}
 
 // prices returns the configured prices as the ledger takes them.
 func (c *Config) prices() ledger.Prices {

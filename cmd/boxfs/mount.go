@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,9 +55,12 @@ type mountOpts struct {
 	symlinks    string // "", "transform" or "keep"
 	debug       bool
 	attrTimeout time.Duration
-	write       string // boxes.WriteThrough or boxes.WriteBehind; "" is through
-	cacheSize   string // the content cache's bound ("" for the default)
-	watch       string // boxes.WatchOn or boxes.WatchOff; "" is on
+	// requestBound bounds one request of the mount (0: the config's
+	// request_bound, else fs.DefaultRequestBound).
+	requestBound time.Duration
+	write        string // boxes.WriteThrough or boxes.WriteBehind; "" is through
+	cacheSize    string // the content cache's bound ("" for the default)
+	watch        string // boxes.WatchOn or boxes.WatchOff; "" is on
 }
 
 func mountCommand() *cli.Command {
@@ -86,6 +90,7 @@ fstab (mount.fuse runs "boxfs mount /boxes -o ..."; boxfs in /usr/local/bin):
 			&cli.StringFlag{Name: "symlinks", Usage: "absolute symlink targets in work/: `transform` (read relative, inside the mount) or keep; default: transform on boxes whose provider isolates them, keep on local boxes"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request and answer"},
 			&cli.DurationFlag{Name: "attr-timeout", Usage: "how long the kernel and the cache trust attributes and listings", DefaultText: "the config's attr_timeout, else 1s"},
+			&cli.DurationFlag{Name: "request-bound", Usage: "how long one request of the mount may wait for its answer before it fails with ETIMEDOUT and the daemon's goroutines are logged (a ctl new, a launch's start get their documented extra time)", DefaultText: "the config's request_bound, else 5m"},
 			&cli.StringFlag{Name: "write", Usage: "when close(2) returns in work/: `through` (the box has the bytes) or behind (the host's journal has them; batches reach the box within 100 ms, and before every command, fsync and ctl flush); a box's `new ... write=` overrides it", DefaultText: "through"},
 			&cli.StringFlag{Name: "cache-size", Usage: "bound on the host disk the boxes' content caches take (`SIZE`: 512m, 20g; 0 for none); least recently used clean copies go past it", DefaultText: "a tenth of the state directory's file system"},
 			&cli.StringFlag{Name: "watch", Usage: "watch the boxes' workspaces, so a change made in a box behind boxfs's back shows at once: `on` or off (then it shows after the attribute timeout); a box's `new ... watch=off` turns it off for that box", DefaultText: "on"},
@@ -140,15 +145,16 @@ var ignoredMountOptions = map[string]bool{
 // config=, provider=, log_format= and log_level= set the global flags.
 func parseMountOptions(c *cli.Context) (mountOpts, error) {
 	mo := mountOpts{
-		background:  c.Bool("background"),
-		allowOther:  c.Bool("allow-other"),
-		group:       c.String("group"),
-		symlinks:    c.String("symlinks"),
-		debug:       c.Bool("debug"),
-		attrTimeout: c.Duration("attr-timeout"),
-		write:       c.String("write"),
-		cacheSize:   c.String("cache-size"),
-		watch:       c.String("watch"),
+		background:   c.Bool("background"),
+		allowOther:   c.Bool("allow-other"),
+		group:        c.String("group"),
+		symlinks:     c.String("symlinks"),
+		debug:        c.Bool("debug"),
+		attrTimeout:  c.Duration("attr-timeout"),
+		requestBound: c.Duration("request-bound"),
+		write:        c.String("write"),
+		cacheSize:    c.String("cache-size"),
+		watch:        c.String("watch"),
 	}
 	if err := checkWatch("--watch", mo.watch); err != nil {
 		return mo, err
@@ -161,6 +167,9 @@ func parseMountOptions(c *cli.Context) (mountOpts, error) {
 	}
 	if c.IsSet("attr-timeout") && mo.attrTimeout <= 0 {
 		return mo, usagef("mount --attr-timeout %v: must be positive", mo.attrTimeout)
+	}
+	if c.IsSet("request-bound") && mo.requestBound <= 0 {
+		return mo, usagef("mount --request-bound %v: must be positive", mo.requestBound)
 	}
 	for _, o := range c.StringSlice("o") {
 		o = strings.TrimSpace(o)
@@ -190,6 +199,12 @@ func parseMountOptions(c *cli.Context) (mountOpts, error) {
 				return mo, usagef("mount -o attr_timeout=%q: want a positive duration (1s, 500ms or 2)", v)
 			}
 			mo.attrTimeout = d
+		case "request_bound":
+			d, err := parseSeconds("request_bound", scalar(v))
+			if err != nil || d <= 0 {
+				return mo, usagef("mount -o request_bound=%q: want a positive duration (5m, 30s or 300)", v)
+			}
+			mo.requestBound = d
 		case "write":
 			if err := checkWrite("-o write", v); err != nil {
 				return mo, err
@@ -271,7 +286,11 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 	if err != nil {
 		return err
 	}
-	fo := boxfs.MountOptions{AllowOther: mo.allowOther, Symlinks: boxfs.Symlinks(mo.symlinks), Debug: mo.debug, FsName: "boxfs"}
+	fo := boxfs.MountOptions{AllowOther: mo.allowOther, Symlinks: boxfs.Symlinks(mo.symlinks), Debug: mo.debug, FsName: "boxfs",
+		RequestBound: mo.requestBound}
+	if fo.RequestBound == 0 {
+		fo.RequestBound, _ = e.cfg.requestBound()
+	}
 	if mo.group != "" {
 		if fo.Group, err = groupID(mo.group); err != nil {
 			return usagef("mount --group %s: %v", mo.group, err)
@@ -286,7 +305,8 @@ func serve(ctx context.Context, e *env, mnt string, mo mountOpts) error {
 		e.log.Error("mount record not written: other boxfs commands will not find this mount", "err", err)
 	}
 	defer os.Remove(filepath.Join(e.state, mountFile))
-	e.log.Info("mounted", "mountpoint", mnt, "state", e.state, "pid", os.Getpid(), "provider", e.provider, "boxes", len(m.Names()))
+	e.log.Info("mounted", "mountpoint", mnt, "state", e.state, "pid", os.Getpid(), "provider", e.provider, "boxes", len(m.Names()),
+		"requestBound", cmp.Or(fo.RequestBound, boxfs.DefaultRequestBound))
 
 	go func() {
 		rctx, cancel := context.WithTimeout(context.Background(), recoverBound)
@@ -514,6 +534,9 @@ func startBackground(c *cli.Context, e *env, mnt string, mo mountOpts) error {
 	}
 	if mo.cacheSize != "" {
 		args = append(args, "--cache-size", mo.cacheSize)
+	}
+	if mo.requestBound > 0 {
+		args = append(args, "--request-bound", mo.requestBound.String())
 	}
 	args = append(args, "--", mnt)
 	logName := filepath.Join(e.state, mountLog)
