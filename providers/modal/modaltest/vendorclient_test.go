@@ -95,9 +95,6 @@ func runVendorCheck(t *testing.T, bin string, srv *modaltest.Server, run string)
 // and every method of boxfs's protocol subset that boxfs calls was called
 // by the vendor's client and answered without error at least once.
 func TestVendorClient(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds Modal's Go client")
-	}
 	bin := vendorCheck(t)
 
 	t.Run("calls", func(t *testing.T) {
