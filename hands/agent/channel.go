@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -65,8 +66,9 @@ type Stats struct {
 
 // Channel is the agent channel to one box: boxfs's own static binary,
 // uploaded into the box once (as .boxfs-agent-<sha256 prefix> in the box's
-// TmpDir, or in /dev/shm when TmpDir will not run it; reused when present,
-// and run with -sha256 so that a damaged copy is replaced), runs as one
+// TmpDir, or in /dev/shm when TmpDir will not run it; reused when present
+// and trusted, see checkScript, else put in a private directory; run with
+// -sha256 so that a damaged copy is replaced), runs as one
 // long-lived exec ("boxfs agent"), and a Client speaks SFTP to it over the
 // exec's stdin and stdout.
 //
@@ -309,17 +311,20 @@ func (ch *Channel) open(ctx context.Context) (*session, error) {
 	if facts.TmpDir == "" {
 		dirs[0] = "/tmp"
 	}
+	name := ".boxfs-agent-" + bin.sha256[:16]
 	ch.mu.Lock()
 	if ch.dest != "" {
 		dirs = []string{path.Dir(ch.dest)} // where it worked before
+	} else if at := ch.opts.InstalledAt; path.Base(at) == name && path.IsAbs(at) {
+		dirs = append([]string{path.Dir(at)}, dirs...) // a private directory of an earlier open
 	}
 	ch.mu.Unlock()
 	var first error
 	for i, dir := range dirs {
-		if i > 0 && dir == dirs[0] {
+		if slices.Contains(dirs[:i], dir) {
 			continue
 		}
-		s, err := ch.openAt(ctx, bin, facts, path.Join(dir, ".boxfs-agent-"+bin.sha256[:16]))
+		s, err := ch.openAt(ctx, bin, facts, path.Join(dir, name))
 		if err == nil {
 			return s, nil
 		}
@@ -339,8 +344,13 @@ func (ch *Channel) open(ctx context.Context) (*session, error) {
 // it.
 const fallbackDir = "/dev/shm"
 
-// openAt starts the agent at dest: the binary is run if it may be there;
-// if that fails (or it is not there), it is uploaded and run again.
+// openAt starts the agent at dest: the binary is run if it may be there
+// (and checkScript trusts it); if that fails (or it is not there), it is
+// uploaded and run again. A file at dest that checkScript does not trust
+// (another user's, or writable by others) is left alone, and the binary
+// goes in a private directory made next to it. A box without a shell
+// cannot check what it holds: there only a copy uploaded by this open is
+// run.
 func (ch *Channel) openAt(ctx context.Context, bin binaryInfo, facts providers.Facts, dest string) (*session, error) {
 	ch.mu.Lock()
 	present := ch.uploaded && ch.dest == dest || ch.opts.InstalledAt == dest && ch.stats.Opens == 0
@@ -353,8 +363,11 @@ func (ch *Channel) openAt(ctx context.Context, bin binaryInfo, facts providers.F
 			present = true // try it: a failed start costs what a check would
 		}
 	}
+	if !facts.HasShell() {
+		present = false
+	}
 	if present {
-		s, err := ch.start(ctx, bin, dest)
+		s, err := ch.start(ctx, bin, facts, dest)
 		if err == nil {
 			ch.setUploaded(dest)
 			return s, nil
@@ -362,7 +375,19 @@ func (ch *Channel) openAt(ctx context.Context, bin binaryInfo, facts providers.F
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		ch.log.Debug("agent: the binary in the box did not start; uploading it", "path", dest, "err", err)
+		switch refusedAs(err) {
+		case checkUnsafeDir:
+			return nil, err
+		case checkUnsafeFile:
+			ch.log.Warn("agent: the binary in the box is not trusted; installing one in a private directory", "path", dest, "err", err)
+			priv, perr := ch.privateDir(ctx, facts, path.Dir(dest))
+			if perr != nil {
+				return nil, perr
+			}
+			dest = path.Join(priv, path.Base(dest))
+		default:
+			ch.log.Debug("agent: the binary in the box did not start; uploading it", "path", dest, "err", err)
+		}
 	}
 	if err := ch.upload(ctx, bin, facts, dest); err != nil {
 		return nil, err
@@ -370,7 +395,7 @@ func (ch *Channel) openAt(ctx context.Context, bin binaryInfo, facts providers.F
 	ch.mu.Lock()
 	ch.stats.Uploads++
 	ch.mu.Unlock()
-	s, err := ch.start(ctx, bin, dest)
+	s, err := ch.start(ctx, bin, facts, dest)
 	if err != nil {
 		return nil, err
 	}
@@ -484,8 +509,10 @@ func (ch *Channel) upload(ctx context.Context, bin binaryInfo, facts providers.F
 	return nil
 }
 
-// start runs the agent at dest and completes the SFTP handshake.
-func (ch *Channel) start(ctx context.Context, bin binaryInfo, dest string) (*session, error) {
+// start runs the agent at dest (through checkScript, see agentArgv) and
+// completes the SFTP handshake. A start checkScript refused is a
+// checkError: NotFound when dest is not there, else Unsafe.
+func (ch *Channel) start(ctx context.Context, bin binaryInfo, facts providers.Facts, dest string) (*session, error) {
 	const op = "agent.start"
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -500,7 +527,7 @@ func (ch *Channel) start(ctx context.Context, bin binaryInfo, dest string) (*ses
 		finished: make(chan struct{}),
 	}
 	proc, err := ch.exec(pctx, providers.ExecRequest{
-		Argv:   []string{dest, "agent", "-sha256", bin.sha256},
+		Argv:   agentArgv(facts, dest, "agent", "-sha256", bin.sha256),
 		Dir:    "/",
 		Stdin:  inR,
 		Stdout: outW,
@@ -537,7 +564,15 @@ func (ch *Channel) start(ctx context.Context, bin binaryInfo, dest string) (*ses
 		// Say why: wait a moment for the exit status and stderr.
 		select {
 		case <-s.exited:
-			err = providers.E(0, op, fmt.Errorf("%w; %s", err, s.exitReason()))
+			if ce := checkFailure(s.exitCode, s.stderr.String()); s.exitErr == nil && ce != nil {
+				code := providers.Unsafe
+				if ce.Code == checkMissing {
+					code = providers.NotFound
+				}
+				err = providers.E(code, op, ce).WithPath(dest)
+			} else {
+				err = providers.E(0, op, fmt.Errorf("%w; %s", err, s.exitReason()))
+			}
 		case <-time.After(500 * time.Millisecond):
 		}
 		ch.kill(s)
