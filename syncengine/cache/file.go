@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -82,7 +83,9 @@ type Handle struct {
 	done    bool
 	flushed bool    // its close came (f.mu)
 	direct  *direct // a read-only open of a host box's own file (hostread.go)
-	stream  *stream // an open of a file the budget cannot hold (stream.go)
+	// stream is set for an open of a file the budget cannot hold
+	// (stream.go), from the open or from the Renew that found it so.
+	stream atomic.Pointer[stream]
 }
 
 // OpenFile opens rel for reading and/or writing with open(2) flags. Reading
@@ -137,7 +140,7 @@ func (c *Cache) OpenFile(ctx context.Context, rel string, flags int) (h *Handle,
 		if err := f.truncate(c, 0); err != nil {
 			return nil, false, err
 		}
-	} else if streamed, err = f.ensure(ctx, c); err != nil {
+	} else if streamed, err = f.ensure(ctx, c, write); err != nil {
 		return nil, false, err
 	}
 	if streamed {
@@ -238,8 +241,9 @@ func (f *file) openDataLocked(c *Cache, trunc bool) error {
 // ensure makes the data file hold the box's current content (or the host's
 // newer writes), fetching it when the cached copy is missing or stale. It
 // reports streamed, with nothing fetched, for a file the budget cannot
-// hold (stream.go).
-func (f *file) ensure(ctx context.Context, c *Cache) (streamed bool, err error) {
+// hold (stream.go); for an open for writing (write), one larger than the
+// whole budget.
+func (f *file) ensure(ctx context.Context, c *Cache, write bool) (streamed bool, err error) {
 	f.mu.Lock()
 	if f.dirty {
 		err := f.openDataLocked(c, false)
@@ -276,6 +280,13 @@ func (f *file) ensure(ctx context.Context, c *Cache) (streamed bool, err error) 
 		c.used(f)
 		return false, err
 	}
+	f.mu.Unlock()
+	// The budget is charged before the bytes land (stream.go); a file it
+	// cannot hold is not fetched, and a copy the opens hold stays.
+	if !c.reserve(f, fi.Size, write) {
+		return true, nil
+	}
+	f.mu.Lock()
 	if err := f.openDataLocked(c, false); err != nil {
 		f.mu.Unlock()
 		return false, err
@@ -284,14 +295,9 @@ func (f *file) ensure(ctx context.Context, c *Cache) (streamed bool, err error) 
 	f.valid = false // the data file is refilled now
 	f.mu.Unlock()
 
-	// Fetch into the data file, the budget charged before the bytes land
-	// (stream.go). The content lock keeps readers and writers out; f.mu is
-	// free for attribute calls meanwhile.
-	if !c.reserve(f, fi.Size) {
-		d.Truncate(0) // what it held was charged, and is stale
-		return true, nil
-	}
-	n, err := fetch(ctx, c, rel, fi.Size, d, f)
+	// Fetch into the data file. The content lock keeps readers and writers
+	// out; f.mu is free for attribute calls meanwhile.
+	n, err := fetch(ctx, c, rel, fi.Size, d, f, write)
 	if err != nil {
 		d.Truncate(0)
 		c.uncharged(f)
@@ -331,8 +337,9 @@ func (f *file) ensure(ctx context.Context, c *Cache) (streamed bool, err error) 
 
 // fetch copies the box's file rel, size bytes as the box last said, into
 // d, f's data file, charging the budget for each byte before it lands: past
-// what the budget can hold it stops with errOverBudget.
-func fetch(ctx context.Context, c *Cache, rel string, size int64, d *os.File, f *file) (int64, error) {
+// what the budget can hold (alone: the whole budget) it stops with
+// errOverBudget.
+func fetch(ctx context.Context, c *Cache, rel string, size int64, d *os.File, f *file, alone bool) (int64, error) {
 	var r io.ReadCloser
 	var err error
 	if sr, ok := c.remote.(providers.SizedReader); ok {
@@ -350,7 +357,7 @@ func fetch(ctx context.Context, c *Cache, rel string, size int64, d *os.File, f 
 	if _, err := d.Seek(0, io.SeekStart); err != nil {
 		return 0, providers.E(providers.Unknown, "cache.fetch", err)
 	}
-	n, err := io.Copy(&chargedWriter{c: c, f: f, w: d, room: size}, ctxReader{ctx, r})
+	n, err := io.Copy(&chargedWriter{c: c, f: f, w: d, room: size, alone: alone}, ctxReader{ctx, r})
 	if err == errOverBudget {
 		return 0, err
 	}
@@ -380,8 +387,8 @@ func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
 // Read reads the cached content, or, for a file the budget cannot hold,
 // the box's (stream.go).
 func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
-	if h.stream != nil {
-		if n, ok, err := h.readStream(ctx, p, off); ok {
+	if s := h.stream.Load(); s != nil {
+		if n, ok, err := h.readStream(ctx, s, p, off); ok {
 			return n, err
 		}
 	}
@@ -428,8 +435,8 @@ func (h *Handle) Renew(ctx context.Context) (bool, error) {
 			return h.renewDirect(ctx)
 		}
 	}
-	if h.stream != nil {
-		return h.stream.renew(), nil
+	if s := h.stream.Load(); s != nil {
+		return s.renew(), nil
 	}
 	f.mu.Lock()
 	skip := f.dirty || f.gone || f.data == nil
@@ -438,9 +445,15 @@ func (h *Handle) Renew(ctx context.Context) (bool, error) {
 	if skip {
 		return false, nil
 	}
-	if streamed, err := f.ensure(ctx, h.c); err != nil || streamed {
-		// Grown past what the budget holds: this open keeps its copy.
+	streamed, err := f.ensure(ctx, h.c, h.write)
+	if err != nil {
 		return false, err
+	}
+	if streamed && !h.write {
+		// Grown past what the budget holds: the open reads the box's
+		// file from now on.
+		h.stream.Store(&stream{})
+		return true, nil
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -465,9 +478,15 @@ func (h *Handle) WriteAt(p []byte, off int64) (n int, err error) {
 	defer f.content.RUnlock()
 	f.mu.Lock()
 	d := f.data
+	lost := !f.valid && !f.dirty
 	f.mu.Unlock()
 	if d == nil {
 		return 0, providers.Errorf(providers.Gone, "cache.Write", "file handle is closed")
+	}
+	if lost {
+		// A refetch failed, or stopped at the budget: what the copy
+		// holds is not the file, and a write into it would push that.
+		return 0, providers.PathError("cache.Write", h.c.opts.Box, h.c.abs(f.path()), syscall.ESTALE)
 	}
 	n, err = d.WriteAt(p, off)
 	if err != nil {

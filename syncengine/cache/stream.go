@@ -21,11 +21,14 @@ import (
 // bytes, kept in memory one window per open (a stream). So the host
 // writes at most the budget, and holds one window per open stream.
 //
-// Such a file is read as the box has it at each window's read; an open
-// for writing is refused with TooLarge (EFBIG) unless it truncates (then
-// the host's copy starts empty and is charged as it grows, as any file
-// written through the mount). What the host writes, a file whose
-// writes the box lacks, is never removed and always counts.
+// Such a file is read as the box has it at each window's read. An open
+// for writing copies a file that fits the budget by itself, even past the
+// bound while the other copies are open or dirty (the host is to change
+// it); one larger than the whole budget is refused with TooLarge (EFBIG)
+// unless the open truncates (then the host's copy starts empty and is
+// charged as it grows, as any file written through the mount). What the
+// host writes, a file whose writes the box lacks, is never removed and
+// always counts.
 
 // streamWindow is the most one read of a streamed file asks of the box,
 // and the memory an open stream holds.
@@ -48,23 +51,32 @@ type stream struct {
 }
 
 // reserve charges f's copy with size bytes before they arrive, removing
-// least recently used copies to make room. It reports false, with f
-// charged for nothing, when the budget cannot hold them beside the copies
-// that stay (dirty or open ones).
-func (c *Cache) reserve(f *file, size int64) bool {
+// least recently used copies to make room. It reports false, with f's
+// charge as it was, when the budget cannot hold them beside the copies
+// that stay (dirty or open ones), or, alone, when they are more than the
+// whole budget (a file opened for writing is the host's to change: it is
+// copied when it fits the budget by itself).
+func (c *Cache) reserve(f *file, size int64, alone bool) bool {
 	b := c.opts.Budget
 	if b == nil || b.max <= 0 {
 		return true
 	}
 	if size > b.max {
-		c.uncharged(f)
 		return false
 	}
+	b.mu.Lock()
+	var old int64
+	if f.charge != nil {
+		old = f.charge.size
+	}
+	b.mu.Unlock()
 	c.charged(f, size)
 	b.mu.Lock()
-	fits := b.used <= b.max
+	fits := alone || b.used <= b.max
 	b.mu.Unlock()
-	if !fits {
+	if !fits && old > 0 {
+		c.charged(f, old)
+	} else if !fits {
 		c.uncharged(f)
 	}
 	return fits
@@ -79,6 +91,7 @@ type chargedWriter struct {
 	w       io.Writer
 	written int64
 	room    int64
+	alone   bool // reserve's
 }
 
 func (w *chargedWriter) Write(p []byte) (int, error) {
@@ -87,7 +100,7 @@ func (w *chargedWriter) Write(p []byte) (int, error) {
 		if b := w.c.opts.Budget; b != nil && b.max > 0 {
 			grow = min(grow, b.max)
 		}
-		if grow < need || !w.c.reserve(w.f, grow) {
+		if grow < need || !w.c.reserve(w.f, grow, w.alone) {
 			return 0, errOverBudget
 		}
 		w.room = grow
@@ -107,18 +120,20 @@ func (c *Cache) openStream(rel string, f *file, write bool) (*Handle, bool, erro
 			rel, b.max).WithBox(c.opts.Box).WithPath(c.abs(rel))
 	}
 	c.log.Debug("cache: streaming a file the budget cannot hold", "path", rel)
-	return &Handle{c: c, f: f, stream: &stream{}}, false, nil
+	h := &Handle{c: c, f: f}
+	h.stream.Store(&stream{})
+	return h, false, nil
 }
 
 // Streamed reports whether the open reads the box's file as it is, with
 // no copy on the host.
-func (h *Handle) Streamed() bool { return h.stream != nil }
+func (h *Handle) Streamed() bool { return h.stream.Load() != nil }
 
 // readStream reads a streamed file at off. ok is false when the file holds
 // the host's writes now (an open that truncated it): those are read from
 // the copy.
-func (h *Handle) readStream(ctx context.Context, p []byte, off int64) (n int, ok bool, err error) {
-	f, s := h.f, h.stream
+func (h *Handle) readStream(ctx context.Context, s *stream, p []byte, off int64) (n int, ok bool, err error) {
+	f := h.f
 	f.mu.Lock()
 	dirty, local, version, rel := f.dirty, f.local, f.version, f.rel
 	f.mu.Unlock()

@@ -266,3 +266,97 @@ func TestFetchMakesRoomFirst(t *testing.T) {
 	_, err = os.Stat(dir)
 	require.NoError(t, err)
 }
+
+// While the copies that must stay (open ones) leave no room, a file
+// opened for reading is read from the box; one opened for writing is
+// copied all the same when it fits the budget by itself.
+func TestOpenWhileTheBudgetIsHeld(t *testing.T) {
+	_, _, r := fakeBox(t)
+	const budgetMax = 8 << 20
+	boxWrite(t, r, "old", strings.Repeat("o", 5<<20))
+	b := &bigBox{Remote: r, name: root + "/new", size: 6 << 20, claim: 6 << 20}
+	budget := cache.NewBudget(budgetMax)
+	c, err := cache.Open(b, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", Budget: budget})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+
+	held, _, err := c.OpenFile(t.Context(), "old", syscall.O_RDONLY)
+	require.NoError(t, err)
+	defer held.Release(t.Context())
+	want := make([]byte, 6<<20)
+	fill(want, 0)
+	got := make([]byte, 6<<20)
+
+	rd, _, err := c.OpenFile(t.Context(), "new", syscall.O_RDONLY)
+	require.NoError(t, err)
+	assert.True(t, rd.Streamed(), "no room beside the open copy")
+	n, err := rd.Read(t.Context(), got, 0)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(want, got[:n]))
+	rd.Release(t.Context())
+
+	wr, _, err := c.OpenFile(t.Context(), "new", syscall.O_RDWR)
+	require.NoError(t, err)
+	defer wr.Release(t.Context())
+	assert.False(t, wr.Streamed(), "a file opened for writing is copied")
+	n, err = wr.ReadAt(got, 0)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(want, got[:n]))
+}
+
+// A streamed open shows the host's own writes once they are closed
+// (F-own): the window it read before is dropped.
+func TestStreamShowsTheHostsWrites(t *testing.T) {
+	_, _, r := fakeBox(t)
+	boxWrite(t, r, "f", strings.Repeat("a", 2<<20))
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", Budget: cache.NewBudget(1 << 20)})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	rd, _, err := c.OpenFile(t.Context(), "f", syscall.O_RDONLY)
+	require.NoError(t, err)
+	defer rd.Release(t.Context())
+	require.True(t, rd.Streamed())
+	buf := make([]byte, 8)
+	n, err := rd.Read(t.Context(), buf, 0)
+	require.NoError(t, err)
+	require.Equal(t, "aaaaaaaa", string(buf[:n]))
+
+	wr, _, err := c.OpenFile(t.Context(), "f", syscall.O_WRONLY|syscall.O_TRUNC)
+	require.NoError(t, err)
+	_, err = wr.WriteAt([]byte("host"), 0)
+	require.NoError(t, err)
+	n, err = rd.Read(t.Context(), buf, 0)
+	require.NoError(t, err)
+	assert.Equal(t, "host", string(buf[:n]), "while dirty")
+	require.NoError(t, wr.Flush(t.Context()))
+	wr.Release(t.Context())
+	n, err = rd.Read(t.Context(), buf, 0)
+	require.NoError(t, err)
+	assert.Equal(t, "host", string(buf[:n]), "once pushed")
+}
+
+// An open holding a copy of a file the box then grows past the budget
+// reads the box's file from its next renewal (tail -f of a growing log).
+func TestCopyGrownPastTheBudgetIsStreamed(t *testing.T) {
+	_, _, r := fakeBox(t)
+	boxWrite(t, r, "log", "first\n")
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", Budget: cache.NewBudget(1 << 20)})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	h, _, err := c.OpenFile(t.Context(), "log", syscall.O_RDONLY)
+	require.NoError(t, err)
+	defer h.Release(t.Context())
+	require.False(t, h.Streamed())
+
+	grown := "first\n" + strings.Repeat("x", 2<<20)
+	boxWrite(t, r, "log", grown)
+	c.Invalidate()
+	renewed, err := h.Renew(t.Context())
+	require.NoError(t, err)
+	assert.True(t, renewed)
+	assert.True(t, h.Streamed())
+	buf := make([]byte, len(grown)+10)
+	n, err := h.Read(t.Context(), buf, 0)
+	require.NoError(t, err)
+	assert.Equal(t, grown, string(buf[:n]))
+}
