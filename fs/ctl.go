@@ -3,7 +3,6 @@ package fs
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -273,18 +272,60 @@ func cause(err error) error {
 // error keeps: a 1 MiB line must not grow err and the log by as much.
 const maxQuote = 256
 
-// envValueRE finds the values of env.* keys in a message, quoted or not,
-// a quote left open too.
-var envValueRE = regexp.MustCompile(`(env\.[^\s=]*=)('[^']*'?|"(?:\\.|[^"\\])*"?|\S*)`)
-
 // quoteMessage renders a message for an error: env.* values (often
 // secrets) redacted, at most maxQuote bytes of it, quoted.
 func quoteMessage(line string) string {
-	line = envValueRE.ReplaceAllString(line, "${1}<redacted>")
+	line = redactMessage(line)
 	if len(line) <= maxQuote {
 		return fmt.Sprintf("%q", line)
 	}
 	return fmt.Sprintf("%q... (%d bytes)", clip(line, maxQuote), len(line))
+}
+
+// redactMessage returns line with the value of every env.* key replaced by
+// <redacted>. It judges the words as the parser reads them, so no quoting
+// hides a key ('env'.TOKEN=..., env."TOKEN"=...; any case of "env."), and
+// renders them again, quoted where they hold blanks or quotes. A line the
+// parser cannot read loses its quote characters and is cut at its first
+// "env.", whatever follows.
+func redactMessage(line string) string {
+	words, err := tokenize(line)
+	if err != nil {
+		plain := strings.NewReplacer(`'`, "", `"`, "", `\`, "").Replace(line)
+		for i := 0; i+4 <= len(plain); i++ {
+			if strings.EqualFold(plain[i:i+4], "env.") {
+				return plain[:i] + "env.<redacted>"
+			}
+		}
+		return plain
+	}
+	for i, w := range words {
+		k, v, ok := strings.Cut(w, "=")
+		switch {
+		case !ok || k == "":
+			words[i] = quoteWord(w)
+		case strings.HasPrefix(strings.ToLower(k), "env."):
+			words[i] = quoteWord(k) + "=<redacted>"
+		case v == "":
+			words[i] = quoteWord(k) + "="
+		default:
+			words[i] = quoteWord(k) + "=" + quoteWord(v)
+		}
+	}
+	return strings.Join(words, " ")
+}
+
+// quoteWord renders w as one word of a message: as it is, or in single
+// quotes when it holds a blank or a quote (in double quotes when it holds a
+// single quote).
+func quoteWord(w string) string {
+	if w != "" && !strings.ContainsAny(w, " \t'\"") {
+		return w
+	}
+	if !strings.Contains(w, "'") {
+		return "'" + w + "'"
+	}
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(w) + `"`
 }
 
 // clip returns at most n bytes of s, cut at a character boundary.

@@ -118,8 +118,17 @@ func TestQuoteMessage(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"new x env.TOKEN=sekrit lifetime=-5", `"new x env.TOKEN=<redacted> lifetime=-5"`},
 		{`new x env.A='s e c' env.B="q\"r" label.k=v`, `"new x env.A=<redacted> env.B=<redacted> label.k=v"`},
-		{`new x env.A='unterminated sekrit`, `"new x env.A=<redacted>"`},
-		{`new x "env.A=sekrit"`, `"new x \"env.A=<redacted>"`},
+		{`new x env.A='unterminated sekrit`, `"new x env.<redacted>"`},
+		{`new x "env.A=sekrit"`, `"new x env.A=<redacted>"`},
+		// Quoting cannot hide a key: it is judged as the parser reads it.
+		{`new x 'env'.TOKEN=sekrit`, `"new x env.TOKEN=<redacted>"`},
+		{`new x env."TOKEN"='s e c' e'nv.B'=sekrit`, `"new x env.TOKEN=<redacted> env.B=<redacted>"`},
+		{`new x ENV.Token=sekrit Env.B=sekrit`, `"new x ENV.Token=<redacted> Env.B=<redacted>"`},
+		{`new 'my box' image="a b" label.k="it's"`, `"new 'my box' image='a b' label.k=\"it's\""`},
+		// A line the parser cannot read is cut at its first env.
+		{`new x 'env'.TOKEN=sekrit "open`, `"new x env.<redacted>"`},
+		{`new x "e"nv.A=sekrit 'open`, `"new x env.<redacted>"`},
+		{`new x 'open`, `"new x open"`},
 		{"new " + strings.Repeat("x", 1000), `"new ` + strings.Repeat("x", 252) + `"... (1004 bytes)`},
 	}
 	for _, tt := range tests {

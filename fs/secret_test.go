@@ -53,6 +53,11 @@ func TestSecretsStayOutOfErrAndLog(t *testing.T) {
 	require.ErrorIs(t, err, syscall.EINVAL)
 	assert.Contains(t, readErr(mnt), "env.TOKEN=<redacted>")
 	assert.NotContains(t, readErr(mnt), "sekrit")
+	// Quoting hides no key: the words are judged as the parser reads them.
+	err = writeFile(t, filepath.Join(mnt, "ctl"), `new x 'env'.TOKEN=sekrit-q env."B"='sekrit b' lifetime=-5`+"\n")
+	require.ErrorIs(t, err, syscall.EINVAL)
+	assert.Contains(t, readErr(mnt), "env.TOKEN=<redacted> env.B=<redacted>")
+	assert.NotContains(t, readErr(mnt), "sekrit")
 
 	big := "new " + strings.Repeat("y", 512<<10) + "\n"
 	require.ErrorIs(t, writeFile(t, filepath.Join(mnt, "ctl"), big), syscall.EINVAL)

@@ -35,8 +35,9 @@ func (e *apiError) Error() string {
 }
 
 // readAPIError reads a failed answer; the body is E2B's {code, message}
-// when it parses, else its first bytes.
-func readAPIError(resp *http.Response) *apiError {
+// when it parses, else its first bytes, scrubbed of secrets and of what
+// looks like a credential (see scrub).
+func readAPIError(resp *http.Response, secrets ...string) *apiError {
 	e := &apiError{Status: resp.StatusCode}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	var msg struct {
@@ -47,6 +48,7 @@ func readAPIError(resp *http.Response) *apiError {
 	} else {
 		e.Message = string(bytes.TrimSpace(body))
 	}
+	e.Message = scrub(e.Message, secrets...)
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
 		e.retryAfter = time.Duration(s) * time.Second
 	}
@@ -265,7 +267,7 @@ func (c *apiClient) once(ctx context.Context, method, path string, query url.Val
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return resp.Header, readAPIError(resp)
+		return resp.Header, readAPIError(resp, append(payloadSecrets(payload), c.key)...)
 	}
 	if out != nil {
 		if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(out); err != nil {

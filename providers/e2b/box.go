@@ -84,6 +84,14 @@ func (b *Box) envdAccess(ctx context.Context) (string, *url.URL, error) {
 	return sb.EnvdAccessToken, u, nil
 }
 
+// secrets are what a failed answer about the box must not repeat: the API
+// key and the box's envd access token (see scrub).
+func (b *Box) secrets() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return []string{b.p.api.key, b.token}
+}
+
 // life is what the control plane says of a sandbox whose envd did not
 // answer.
 type life int

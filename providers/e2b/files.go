@@ -83,7 +83,7 @@ func (b *Box) download(ctx context.Context, op, name, rng string) (*http.Respons
 		}
 		if err == nil {
 			status := resp.StatusCode
-			err = readAPIError(resp)
+			err = readAPIError(resp, b.secrets()...)
 			resp.Body.Close()
 			switch status {
 			case http.StatusNotFound:
