@@ -746,6 +746,9 @@ func (b *Box) FactsJSON(ctx context.Context) ([]byte, error) {
 		// Agent is the agent channel's counters (round trips, restarts),
 		// when the box is reached through it.
 		Agent *agent.Stats `json:"agent,omitempty"`
+		// AgentOff is why a box that would be reached through the agent
+		// channel is not (Options.AgentOff).
+		AgentOff string `json:"agentOff,omitempty"`
 		// Freshness is how a change made in the box behind boxfs's back
 		// reaches the host: "watch" (reported as it happens) or "timeout"
 		// (asked again once older than the attribute timeout);
@@ -774,6 +777,12 @@ func (b *Box) FactsJSON(ctx context.Context) ([]byte, error) {
 		out.Via = h.Via()
 		if st, ok := h.AgentStats(); ok {
 			out.Agent = &st
+		}
+		if out.Via == hands.ViaNative || out.Via == hands.ViaScript {
+			out.AgentOff = b.m.opts.AgentOff
+			if why := h.AgentOff(); why != "" {
+				out.AgentOff = why
+			}
 		}
 	}
 	if health.bad {

@@ -66,6 +66,10 @@ type Options struct {
 	// AgentBinary is the static boxfs binary hands uploads into boxes for
 	// the agent channel; "" runs without it.
 	AgentBinary string
+	// AgentOff, when AgentBinary is "", says why the agent channel is
+	// off and how to turn it on; facts.json of each box that would have
+	// used it says so (agentOff).
+	AgentOff string
 	// Meter is told when boxes are made, of the execs sent to them and
 	// when they end (the ledger); nil meters nothing.
 	Meter Meter

@@ -9,6 +9,12 @@ import (
 
 // useAgent opens the agent channel and checks that it answers.
 func (h *Hands) useAgent(ctx context.Context, opts Options) error {
+	// A dynamic boxfs (built with cgo) runs only where the box's C library
+	// does: asked before anything is uploaded.
+	if err := agent.CheckLoader(ctx, h.box, opts.AgentBinary, opts.AgentAt, opts.OnExec); err != nil {
+		h.agentOff = err.Error()
+		return err
+	}
 	// The channel adds the box to its own log lines.
 	ch := agent.NewChannel(h.box, agent.ChannelOptions{Binary: opts.AgentBinary, Liveness: h.liveness, Logger: opts.Logger, OnExec: opts.OnExec, Facts: &h.facts,
 		InstalledAt: opts.AgentAt})
@@ -33,6 +39,13 @@ func (h *Hands) AgentStats() (stats agent.Stats, ok bool) {
 		return agent.Stats{}, false
 	}
 	return h.channel.Stats(), true
+}
+
+// AgentOff says why the agent channel did not start in a box that would
+// have been reached through it (for facts.json), "" when it did or was
+// not tried.
+func (h *Hands) AgentOff() string {
+	return h.agentOff
 }
 
 // agentFiles is the channel, with Lstat completed: a symlink's Target is

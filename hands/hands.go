@@ -86,6 +86,7 @@ type Hands struct {
 	via      string
 	closer   io.Closer      // the agent channel, when there is one
 	channel  *agent.Channel // the same
+	agentOff string         // why the agent channel did not start (AgentOff)
 	sh       *scripts
 	liveness time.Duration
 	log      *slog.Logger
@@ -196,6 +197,9 @@ func newWith(ctx context.Context, box providers.Box, opts Options, facts provide
 		case agentOK:
 			if err := h.useAgent(ctx, opts); err != nil {
 				h.log.Warn("hands: agent channel did not start; falling back", "err", err)
+				if h.agentOff == "" {
+					h.agentOff = "the agent channel did not start: " + err.Error()
+				}
 				h.useNativeOrScript()
 			}
 		default:

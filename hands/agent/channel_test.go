@@ -423,25 +423,6 @@ func (b *factsBox) Status(context.Context) (providers.Status, error) {
 }
 func (b *factsBox) Destroy(context.Context) error { return nil }
 
-func TestSelfBinary(t *testing.T) {
-	// The test binary itself may be dynamic (cgo); the built boxfs is not.
-	if _, err := staticELFArch(boxfsbin.Path(t)); err != nil {
-		t.Fatalf("the static boxfs build: %v", err)
-	}
-	if _, err := staticELFArch("/bin/sh"); err == nil {
-		t.Error("/bin/sh (dynamic) accepted as an agent binary")
-	}
-	if _, err := staticELFArch("/etc/passwd"); err == nil {
-		t.Error("a text file accepted as an agent binary")
-	}
-	exe, _ := os.Executable()
-	_, errStatic := staticELFArch(exe)
-	p, err := SelfBinary()
-	if (err == nil) != (errStatic == nil) || (err == nil && p != exe) {
-		t.Errorf("SelfBinary() = %q, %v; staticELFArch(test binary) = %v", p, err, errStatic)
-	}
-}
-
 // TestAgentProcess runs the real binary as "boxfs agent" over pipes: it
 // serves, writes nothing but protocol to stdout, refuses a wrong checksum,
 // and exits promptly when its stdin closes.
