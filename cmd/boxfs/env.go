@@ -177,7 +177,6 @@ func (e *env) boxOptions(daemon bool) (boxes.Options, error) {
 		OpTimeout:       e.opTimeout,
 		Declared:        declared,
 		Logger:          e.log,
-		AgentBinary:     e.agentBinary(daemon),
 		OpenProvider: func(name string) (providers.Provider, error) {
 			dir := filepath.Join(e.state, "providers", name)
 			if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -186,6 +185,7 @@ func (e *env) boxOptions(daemon bool) (boxes.Options, error) {
 			return providers.Open(name, providers.Config{StateDir: dir, Options: e.cfg.providerOptions(name), Logger: e.log})
 		},
 	}
+	opts.AgentBinary, opts.AgentOff = e.agentBinary(daemon)
 	if ps := e.cfg.prices(); len(ps) > 0 {
 		led, err := ledger.Open(ledger.Config{StateDir: e.state, Prices: ps, Logger: e.log})
 		if err != nil {
@@ -198,25 +198,71 @@ func (e *env) boxOptions(daemon bool) (boxes.Options, error) {
 
 var agentOnce sync.Once
 
-// agentBinary is the binary uploaded into boxes for the agent channel.
-func (e *env) agentBinary(daemon bool) string {
+// agentBinary is the binary uploaded into boxes for the agent channel, or
+// "" and why the channel is off when this binary cannot serve as the
+// agent (off is "" when the configuration turned it off).
+func (e *env) agentBinary(daemon bool) (bin, off string) {
 	switch a := e.cfg.Agent; a {
 	case "off":
-		return ""
+		return "", ""
 	case "":
 		exe, err := agent.SelfBinary()
 		if err != nil {
+			off = agentOffNote(err)
 			level := slog.LevelDebug
 			if daemon {
 				level = slog.LevelWarn
 			}
 			agentOnce.Do(func() {
-				e.log.Log(context.Background(), level, "agent channel off: this boxfs binary is not static; boxes without a native file API (Docker) are reached by one exec per operation instead. Build with CGO_ENABLED=0 go build ./cmd/boxfs for the agent", "why", err.Error())
+				e.log.Log(context.Background(), level, off)
 			})
-			return ""
+			return "", off
 		}
-		return exe
+		return exe, ""
 	default:
-		return a
+		return a, ""
 	}
+}
+
+// agentOffNote says that the agent channel is off because of err (from
+// agent.SelfBinary), what that costs and how to build a binary that has
+// it: the mount's terminal line, its log line and facts.json's agentOff.
+func agentOffNote(err error) string {
+	return fmt.Sprintf("agent channel off (%s): boxes without a native file API, such as Docker's, are reached by one exec per operation and show their own changes only after the attribute timeout; "+
+		"build with CGO_ENABLED=0 go build ./cmd/boxfs for the whole boxfs", strings.TrimPrefix(err.Error(), "agent: "))
+}
+
+// noteAgentOff says on the terminal, in one line, when this binary cannot
+// serve as the agent in every box: not at all (the mount runs without the
+// agent channel), or, dynamically linked (built with cgo on), only in
+// boxes whose C library runs it. A developer who built boxfs the usual way
+// learns it at mount, not from the log. served says this process is the
+// daemon, whose log is the terminal too: its log line is then not written
+// again.
+func (e *env) noteAgentOff(served bool) {
+	if e.cfg.Agent != "" {
+		return
+	}
+	exe, err := agent.SelfBinary()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "boxfs: %s\n", agentOffNote(err))
+		if served {
+			agentOnce.Do(func() {})
+		}
+		return
+	}
+	if interp, glibc, err := agent.Linking(exe); err == nil && interp != "" {
+		fmt.Fprintf(e.stderr, "boxfs: %s\n", dynamicNote(interp, glibc))
+	}
+}
+
+// dynamicNote says where a dynamically linked boxfs runs as the agent.
+func dynamicNote(interp, glibc string) string {
+	needs := "the GNU C library"
+	if glibc != "" {
+		needs += " " + glibc + " or newer"
+	}
+	return fmt.Sprintf("this boxfs is dynamically linked (built with cgo): the agent channel runs only in boxes with %s at %s; "+
+		"others (musl boxes such as Alpine's) are reached without it, slower and staler, and their facts.json says agentOff; "+
+		"build with CGO_ENABLED=0 go build ./cmd/boxfs for an agent that runs in every box", needs, interp)
 }

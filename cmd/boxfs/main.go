@@ -201,7 +201,11 @@ func versionCommand() *cli.Command {
 				fmt.Fprintf(out, "go %s\n", strings.TrimPrefix(bi.GoVersion, "go"))
 			}
 			if exe, err := agent.SelfBinary(); err == nil {
-				fmt.Fprintf(out, "agent: %s (static; uploaded into boxes for the agent channel)\n", exe)
+				if interp, glibc, err := agent.Linking(exe); err == nil && interp != "" {
+					fmt.Fprintf(out, "agent: %s (dynamic: uploaded into boxes with glibc %s or newer at %s; build with CGO_ENABLED=0 go build ./cmd/boxfs for every box)\n", exe, glibc, interp)
+				} else {
+					fmt.Fprintf(out, "agent: %s (static; uploaded into boxes for the agent channel)\n", exe)
+				}
 			} else {
 				fmt.Fprintf(out, "agent: off (%v); build with CGO_ENABLED=0 go build ./cmd/boxfs for the agent channel\n", err)
 			}

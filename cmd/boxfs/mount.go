@@ -122,6 +122,7 @@ fstab (mount.fuse runs "boxfs mount /boxes -o ..."; boxfs in /usr/local/bin):
 			if _, err := e.cfg.declared(); err != nil {
 				return err
 			}
+			e.noteAgentOff(!mo.background)
 			if mo.background {
 				return startBackground(c, e, mnt, mo)
 			}
