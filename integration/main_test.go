@@ -34,11 +34,12 @@ const (
 	envAgent    = "BOXFS_IT_AGENT"    // agent binary
 	envOpTime   = "BOXFS_IT_OPTIMEOUT"
 	envAttrTime = "BOXFS_IT_ATTRTIMEOUT"
-	envWatch    = "BOXFS_IT_WATCH"        // "0": no watch
-	envWatchMax = "BOXFS_IT_WATCHMAX"     // the directories one watch covers
-	envWrite    = "BOXFS_IT_WRITE"        // the mount's write mode
-	envBudget   = "BOXFS_IT_CACHE"        // the content cache's bound, bytes
-	envBehind   = "BOXFS_IT_BEHIND_DELAY" // write-behind's batch delay
+	envWatch    = "BOXFS_IT_WATCH"         // "0": no watch
+	envWatchMax = "BOXFS_IT_WATCHMAX"      // the directories one watch covers
+	envWrite    = "BOXFS_IT_WRITE"         // the mount's write mode
+	envBudget   = "BOXFS_IT_CACHE"         // the content cache's bound, bytes
+	envBehind   = "BOXFS_IT_BEHIND_DELAY"  // write-behind's batch delay
+	envBound    = "BOXFS_IT_REQUEST_BOUND" // the bound of one request of the mount
 	// envAllowOther=1 mounts with allow_other: other users get in, as
 	// the modes allow.
 	envAllowOther = "BOXFS_IT_ALLOW_OTHER"
@@ -79,6 +80,7 @@ func serve(mnt string) error {
 	budget, _ := strconv.ParseInt(os.Getenv(envBudget), 10, 64)
 	watchLimit, _ := strconv.Atoi(os.Getenv(envWatchMax))
 	behindDelay, _ := time.ParseDuration(os.Getenv(envBehind))
+	bound, _ := time.ParseDuration(os.Getenv(envBound))
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	m, err := boxes.New(boxes.Options{
 		StateDir:        state,
@@ -103,7 +105,7 @@ func serve(mnt string) error {
 	if err != nil {
 		return err
 	}
-	server, err := boxfs.New(m).Mount(mnt, boxfs.MountOptions{AllowOther: os.Getenv(envAllowOther) == "1"})
+	server, err := boxfs.New(m).Mount(mnt, boxfs.MountOptions{AllowOther: os.Getenv(envAllowOther) == "1", RequestBound: bound})
 	if err != nil {
 		return err
 	}
