@@ -63,8 +63,9 @@ type Options struct {
 	// of a box's commands' output is kept in all, the oldest going first
 	// (default DefaultBoxOutputCap).
 	OutputCap, BoxOutputCap int64
-	// AgentBinary is the static boxfs binary hands uploads into boxes for
-	// the agent channel; "" runs without it.
+	// AgentBinary is the boxfs binary hands uploads into boxes for the
+	// agent channel (static: every Linux box; dynamic: boxes with the C
+	// library it needs); "" runs without it.
 	AgentBinary string
 	// AgentOff, when AgentBinary is "", says why the agent channel is
 	// off and how to turn it on; facts.json of each box that would have

@@ -10,9 +10,11 @@
 //     provider's host directory, the fake's memory); hands uses it directly.
 //   - "agent": the box runs Linux on this host's architecture, keeps
 //     processes alive and streams stdin, and Options.AgentBinary names a
-//     static boxfs binary: hands starts one long-lived "boxfs agent" exec in
-//     the box and speaks SFTP over it (package hands/agent). When the channel
-//     cannot start, New logs why and falls back.
+//     boxfs binary the box can run (static, or dynamic with the box's
+//     glibc new enough: agent.CheckLoader): hands starts one long-lived
+//     "boxfs agent" exec in the box and speaks SFTP over it (package
+//     hands/agent). When the channel cannot start, New logs why, keeps it
+//     for AgentOff and falls back.
 //   - "native": the provider stats paths without a command
 //     (providers.PathStater) and moves bulk data through its archive API
 //     (providers.Archiver); every other operation runs a script.

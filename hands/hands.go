@@ -28,8 +28,10 @@ const DefaultLiveness = 30 * time.Second
 
 // Options configure New.
 type Options struct {
-	// AgentBinary is the host path of a static Linux boxfs binary to run as
-	// the agent in the box; "" means no agent channel.
+	// AgentBinary is the host path of a Linux boxfs binary to run as the
+	// agent in the box: a static one runs in any box, a dynamic one where
+	// agent.CheckLoader finds the C library it needs; "" means no agent
+	// channel.
 	AgentBinary string
 	// Liveness bounds how long an operation may show no sign of life (no
 	// output, no input taken, no answer from the provider) before it ends

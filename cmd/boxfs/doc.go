@@ -27,6 +27,8 @@
 // command's status.
 //
 // Build it static (CGO_ENABLED=0 go build ./cmd/boxfs): the binary is also
-// the agent boxfs uploads into boxes. See docs/cli.md for every command and
+// the agent boxfs uploads into boxes, in every Linux box; a dynamic build
+// (cgo on) is the agent only in boxes with the glibc it needs, and mount
+// says so. See docs/cli.md for every command and
 // flag, docs/config.md for the configuration file.
 package main
