@@ -3,6 +3,7 @@ package fs
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"unicode/utf8"
 
@@ -213,6 +214,7 @@ var boxVerbs = map[string]string{
 	"flush":    "push dirty files to the box",
 	"sync":     "push dirty files, then re-read the box's listing",
 	"kill":     "kill the box's running commands",
+	"setaside": "move the host's unpushed copy of a work/ file aside and drop its writes",
 	"suspend":  "suspend the box (suspend force: kill its commands first)",
 	"resume":   "resume a suspended box",
 	"snapshot": "save the box's filesystem as snapshot NAME",
@@ -230,7 +232,11 @@ func parseBoxCtl(text string) ([]boxCmd, error) { return parseAll(text, boxCmdOf
 func boxCmdOf(m ctlMsg) (boxCmd, error) {
 	c := boxCmd{verb: m.verb}
 	if _, ok := boxVerbs[m.verb]; !ok {
-		return c, fmt.Errorf("unknown verb %q (a box's ctl takes destroy, release, flush, sync, kill, suspend, resume, snapshot)", m.verb)
+		return c, fmt.Errorf("unknown verb %q (a box's ctl takes destroy, release, flush, sync, kill, suspend, resume, snapshot, setaside)", m.verb)
+	}
+	if m.verb == "setaside" && len(m.kv) == 1 && len(m.args) == 0 {
+		// A path with "=" in it, read as a key.
+		m.args, m.kv = []string{m.kv[0].k + "=" + m.kv[0].v}, nil
 	}
 	if len(m.kv) > 0 {
 		return c, fmt.Errorf("%s takes no key=value", m.verb)
@@ -239,6 +245,10 @@ func boxCmdOf(m ctlMsg) (boxCmd, error) {
 	case "suspend":
 		if len(m.args) > 1 || len(m.args) == 1 && m.args[0] != "force" {
 			return c, fmt.Errorf("suspend takes nothing, or force")
+		}
+	case "setaside":
+		if len(m.args) != 1 || !filepath.IsLocal(m.args[0]) || filepath.Clean(m.args[0]) != m.args[0] {
+			return c, fmt.Errorf("setaside takes one path, relative to work/ and clean (a/b.txt)")
 		}
 	case "snapshot":
 		if len(m.args) != 1 {

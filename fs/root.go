@@ -366,6 +366,14 @@ func (v *boxView) runVerb(ctx context.Context, c boxCmd) error {
 		return b.Sync(ctx)
 	case "kill":
 		return b.Commands().KillAll(ctx)
+	case "setaside":
+		dst, err := b.SetAside(ctx, c.arg)
+		if err != nil {
+			return err
+		}
+		// Said where the user looks after a failed flush.
+		b.SetErr(providers.Errorf(providers.Refused, "ctl setaside", "the host's writes to work/%s that the box had not taken are in %s; work/%s is the box's again", c.arg, dst, c.arg))
+		return nil
 	}
 	return providers.Errorf(providers.Invalid, "ctl", "unknown verb %q", c.verb)
 }
