@@ -395,7 +395,7 @@ func (b *Box) attachOrCreate(ctx context.Context) (providers.Box, error) {
 	}
 	var box providers.Box
 	if rec.ID == "" && rec.Spec != nil {
-		box, err = b.m.make(ctx, p, rec.Provider, *rec.Spec)
+		box, err = b.m.make(ctx, p, rec.Provider, b.name, *rec.Spec)
 		if err != nil {
 			return nil, err
 		}

@@ -104,6 +104,9 @@ type Manager struct {
 	provs  map[string]providers.Provider
 	view   View
 	budget *cache.Budget // shared by the boxes' caches
+	// mountpoint is where the namespace is mounted (SetMountpoint); ""
+	// before, or with none.
+	mountpoint string
 }
 
 // record is what the state directory keeps of a named box.
@@ -189,6 +192,15 @@ func (m *Manager) Options() Options { return m.opts }
 
 // SetView has v told of the changes in the boxes' workspaces the host did
 // not make through it. Set it before the boxes are used.
+// SetMountpoint tells the manager where its namespace is mounted: a box
+// whose spec's workspace is WorkspaceHost keeps its workspace at
+// MOUNTPOINT/NAME/work.
+func (m *Manager) SetMountpoint(dir string) {
+	m.mu.Lock()
+	m.mountpoint = dir
+	m.mu.Unlock()
+}
+
 func (m *Manager) SetView(v View) {
 	m.mu.Lock()
 	m.view = v
@@ -391,7 +403,7 @@ func (m *Manager) CreateWith(ctx context.Context, name, provider string, spec pr
 	if err != nil {
 		return err
 	}
-	box, err := m.make(ctx, p, provider, spec)
+	box, err := m.make(ctx, p, provider, name, spec)
 	if err != nil {
 		m.release(name)
 		return err
@@ -411,7 +423,16 @@ func (m *Manager) CreateWith(ctx context.Context, name, provider string, spec pr
 // make asks p for a box and tells the meter of it: of the box made, or of
 // the box a failed create left behind (the error's Box), which costs all
 // the same.
-func (m *Manager) make(ctx context.Context, p providers.Provider, provider string, spec providers.Spec) (providers.Box, error) {
+func (m *Manager) make(ctx context.Context, p providers.Provider, provider, name string, spec providers.Spec) (providers.Box, error) {
+	if spec.Workspace == WorkspaceHost {
+		m.mu.Lock()
+		mnt := m.mountpoint
+		m.mu.Unlock()
+		if mnt == "" {
+			return nil, providers.Errorf(providers.Invalid, "boxes.Create", "workspace=%s: no mount, so no host path to keep the workspace at", WorkspaceHost)
+		}
+		spec.Workspace = filepath.Join(mnt, name, "work")
+	}
 	box, err := p.Create(ctx, spec)
 	if m.opts.Meter == nil {
 		return box, err

@@ -152,6 +152,12 @@ func checkRecordName(name string) error {
 	return nil
 }
 
+// WorkspaceHost, as a spec's workspace, is the host's path of the box's
+// work/ (MOUNT/NAME/work): the box keeps its files at the path the host
+// opens them by, so a path a command prints in the box (a compiler's
+// error, pwd -P, git rev-parse --show-toplevel) opens on the host as it is.
+const WorkspaceHost = "host"
+
 // specOf reads the keys of a new message (and of a config environment) into
 // a Spec. Unknown keys and malformed values are errors; whether the provider
 // can honour a field is the provider's to say.
@@ -170,7 +176,13 @@ func specOf(pairs []pair) (provider string, s providers.Spec, err error) {
 			return "", s, err
 		}
 	}
-	if err := s.Validate(); err != nil {
+	ws := s.Workspace
+	if ws == WorkspaceHost {
+		s.Workspace = "/" // an absolute path when the box is made (Manager.make)
+	}
+	err = s.Validate()
+	s.Workspace = ws
+	if err != nil {
 		var e *providers.Error
 		if errors.As(err, &e) && e.Err != nil {
 			return "", s, e.Err

@@ -31,6 +31,8 @@ func TestParseSpec(t *testing.T) {
 				Labels: map[string]string{"team": "x"}, Workspace: "/w", Ports: []int{80, 443}}},
 		{words: []string{"lifetime=300", "memory=512"}, spec: providers.Spec{Lifetime: 300 * time.Second, MemoryMB: 512}},
 		{words: []string{"network=pypi.org,github.com"}, spec: providers.Spec{Network: providers.Network{Mode: providers.NetworkAllowlist, Allow: []string{"pypi.org", "github.com"}}}},
+		{words: []string{"workspace=host"}, spec: providers.Spec{Workspace: boxes.WorkspaceHost}},
+		{words: []string{"workspace=rel/dir"}, bad: "absolute"},
 		{words: []string{"plain"}, bad: "key=value"},
 		{words: []string{"=x"}, bad: "key=value"},
 		{words: []string{"colour=red"}, bad: "colour"},

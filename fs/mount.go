@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -86,6 +87,9 @@ func (f *FS) Mount(mountpoint string, mo MountOptions) (*fuse.Server, error) {
 		f.symlinks = mo.Symlinks
 	default:
 		return nil, providers.Errorf(providers.Invalid, "fs.Mount", "symlinks %q: want transform or keep", mo.Symlinks)
+	}
+	if abs, err := filepath.Abs(mountpoint); err == nil {
+		f.m.SetMountpoint(abs)
 	}
 	timeout := f.m.Options().AttrTimeout
 	name := mo.FsName
