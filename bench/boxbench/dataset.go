@@ -39,6 +39,7 @@ type dataset struct {
 	manifest  string   // manifestHash of tree/ (see manifestScript)
 	grepHits  []string // files containing symbol, relative to tree/, sorted
 	readSet   []string // the files the agent loop reads, relative to tree/
+	turnSet   []string // the Go files W10's turns edit, none in readSet
 	small     [][]byte // the small files' contents
 	smallMF   string   // manifestHash of a directory of the small files
 	big       []byte
@@ -166,6 +167,12 @@ func makeDataset(dir, goroot string, sz sizes) (*dataset, error) {
 	}
 	for i := range sz.reads {
 		d.readSet = append(d.readSet, text[i*len(text)/sz.reads])
+	}
+	// W10 edits the last Go files of the tree, one per turn.
+	for i := len(text) - 1; i >= 0 && len(d.turnSet) < sz.execs; i-- {
+		if strings.HasSuffix(text[i], ".go") && !slices.Contains(d.readSet, text[i]) {
+			d.turnSet = append(d.turnSet, text[i])
+		}
 	}
 
 	// Small files: 4 KiB each, different, from a fixed seed.

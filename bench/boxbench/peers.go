@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -51,6 +52,11 @@ type peer struct {
 	// channel (boxfs's exec file) and returns its output; nil for peers
 	// that have none.
 	exec func(ctx context.Context, line string) (string, error)
+	// shell is the command an agent host's bash tool runs on this peer,
+	// SHELL -c line, in the workspace directory rel ("" the workspace):
+	// boxfs sh with the cwd in the mount, docker exec -w, bash on the
+	// host for native; nil for peers with no shell in the box.
+	shell func(ctx context.Context, r *run, rel, line string) *exec.Cmd
 	// kill ends the peer's daemon at once and detaches its mount: the
 	// watchdog's way out of a hung file system.
 	kill func()
@@ -267,6 +273,12 @@ func nativePeer(r *run) *peer {
 		mount:   func(context.Context, *run) error { return os.MkdirAll(dir, 0o755) },
 		unmount: func(context.Context, *run) error { return nil },
 		kill:    func() {},
+		shell: func(ctx context.Context, _ *run, rel, line string) *exec.Cmd {
+			cmd := exec.CommandContext(ctx, "bash", "-c", line)
+			cmd.Dir = filepath.Join(dir, rel)
+			cmd.Env = toolEnv(cmd.Dir)
+			return cmd
+		},
 	}
 }
 
@@ -486,6 +498,12 @@ func boxfsPeer(r *run, provider, write string) *peer {
 	p.exec = func(ctx context.Context, line string) (string, error) {
 		return execFile(ctx, filepath.Join(mnt, box, "exec"), line)
 	}
+	p.shell = func(ctx context.Context, r *run, rel, line string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, r.boxfsBin, "sh", "-c", line)
+		cmd.Dir = filepath.Join(p.root, rel)
+		cmd.Env = toolEnv(cmd.Dir)
+		return cmd
+	}
 	// A local box made by boxfs is destroyed through the CLI (it has a
 	// watchdog process of its own); the docker box is the bench's, which
 	// destroys it.
@@ -541,6 +559,16 @@ func dockerExecPeer(r *run) *peer {
 		mount:   func(context.Context, *run) error { return nil },
 		unmount: func(context.Context, *run) error { return nil },
 		kill:    func() {},
+		// What a host would name as its shell without boxfs: a wrapper
+		// that runs each command by docker exec, stdin attached.
+		shell: func(ctx context.Context, r *run, rel, line string) *exec.Cmd {
+			cmd := exec.CommandContext(ctx, "docker", "exec", "-i", "-w", path.Join(boxWorkspace, rel), r.ctr, "bash", "-c", line)
+			cmd.Env = toolEnv("/")
+			if r.proxySock != "" {
+				cmd.Env = append(cmd.Env, "DOCKER_HOST=unix://"+r.proxySock)
+			}
+			return cmd
+		},
 	}
 }
 

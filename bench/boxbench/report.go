@@ -60,6 +60,11 @@ var rows = []row{
 	{"w6.stat.exec", "ms", fixed("W6 change by the peer's exec → host stat sees it")},
 	{"w6.cat.exec", "ms", fixed("W6 change by the peer's exec → host read sees it")},
 	{"w7.exec", "ms", fixed("W7 run `true` (boxfs: exec file; docker-exec: docker exec)")},
+	{"w9.sh", "ms", fixed("W9 `SHELL -c true` in bench/ (boxfs: boxfs sh; docker-exec: docker exec -i -w; native: bash)")},
+	{"w10.turn", "ms", fixed("W10 agent turn: read + edit + bash, total")},
+	{"w10.read", "ms", fixed("W10 read a file (docker-exec: exec cat)")},
+	{"w10.edit", "ms", fixed("W10 edit: read, append a line, write back (docker-exec: exec cat, exec cat >)")},
+	{"w10.bash", "ms", fixed("W10 bash `ls && cat FILE` in its directory, through SHELL (shows the edit)")},
 	{"mount", "s", fixed("mount, cold (fresh mount + first listing)")},
 	{"umount", "s", fixed("unmount (flush)")},
 	{"probe", "ms", fixed("probe round trip (the floor under W1 'visible')")},
@@ -80,6 +85,8 @@ var rows = []row{
 	{"watch.w5.write.taken", "n", fixed("W5 write: watch reports taken")},
 	{"watch.w8.rmrf.echoes", "n", fixed("W8 rm -rf: watch reports dropped as echoes")},
 	{"watch.w8.rmrf.taken", "n", fixed("W8 rm -rf: watch reports taken")},
+	{"watch.w10.echoes", "n", fixed("W10 agent turns (edits): watch reports dropped as echoes")},
+	{"watch.w10.taken", "n", fixed("W10 agent turns (edits): watch reports taken")},
 }
 
 func rowUnit(id string) string {
@@ -498,6 +505,9 @@ func crossTables(b *strings.Builder, all []sample, groups []group) {
 		fmt.Fprintln(b)
 	}
 	for _, g := range groups {
+		shellCost(b, summarizeGroup(all, g))
+	}
+	for _, g := range groups {
 		if g.delay == 0 || g.sz.name != "wan" || !okS {
 			continue
 		}
@@ -515,6 +525,30 @@ func crossTables(b *strings.Builder, all []sample, groups []group) {
 		}
 		fmt.Fprintln(b)
 	}
+}
+
+// shellCost is, for each peer with both, W9 (true through the shell) less
+// W7 (true on the peer's command channel): what the shell's start adds to
+// the command, in ms and, with a delay, in round trips of it.
+func shellCost(b *strings.Builder, t table) {
+	var lines []string
+	for _, p := range t.peers {
+		sh, ex := t.cells["w9.sh"][p], t.cells["w7.exec"][p]
+		if math.IsNaN(ratio(sh, ex)) {
+			continue
+		}
+		d := sh.median - ex.median
+		rt := "—"
+		if t.g.delay > 0 {
+			rt = strconv.FormatFloat(d/float64(t.g.delay.Milliseconds()), 'f', 2, 64)
+		}
+		lines = append(lines, fmt.Sprintf("| %s | %s | %s | %s | %s |\n", p, fmtVal(sh.median), fmtVal(ex.median), strconv.FormatFloat(d, 'f', 1, 64), rt))
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "%s: W9 (`true` through the shell) less W7 (`true` on the peer's command channel), medians in ms:\n\n", strings.ToUpper(t.g.title()[:1])+t.g.title()[1:])
+	fmt.Fprintf(b, "| peer | W9 shell | W7 command | shell's cost | in round trips of the delay |\n|---|---:|---:|---:|---:|\n%s\n", strings.Join(lines, ""))
 }
 
 // perFile is a's median per file over b's.

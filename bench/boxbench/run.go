@@ -33,7 +33,7 @@ type sizes struct {
 	reads      int // W1 files read
 	edits      int // W1 edits
 	fresh      int // W6 samples per repetition
-	execs      int // W7 samples per repetition
+	execs      int // W7 and W9 samples, W10 turns, per repetition
 	// seeded: the tree is put into the box off the clock, and the untar
 	// and commit are not measured (the latency runs, which could not
 	// afford them).
@@ -51,6 +51,9 @@ const (
 	suiteTree = "tree"
 	suiteWAN  = "wan"
 	suiteBig  = "big" // the large file alone
+	// suiteAgent is an agent host's commands and turns (W7, W9, W10) on a
+	// tree seeded off the clock.
+	suiteAgent = "agent"
 )
 
 // The profiles. "issue" has the sizes the benchmark issue names; a full
@@ -74,8 +77,28 @@ var (
 	bigSizes   = sizes{name: "big", treeFiles: 1, bigMiB: 256, suite: suiteBig}
 	quickLarge = sizes{name: "quick-large", treeFiles: 300, smallFiles: 20, bigMiB: 8, suite: suiteTree}
 	quickWAN   = sizes{name: "quick-wan", treeFiles: 60, smallFiles: 5, bigMiB: 4, suite: suiteWAN}
-	profiles   = []sizes{issueSizes, standardSizes, latencySizes, quickSizes, quickLatency, largeSizes, wanSizes, bigSizes, quickLarge, quickWAN}
+	// agentSizes is W7, W9 and W10 alone, 20 samples each, on the
+	// latency profile's seeded tree: at no delay and at the delays.
+	agentSizes = sizes{name: "agent", treeFiles: 60, reads: 10, execs: 20, seeded: true, suite: suiteAgent}
+	quickAgent = sizes{name: "quick-agent", treeFiles: 60, reads: 6, execs: 4, seeded: true, suite: suiteAgent}
+	profiles   = []sizes{issueSizes, standardSizes, latencySizes, quickSizes, quickLatency, largeSizes, wanSizes, bigSizes, quickLarge, quickWAN, agentSizes, quickAgent}
 )
+
+// quickOf is the profile -quick puts in place of z: the same workloads,
+// tiny.
+func quickOf(z sizes) sizes {
+	switch z.name {
+	case "large":
+		return quickLarge
+	case "wan", "big":
+		return quickWAN
+	case "latency":
+		return quickLatency
+	case "agent":
+		return quickAgent
+	}
+	return quickSizes
+}
 
 // profileNamed returns the profile called name.
 func profileNamed(name string) (sizes, bool) {
@@ -143,8 +166,8 @@ func parseRunFlags(args []string) (*runFlags, error) {
 	fl.StringVar(&f.boxfsBin, "boxfs", "", "boxfs binary (CGO_ENABLED=0 go build ./cmd/boxfs)")
 	fl.StringVar(&f.loopbackBin, "loopback", "", "loopback binary (go build ./bench/loopback)")
 	fl.StringVar(&f.goroot, "goroot", "", "GOROOT whose src/ the tree is taken from (go env GOROOT)")
-	profile := fl.String("sizes", "standard", "workload sizes with no added delay, a comma list (a table each): standard (600-file tree, 200 small files, 32 MiB), issue (3,000, 1,000, 256 MiB; much longer), large (all of GOROOT/src, tree workloads, 256 MiB)")
-	latProfile := fl.String("lat-sizes", "latency", "workload sizes of the latency runs: latency (a 60-file tree seeded off the clock), wan (the 600-file untar, serial creates, 256 MiB) or big (256 MiB alone)")
+	profile := fl.String("sizes", "standard", "workload sizes with no added delay, a comma list (a table each): standard (600-file tree, 200 small files, 32 MiB), issue (3,000, 1,000, 256 MiB; much longer), large (all of GOROOT/src, tree workloads, 256 MiB), agent (W7, W9 and W10 alone)")
+	latProfile := fl.String("lat-sizes", "latency", "workload sizes of the latency runs: latency (a 60-file tree seeded off the clock), wan (the 600-file untar, serial creates, 256 MiB), big (256 MiB alone) or agent (W7, W9 and W10 alone)")
 	slowList := fl.String("slow", "rclone-off,rclone-writes", "peers that run only -slow-reps repetitions")
 	fl.BoolVar(&f.skipBase, "skip-base", false, "run only the latency-injection runs")
 	fl.DurationVar(&f.budget, "budget", 25*time.Minute, "time for the measurements: after one repetition of everything, further repetitions run while the estimate says they fit")
@@ -159,19 +182,32 @@ func parseRunFlags(args []string) (*runFlags, error) {
 	}
 	for _, name := range strings.Split(*profile, ",") {
 		z, ok := profileNamed(strings.TrimSpace(name))
-		if !ok || z.seeded {
-			return nil, fmt.Errorf("run: -sizes %q: want standard, issue or large", name)
+		if !ok || z.seeded && z.suite != suiteAgent {
+			return nil, fmt.Errorf("run: -sizes %q: want standard, issue, large, big or agent", name)
 		}
 		f.full = append(f.full, z)
 	}
 	var ok bool
 	if f.lat, ok = profileNamed(*latProfile); !ok {
-		return nil, fmt.Errorf("run: -lat-sizes %q: want latency or wan", *latProfile)
+		return nil, fmt.Errorf("run: -lat-sizes %q: want latency, wan, big or agent", *latProfile)
 	}
 	if f.quick {
-		f.full, f.lat = []sizes{quickSizes, quickLarge}, quickWAN
 		set := map[string]bool{}
 		fl.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+		// The named profiles made tiny; by default the standard and
+		// large ones, and wan at the delays.
+		if set["sizes"] {
+			for i, z := range f.full {
+				f.full[i] = quickOf(z)
+			}
+		} else {
+			f.full = []sizes{quickSizes, quickLarge}
+		}
+		if set["lat-sizes"] {
+			f.lat = quickOf(f.lat)
+		} else {
+			f.lat = quickWAN
+		}
 		for name, v := range map[string]*int{"reps": &f.reps, "slow-reps": &f.slowReps, "delay-reps": &f.delayReps} {
 			if !set[name] {
 				*v = 1

@@ -167,6 +167,10 @@ func (x *rep) run(parent context.Context) {
 		}
 	}
 	if x.sz.seeded {
+		// A local box's workspace is known once it is mounted.
+		if x.p.boxRoot == "" && !x.remount() {
+			return
+		}
 		if err := x.seed(); err != nil {
 			x.fail(fmt.Errorf("seeding the box: %v", err), "mount")
 			return
@@ -185,6 +189,12 @@ func (x *rep) run(parent context.Context) {
 		return
 	case suiteWAN:
 		x.runWAN()
+		return
+	case suiteAgent:
+		x.w7()
+		x.w9()
+		x.w10()
+		x.end()
 		return
 	case suiteBig:
 		x.w5write()
@@ -221,6 +231,8 @@ func (x *rep) run(parent context.Context) {
 	x.w5read()
 	x.w6()
 	x.w7()
+	x.w9()
+	x.w10()
 	x.end()
 }
 
@@ -985,7 +997,7 @@ func settle(ctx context.Context, read func() (watchCounts, error), quiet, bound 
 	return c, true, nil
 }
 
-// --- the raw docker exec peer: W1 and W7, one exec per operation ---
+// --- the raw docker exec peer: W1, W7, W9, W10, one exec per operation ---
 
 func (x *rep) execPeer() {
 	r := x.r
@@ -1002,7 +1014,9 @@ func (x *rep) execPeer() {
 	}
 	if err != nil {
 		x.fail(err, rows...)
-	} else {
+		return
+	}
+	if x.sz.suite != suiteAgent {
 		x.execW1(tree)
 	}
 	for range x.sz.execs {
@@ -1015,6 +1029,8 @@ func (x *rep) execPeer() {
 		}
 		x.record("w7.exec", d, "")
 	}
+	x.w9()
+	x.w10()
 }
 
 func (x *rep) execW1(tree string) {
