@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -286,5 +287,36 @@ func TestCountCells(t *testing.T) {
 	}
 	if got := (sample{Peer: "boxfs", Row: "watch.w1.taken", Value: 3, OK: true}).csv()[5]; got != "n" {
 		t.Errorf("raw.csv unit of a count = %q", got)
+	}
+}
+
+func TestRunFlagsProfiles(t *testing.T) {
+	req := []string{"-boxfs", "b", "-loopback", "l", "-goroot", "g"}
+	for _, tc := range []struct {
+		args []string
+		full []string
+		lat  string
+	}{
+		{nil, []string{"standard"}, "latency"},
+		{[]string{"-quick"}, []string{"quick", "quick-large"}, "quick-wan"},
+		{[]string{"-sizes", "agent", "-lat-sizes", "agent"}, []string{"agent"}, "agent"},
+		{[]string{"-quick", "-sizes", "agent", "-lat-sizes", "agent"}, []string{"quick-agent"}, "quick-agent"},
+		{[]string{"-quick", "-sizes", "standard,large"}, []string{"quick", "quick-large"}, "quick-wan"},
+	} {
+		f, err := parseRunFlags(append(slices.Clone(req), tc.args...))
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		var full []string
+		for _, z := range f.full {
+			full = append(full, z.name)
+		}
+		if !slices.Equal(full, tc.full) || f.lat.name != tc.lat {
+			t.Errorf("%q: sizes %q, lat-sizes %q; want %q, %q", tc.args, full, f.lat.name, tc.full, tc.lat)
+		}
+	}
+	if _, err := parseRunFlags(append(slices.Clone(req), "-sizes", "latency")); err == nil {
+		t.Error("-sizes latency (a seeded profile) was accepted")
 	}
 }
