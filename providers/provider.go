@@ -75,7 +75,8 @@ type ExecRequest struct {
 	// Env is the command's whole environment on top of the box's fixed
 	// base (PATH, HOME, TMPDIR). The host's environment never reaches it.
 	Env map[string]string
-	// Dir is the working directory; "" is the box's workspace.
+	// Dir is the working directory; "" is the box's workspace, and a
+	// relative Dir is within the workspace (WorkDir).
 	Dir string
 	// Stdin is read until EOF, and then the command's stdin is closed. Nil
 	// means an empty stdin: the command reads EOF at once.

@@ -242,26 +242,11 @@ func clip(s string) string {
 
 // checkExec refuses a request the box cannot run, before any call.
 func checkExec(op, box string, req providers.ExecRequest) error {
-	switch {
-	case len(req.Argv) == 0:
-		return providers.Errorf(providers.Invalid, op, "empty argv").WithBox(box)
-	case req.Stdin != nil:
+	if err := req.Validate(); err != nil {
+		return providers.E(0, op, err).WithBox(box)
+	}
+	if req.Stdin != nil {
 		return providers.Errorf(providers.Unsupported, op, "an archil command has no stdin; move bytes through files").WithBox(box)
-	case strings.IndexByte(req.Dir, 0) >= 0:
-		return providers.Errorf(providers.Invalid, op, "dir holds a NUL byte").WithBox(box)
-	}
-	for _, a := range req.Argv {
-		if strings.IndexByte(a, 0) >= 0 {
-			return providers.Errorf(providers.Invalid, op, "an argument holds a NUL byte").WithBox(box)
-		}
-	}
-	for k, v := range req.Env {
-		if !providers.ValidEnvName(k) {
-			return providers.Errorf(providers.Invalid, op, "env name %q is not a variable name", k).WithBox(box)
-		}
-		if strings.IndexByte(v, 0) >= 0 {
-			return providers.Errorf(providers.Invalid, op, "env %s holds a NUL byte", k).WithBox(box)
-		}
 	}
 	return nil
 }
@@ -390,12 +375,11 @@ func parseAnswer(stdout string) (answer, bool) {
 // commandText is the exec call's command for req, as command cid; owns
 // are the disk-relative paths outside the box's directory it changes.
 func (b *Box) commandText(cid string, req providers.ExecRequest, secs int, why string, owns []string) string {
-	dir := boxesDir + "/" + b.id
-	if req.Dir != "" {
-		dir = req.Dir
-		if rest, ok := strings.CutPrefix(req.Dir, b.rec.Root+"/"); ok && b.rec.Root != "" {
-			dir = rest
-		}
+	// The command starts at the disk's root: a directory under it is
+	// disk-relative, the workspace boxes/<id>.
+	dir := providers.ExecRequest{Dir: req.Dir}.WorkDir(boxesDir + "/" + b.id)
+	if rest, ok := strings.CutPrefix(dir, b.rec.Root+"/"); ok && b.rec.Root != "" {
+		dir = rest
 	}
 	merge := "0"
 	if req.Stdout != nil && req.Stdout == req.Stderr {

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -157,33 +156,14 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 // execArgs checks an ExecRequest and returns the command's directory (the
 // workspace, or Dir within it) and its NAME=value pairs, sorted.
 func (b *Box) execArgs(op string, req providers.ExecRequest) (string, []string, error) {
-	if len(req.Argv) == 0 {
-		return "", nil, providers.Errorf(providers.Invalid, op, "empty argv").WithBox(b.id)
-	}
-	for _, a := range req.Argv {
-		if strings.IndexByte(a, 0) >= 0 {
-			return "", nil, providers.Errorf(providers.Invalid, op, "argv holds a NUL byte").WithBox(b.id)
-		}
-	}
-	dir := req.Dir
-	switch {
-	case dir == "":
-		dir = b.workspace
-	case !path.IsAbs(dir):
-		dir = path.Join(b.workspace, dir)
-	}
-	if strings.IndexByte(dir, 0) >= 0 {
-		return "", nil, providers.Errorf(providers.Invalid, op, "dir holds a NUL byte").WithBox(b.id)
+	if err := req.Validate(); err != nil {
+		return "", nil, providers.E(0, op, err).WithBox(b.id)
 	}
 	var env []string
 	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
-		v := req.Env[k]
-		if !providers.ValidEnvName(k) || strings.IndexByte(v, 0) >= 0 {
-			return "", nil, providers.Errorf(providers.Invalid, op, "env %q: the name must be a shell variable name and the value hold no NUL", k).WithBox(b.id)
-		}
-		env = append(env, k+"="+v)
+		env = append(env, k+"="+req.Env[k])
 	}
-	return dir, env, nil
+	return req.WorkDir(b.workspace), env, nil
 }
 
 // newProcess makes the process of a command started in session sid as

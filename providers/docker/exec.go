@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"path"
 	"slices"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -136,35 +134,19 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 // around req.Argv, recording its group in pidfile), its environment and
 // the command's directory.
 func (b *Box) execArgs(op string, req providers.ExecRequest, pidfile string) (cmd, env []string, dir string, err error) {
-	if len(req.Argv) == 0 {
-		return nil, nil, "", providers.Errorf(providers.Invalid, op, "empty argv").WithBox(b.id)
+	if err := req.ValidateUTF8(); err != nil {
+		return nil, nil, "", providers.E(0, op, err).WithBox(b.id)
 	}
-	dir = req.Dir
-	switch {
-	case dir == "":
-		dir = b.workspace
-	case !path.IsAbs(dir):
-		dir = path.Join(b.workspace, dir)
-	}
-	if strings.IndexByte(dir, 0) >= 0 || !utf8.ValidString(dir) {
-		return nil, nil, "", providers.Errorf(providers.Invalid, op, "dir %q holds NUL or is not UTF-8", dir).WithBox(b.id)
-	}
+	dir = req.WorkDir(b.workspace)
 	escaped := "0"
 	for _, a := range req.Argv {
-		if strings.IndexByte(a, 0) >= 0 {
-			return nil, nil, "", providers.Errorf(providers.Invalid, op, "argv holds a NUL byte").WithBox(b.id)
-		}
 		if !utf8.ValidString(a) {
 			escaped = "1" // the API carries JSON strings: send bytes as octal escapes
 		}
 	}
 	env = make([]string, 0, len(req.Env))
 	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
-		v := req.Env[k]
-		if !providers.ValidEnvName(k) || strings.IndexByte(v, 0) >= 0 || !utf8.ValidString(v) {
-			return nil, nil, "", providers.Errorf(providers.Invalid, op, "env %q: the name must be a shell variable name and the value UTF-8 without NUL", k).WithBox(b.id)
-		}
-		env = append(env, k+"="+v)
+		env = append(env, k+"="+req.Env[k])
 	}
 	// One writer for both streams: the command gets one (its stderr joins
 	// its stdout in the box), so the order it wrote in is kept.

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"path"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,28 +147,14 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 
 // startRequest checks req and builds envd's StartRequest for it.
 func (b *Box) startRequest(op string, req providers.ExecRequest) (*procpb.StartRequest, string, string, error) {
-	if len(req.Argv) == 0 {
-		return nil, "", "", providers.Errorf(providers.Invalid, op, "empty argv").WithBox(b.id)
+	if err := req.ValidateUTF8(); err != nil {
+		return nil, "", "", providers.E(0, op, err).WithBox(b.id)
 	}
-	dir := req.Dir
-	switch {
-	case dir == "":
-		dir = b.workspace
-	case !path.IsAbs(dir) && b.workspace != "":
-		dir = path.Join(b.workspace, dir)
-	}
+	dir := req.WorkDir(b.workspace)
 	escaped := "0"
-	for _, a := range append([]string{dir}, req.Argv...) {
-		if strings.IndexByte(a, 0) >= 0 {
-			return nil, "", "", providers.Errorf(providers.Invalid, op, "argv or dir holds a NUL byte").WithBox(b.id)
-		}
+	for _, a := range req.Argv {
 		if !utf8.ValidString(a) {
 			escaped = "1" // protobuf strings are UTF-8: send bytes as octal escapes
-		}
-	}
-	for k, v := range req.Env {
-		if !providers.ValidEnvName(k) || strings.IndexByte(v, 0) >= 0 || !utf8.ValidString(v) {
-			return nil, "", "", providers.Errorf(providers.Invalid, op, "env %q: the name must be a shell variable name and the value UTF-8 without NUL", k).WithBox(b.id)
 		}
 	}
 	if req.Stdin != nil && !b.closesStdin() {

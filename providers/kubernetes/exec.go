@@ -8,10 +8,8 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
-	"path"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -207,33 +205,16 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 // command checks req and builds the argv of the exec: the wrapper and its
 // parameters. It returns the directory the command runs in.
 func (b *Box) command(op string, req providers.ExecRequest) ([]string, string, error) {
-	if len(req.Argv) == 0 {
-		return nil, "", providers.Errorf(providers.Invalid, op, "empty argv").WithBox(b.id)
+	if err := req.Validate(); err != nil {
+		return nil, "", providers.E(0, op, err).WithBox(b.id)
 	}
-	dir := req.Dir
-	switch {
-	case dir == "":
-		dir = b.workspace
-	case !path.IsAbs(dir):
-		dir = path.Join(b.workspace, dir)
-	}
-	if strings.IndexByte(dir, 0) >= 0 || !utf8.ValidString(dir) {
-		return nil, "", providers.Errorf(providers.Invalid, op, "dir %q holds NUL or is not UTF-8", dir).WithBox(b.id)
-	}
+	dir := req.WorkDir(b.workspace)
 	escaped := false
 	args := make([]string, 0, len(req.Env)+len(req.Argv))
 	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
-		if !providers.ValidEnvName(k) || strings.IndexByte(req.Env[k], 0) >= 0 {
-			return nil, "", providers.Errorf(providers.Invalid, op, "env %q: the name must be a shell variable name and the value hold no NUL", k).WithBox(b.id)
-		}
 		args = append(args, k+"="+req.Env[k])
 	}
-	for _, a := range req.Argv {
-		if strings.IndexByte(a, 0) >= 0 {
-			return nil, "", providers.Errorf(providers.Invalid, op, "argv holds a NUL byte").WithBox(b.id)
-		}
-		args = append(args, a)
-	}
+	args = append(args, req.Argv...)
 	for _, a := range args {
 		escaped = escaped || !utf8.ValidString(a)
 	}

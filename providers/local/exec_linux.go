@@ -30,27 +30,14 @@ const (
 )
 
 // Exec starts argv as its own process group in the box. See the package
-// documentation for its environment; Dir must be absolute ("" is the
-// workspace). The program is looked up in the box's PATH, not the host's.
+// documentation for its environment; Dir is a host path ("" is the
+// workspace, a relative Dir is within it). The program is looked up in the box's PATH, not the host's.
 func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Process, error) {
 	const op = "local.Exec"
-	if len(req.Argv) == 0 || req.Argv[0] == "" {
-		return nil, providers.Errorf(providers.Invalid, op, "empty argv").WithBox(b.id)
+	if err := req.Validate(); err != nil {
+		return nil, providers.E(0, op, err).WithBox(b.id)
 	}
-	for _, a := range req.Argv {
-		if strings.IndexByte(a, 0) >= 0 {
-			return nil, providers.Errorf(providers.Invalid, op, "argument %q holds a NUL byte", a).WithBox(b.id)
-		}
-	}
-	if err := (providers.Spec{Env: req.Env}).Validate(); err != nil {
-		return nil, providers.E(providers.Invalid, op, err).WithBox(b.id)
-	}
-	dir := req.Dir
-	if dir == "" {
-		dir = b.Workspace()
-	} else if !filepath.IsAbs(dir) {
-		return nil, providers.Errorf(providers.Invalid, op, "dir %q is not absolute", dir).WithBox(b.id)
-	}
+	dir := req.WorkDir(b.Workspace())
 	if err := ctx.Err(); err != nil {
 		return nil, providers.E(0, op, err).WithBox(b.id)
 	}

@@ -37,7 +37,7 @@
 // The spec fields a local box honours are lifetime, env, labels, isolation
 // ("none" only) and network ("open" only); every other field, and any other
 // isolation or network mode, is refused as Unsupported. Paths given to a
-// local box (ExecRequest.Dir, the Files methods) are host absolute paths.
+// local box (an absolute ExecRequest.Dir, the Files methods) are host paths.
 // The Files methods are confined to the box directory: a path outside it,
 // or one that leaves it through "..", a symlink pointing out or a symlink
 // with an absolute target, is refused as Unsafe (os.Root semantics).

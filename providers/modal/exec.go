@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"path"
 	"strings"
 	"sync"
 	"time"
@@ -140,29 +139,12 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 // execArgs checks a request and returns the directory to run in and the
 // escape flag followed by argv as execScript takes them.
 func (b *Box) execArgs(op string, req providers.ExecRequest) (string, []string, error) {
-	if len(req.Argv) == 0 {
-		return "", nil, providers.Errorf(providers.Invalid, op, "empty argv").WithBox(b.id)
+	if err := req.ValidateUTF8(); err != nil {
+		return "", nil, providers.E(0, op, err).WithBox(b.id)
 	}
-	dir := req.Dir
-	switch {
-	case dir == "":
-		dir = b.workspace
-	case !path.IsAbs(dir):
-		dir = path.Join(b.workspace, dir)
-	}
-	if strings.IndexByte(dir, 0) >= 0 || !utf8.ValidString(dir) {
-		return "", nil, providers.Errorf(providers.Invalid, op, "dir %q holds NUL or is not UTF-8", dir).WithBox(b.id)
-	}
-	for k, v := range req.Env {
-		if !providers.ValidEnvName(k) || strings.IndexByte(v, 0) >= 0 || !utf8.ValidString(v) {
-			return "", nil, providers.Errorf(providers.Invalid, op, "env %q: the name must be a variable name and the value UTF-8 without NUL", k).WithBox(b.id)
-		}
-	}
+	dir := req.WorkDir(b.workspace)
 	escape := false
 	for _, a := range req.Argv {
-		if strings.IndexByte(a, 0) >= 0 {
-			return "", nil, providers.Errorf(providers.Invalid, op, "argv holds a NUL byte").WithBox(b.id)
-		}
 		escape = escape || !utf8.ValidString(a)
 	}
 	if !escape {
