@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/providers/internal/probe"
 )
 
 // Name is the provider's registry name.
@@ -374,22 +375,11 @@ func (p *Provider) Create(ctx context.Context, spec providers.Spec) (providers.B
 	if len(lines) < 3 || !strings.HasPrefix(lines[0], "/") {
 		return fail(providers.Errorf(providers.Unknown, op, "the create command printed %q", out))
 	}
-	b.rec.Root, b.rec.Arch, b.rec.Shell = strings.TrimSuffix(lines[0], "/"), goArch(lines[1]), lines[2]
+	b.rec.Root, b.rec.Arch, b.rec.Shell = strings.TrimSuffix(lines[0], "/"), probe.GoArch(lines[1]), lines[2]
 	if err := b.putRecord(ctx); err != nil {
 		return fail(err)
 	}
 	return b, nil
-}
-
-// goArch spells uname -m the way GOARCH does.
-func goArch(m string) string {
-	switch m = strings.TrimSpace(m); m {
-	case "x86_64", "amd64":
-		return "amd64"
-	case "aarch64", "arm64":
-		return "arm64"
-	}
-	return m
 }
 
 // Attach finds a box by id. A box whose record is gone, or whose lifetime

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/providers/internal/probe"
 )
 
 // Box is one sandbox.
@@ -205,16 +206,11 @@ func (b *Box) KeepAlive(ctx context.Context) error {
 	return nil
 }
 
-// measured is what the facts script finds in the box.
+// measured is what the box reports of itself (probe.Script).
 type measured struct {
 	arch  string
 	shell string
 }
-
-// factsScript prints the machine's architecture and its shell.
-const factsScript = `uname -m
-command -v bash || command -v sh
-`
 
 // Facts reports the box: the sandbox's size, network and start as Daytona
 // reads them back, its architecture and shell as measured in it once.
@@ -231,21 +227,20 @@ func (b *Box) Facts(ctx context.Context) (providers.Facts, error) {
 	m := b.measured
 	b.mu.Unlock()
 	if m == nil {
-		code, out, err := b.run(ctx, op, factsScript, nil, runOpts{idempotent: true})
+		code, out, err := b.run(ctx, op, probe.Script, nil, runOpts{idempotent: true})
 		if err != nil {
 			return providers.Facts{}, err
 		}
 		if code != 0 {
 			return providers.Facts{}, providers.Errorf(providers.Unknown, op, "facts script exited %d: %s", code, strings.TrimSpace(string(out))).WithBox(b.id)
 		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		m = &measured{}
-		if len(lines) > 0 {
-			m.arch = goArch(strings.TrimSpace(lines[0]))
+		// Daytona reports the size itself: only the architecture and the
+		// shell are taken from the box's report.
+		var pf providers.Facts
+		if err := probe.Read(out, &pf); err != nil {
+			return providers.Facts{}, providers.E(0, op, err).WithBox(b.id)
 		}
-		if len(lines) > 1 {
-			m.shell = strings.TrimSpace(lines[1])
-		}
+		m = &measured{arch: pf.Arch, shell: pf.Shell}
 		b.mu.Lock()
 		b.measured = m
 		b.mu.Unlock()
@@ -276,22 +271,4 @@ func (b *Box) Facts(ctx context.Context) (providers.Facts, error) {
 		f.GPU = "any"
 	}
 	return f, nil
-}
-
-// goArch spells uname -m the way GOARCH does.
-func goArch(m string) string {
-	switch m {
-	case "x86_64", "amd64":
-		return "amd64"
-	case "aarch64", "arm64":
-		return "arm64"
-	case "i386", "i686":
-		return "386"
-	case "":
-		return ""
-	}
-	if strings.HasPrefix(m, "armv") {
-		return "arm"
-	}
-	return m
 }

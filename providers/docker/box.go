@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/providers/internal/probe"
 )
 
 // Box is one container.
@@ -158,22 +158,6 @@ func (b *Box) Destroy(ctx context.Context) error {
 	return nil
 }
 
-// factsScript measures the box from inside, one key=value per line. Its only
-// argument is the workspace.
-const factsScript = `ws=$1
-echo "cfs=$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null) $(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us 2>/dev/null)"
-echo "cpumax=$(cat /sys/fs/cgroup/cpu.max 2>/dev/null)"
-echo "nproc=$(nproc 2>/dev/null || grep -c ^processor /proc/cpuinfo)"
-echo "memlimit=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max 2>/dev/null)"
-while read -r k v _; do [ "$k" = MemTotal: ] && echo "memtotal=$v"; done </proc/meminfo
-echo "df=$(df -Pk "$ws" 2>/dev/null | tail -n 1)"
-if [ -r /proc/sys/kernel/yama/ptrace_scope ]; then echo "ptrace=$(cat /proc/sys/kernel/yama/ptrace_scope)"; else echo ptrace=noyama; fi
-echo "net=$(ls /sys/class/net 2>/dev/null | tr '\n' ' ')"
-echo "arch=$(uname -m)"
-echo "shell=$(command -v bash || command -v sh)"
-if [ -c /dev/fuse ] && (exec 3<>/dev/fuse) 2>/dev/null; then echo fuse=1; else echo fuse=0; fi
-`
-
 // Facts measures the box with one command the first time it is asked, and
 // answers from that afterwards (StartedAt is read from Docker each time).
 func (b *Box) Facts(ctx context.Context) (providers.Facts, error) {
@@ -189,7 +173,7 @@ func (b *Box) Facts(ctx context.Context) (providers.Facts, error) {
 		f = *cached
 	} else {
 		var out, errb bytes.Buffer
-		proc, err := b.Exec(ctx, providers.ExecRequest{Argv: []string{"/bin/sh", "-c", factsScript, "boxfs-facts", b.workspace}, Dir: "/", Stdout: &out, Stderr: &errb})
+		proc, err := b.Exec(ctx, providers.ExecRequest{Argv: probe.Argv(b.workspace, false), Dir: "/", Stdout: &out, Stderr: &errb})
 		if err != nil {
 			return providers.Facts{}, providers.E(0, op, err).WithBox(b.id)
 		}
@@ -200,7 +184,10 @@ func (b *Box) Facts(ctx context.Context) (providers.Facts, error) {
 		if code != 0 {
 			return providers.Facts{}, providers.Errorf(providers.Unknown, op, "facts script exited %d: %s", code, strings.TrimSpace(errb.String())).WithBox(b.id)
 		}
-		f = parseFacts(out.Bytes())
+		f = providers.Facts{}
+		if err := probe.Read(out.Bytes(), &f); err != nil {
+			return providers.Facts{}, providers.E(0, op, err).WithBox(b.id)
+		}
 		f.Provider, f.ID = Name, b.id
 		f.Isolation = providers.IsolationContainer
 		f.OS = "linux"
@@ -227,97 +214,4 @@ func (b *Box) Facts(ctx context.Context) (providers.Facts, error) {
 		f.StartedAt = parseTime(c.State.StartedAt)
 	}
 	return f, nil
-}
-
-// parseFacts reads factsScript's output.
-func parseFacts(out []byte) providers.Facts {
-	kv := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), "=")
-		if ok {
-			kv[k] = strings.TrimSpace(v)
-		}
-	}
-	var f providers.Facts
-
-	// CPUs: a CFS quota (cgroup v1 or v2), else the CPUs the box may use.
-	nproc, _ := strconv.ParseFloat(kv["nproc"], 64)
-	f.CPUs = nproc
-	if q, p, ok := strings.Cut(kv["cfs"], " "); ok {
-		quota, err1 := strconv.ParseFloat(q, 64)
-		period, err2 := strconv.ParseFloat(p, 64)
-		if err1 == nil && err2 == nil && quota > 0 && period > 0 {
-			f.CPUs = quota / period
-		}
-	}
-	if q, p, ok := strings.Cut(kv["cpumax"], " "); ok && q != "max" {
-		quota, err1 := strconv.ParseFloat(q, 64)
-		period, err2 := strconv.ParseFloat(p, 64)
-		if err1 == nil && err2 == nil && quota > 0 && period > 0 {
-			f.CPUs = quota / period
-		}
-	}
-	if nproc > 0 && f.CPUs > nproc {
-		f.CPUs = nproc
-	}
-	f.CPUs = float64(int(f.CPUs*1000+0.5)) / 1000
-
-	// Memory: the cgroup limit, or the machine's memory when that is less.
-	totalKB, _ := strconv.ParseInt(kv["memtotal"], 10, 64)
-	memMB := totalKB / 1024
-	if lim, err := strconv.ParseInt(kv["memlimit"], 10, 64); err == nil && lim > 0 && (memMB == 0 || lim>>20 < memMB) {
-		memMB = lim >> 20
-	}
-	f.MemoryMB = int(memMB)
-
-	// Disk: the size of the workspace's file system.
-	if fields := strings.Fields(kv["df"]); len(fields) >= 2 {
-		if kb, err := strconv.ParseFloat(fields[1], 64); err == nil {
-			f.DiskGB = float64(int(kb/(1<<20)*10+0.5)) / 10
-		}
-	}
-
-	switch v := kv["ptrace"]; v {
-	case "noyama":
-		// No Yama: only the classic same-uid rules apply, which is scope 0.
-		f.PtraceScope = providers.Int(0)
-	default:
-		if n, err := strconv.Atoi(v); err == nil {
-			f.PtraceScope = providers.Int(n)
-		}
-	}
-
-	if ifs := strings.Fields(kv["net"]); len(ifs) > 0 {
-		f.Network = providers.NetworkNone
-		for _, i := range ifs {
-			if i != "lo" {
-				f.Network = providers.NetworkOpen
-			}
-		}
-	}
-
-	switch a := kv["arch"]; a {
-	case "x86_64":
-		f.Arch = "amd64"
-	case "aarch64", "arm64":
-		f.Arch = "arm64"
-	case "i686", "i386":
-		f.Arch = "386"
-	case "":
-	default:
-		if strings.HasPrefix(a, "armv") {
-			f.Arch = "arm"
-		} else {
-			f.Arch = a
-		}
-	}
-	f.Shell = kv["shell"]
-	switch kv["fuse"] {
-	case "1":
-		f.FUSE = providers.Bool(true)
-	case "0":
-		f.FUSE = providers.Bool(false)
-	}
-	return f
 }

@@ -1,7 +1,6 @@
 package e2b
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"maps"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/providers/internal/probe"
 )
 
 // Box is one sandbox.
@@ -186,19 +186,6 @@ func (b *Box) SetLifetime(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// factsScript measures the box from inside, one key=value per line, in
-// the directory commands start in by default.
-const factsScript = `echo "pwd=$(pwd)"
-echo "tmp=${TMPDIR:-/tmp}"
-echo "nproc=$(nproc 2>/dev/null || grep -c ^processor /proc/cpuinfo)"
-while read -r k v _; do [ "$k" = MemTotal: ] && echo "memtotal=$v"; done </proc/meminfo
-echo "df=$(df -Pk . 2>/dev/null | tail -n 1)"
-if [ -r /proc/sys/kernel/yama/ptrace_scope ]; then echo "ptrace=$(cat /proc/sys/kernel/yama/ptrace_scope)"; else echo ptrace=0; fi
-echo "arch=$(uname -m)"
-echo "shell=$(command -v bash || command -v sh)"
-if [ -c /dev/fuse ] && (exec 3<>/dev/fuse) 2>/dev/null; then echo fuse=1; else echo fuse=0; fi
-`
-
 // Facts measures the box with one command the first time it is asked, and
 // reads its size and start from the control plane each time.
 func (b *Box) Facts(ctx context.Context) (providers.Facts, error) {
@@ -222,7 +209,7 @@ func (b *Box) Facts(ctx context.Context) (providers.Facts, error) {
 		f = *cached
 	} else {
 		var out, errb bytes.Buffer
-		proc, err := b.Exec(ctx, providers.ExecRequest{Argv: []string{"/bin/sh", "-c", factsScript}, Stdout: &out, Stderr: &errb})
+		proc, err := b.Exec(ctx, providers.ExecRequest{Argv: probe.Argv("", false), Stdout: &out, Stderr: &errb})
 		if err != nil {
 			return providers.Facts{}, providers.E(0, op, err).WithBox(b.id)
 		}
@@ -233,7 +220,11 @@ func (b *Box) Facts(ctx context.Context) (providers.Facts, error) {
 		if code != 0 {
 			return providers.Facts{}, providers.Errorf(providers.Unknown, op, "facts script exited %d: %s", code, strings.TrimSpace(errb.String())).WithBox(b.id)
 		}
-		f = parseFacts(out.Bytes())
+		kv := probe.Values(out.Bytes())
+		f = providers.Facts{Workspace: kv["pwd"], TmpDir: kv["tmp"]}
+		if err := probe.Read(out.Bytes(), &f); err != nil {
+			return providers.Facts{}, providers.E(0, op, err).WithBox(b.id)
+		}
 		f.Provider, f.ID = Name, b.id
 		f.Isolation = providers.IsolationMicroVM
 		f.OS = "linux"
@@ -293,38 +284,4 @@ func versionAtLeast(v string, want ...int) bool {
 		}
 	}
 	return true
-}
-
-// parseFacts reads factsScript's output.
-func parseFacts(out []byte) providers.Facts {
-	kv := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
-			kv[k] = strings.TrimSpace(v)
-		}
-	}
-	f := providers.Facts{Workspace: kv["pwd"], TmpDir: kv["tmp"], Shell: kv["shell"]}
-	if n, err := strconv.ParseFloat(kv["nproc"], 64); err == nil {
-		f.CPUs = n
-	}
-	if kb, err := strconv.ParseInt(kv["memtotal"], 10, 64); err == nil {
-		f.MemoryMB = int(kb / 1024)
-	}
-	if fields := strings.Fields(kv["df"]); len(fields) >= 2 {
-		if kb, err := strconv.ParseFloat(fields[1], 64); err == nil {
-			f.DiskGB = float64(int(kb/(1<<20)*10+0.5)) / 10
-		}
-	}
-	if n, err := strconv.Atoi(kv["ptrace"]); err == nil {
-		f.PtraceScope = providers.Int(n)
-	}
-	switch kv["arch"] {
-	case "x86_64":
-		f.Arch = "amd64"
-	case "aarch64", "arm64":
-		f.Arch = "arm64"
-	}
-	f.FUSE = providers.Bool(kv["fuse"] == "1")
-	return f
 }
