@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/boxfs/boxfs/providers"
 )
 
 // killBound is how long a kill (of a process group, or of a whole box) may
@@ -346,9 +349,14 @@ func memoryMB() int {
 	return 0
 }
 
-// ptraceScope reads kernel.yama.ptrace_scope; nil if the kernel has no Yama.
+// ptraceScope reads kernel.yama.ptrace_scope: 0 if the kernel has no Yama
+// (the classic same-uid rule, as the providers' in-box probe reads it), nil
+// if the setting is there but cannot be read.
 func ptraceScope() *int {
 	b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope")
+	if errors.Is(err, fs.ErrNotExist) {
+		return providers.Int(0)
+	}
 	if err != nil {
 		return nil
 	}
