@@ -16,14 +16,15 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/boxfs/boxfs/hands"
+	"github.com/boxfs/boxfs/internal/boxsh"
 	"github.com/boxfs/boxfs/providers"
 )
 
 // Exit statuses exec gives for commands that did not exit by themselves.
 const (
-	exitKilled      = 137 // killed (128 + SIGKILL), not by this boxfs
-	exitLost        = 255 // the command's end is not known
-	exitInterrupted = 130 // Ctrl-C (128 + SIGINT), as a shell reports it
+	exitKilled      = 137            // killed (128 + SIGKILL), not by this boxfs
+	exitLost        = boxsh.ExitLost // the command's end is not known
+	exitInterrupted = 130            // Ctrl-C (128 + SIGINT), as a shell reports it
 )
 
 // killConfirm bounds how long exec waits, after the first Ctrl-C, for the

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/boxfs/boxfs/internal/boxsh"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -22,7 +23,7 @@ func isTerminal(w io.Writer) bool {
 	if !ok {
 		return false
 	}
-	return isTerminalFd(f.Fd())
+	return boxsh.IsTerminal(f.Fd())
 }
 
 // newLogger logs to w: human text on a terminal (format auto), logfmt text

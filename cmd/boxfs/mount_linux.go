@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/boxfs/boxfs/internal/boxsh"
 )
 
 // isStale reports whether err (of a stat of a mount point) says the mount's
@@ -99,7 +101,7 @@ func mountedAt(mnt string) (fstype string, ok bool) {
 			continue
 		}
 		fields := strings.Fields(pre)
-		if len(fields) < 5 || unescapeMountinfo(fields[4]) != mnt {
+		if len(fields) < 5 || boxsh.UnescapeMountinfo(fields[4]) != mnt {
 			continue
 		}
 		if pf := strings.Fields(post); len(pf) > 0 {
@@ -107,40 +109,6 @@ func mountedAt(mnt string) (fstype string, ok bool) {
 		}
 	}
 	return fstype, ok
-}
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a blank).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			v := 0
-			okOct := true
-			for _, c := range s[i+1 : i+4] {
-				if c < '0' || c > '7' {
-					okOct = false
-					break
-				}
-				v = v*8 + int(c-'0')
-			}
-			if okOct {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-// isTerminal reports whether fd is a terminal.
-func isTerminalFd(fd uintptr) bool {
-	_, err := unix.IoctlGetTermios(int(fd), unix.TCGETS)
-	return err == nil
 }
 
 // lockHolder returns the pid of the process that holds the exclusive

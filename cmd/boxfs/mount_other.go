@@ -23,6 +23,4 @@ func unmount(mnt string) error {
 
 func mountedAt(mnt string) (string, bool) { return "", false }
 
-func isTerminalFd(fd uintptr) bool { return false }
-
 func lockHolder(state string) (int, bool) { return 0, false }

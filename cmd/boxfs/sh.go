@@ -1,25 +1,12 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net"
 	"os"
-	"os/signal"
-	"path/filepath"
-	"strings"
-	"syscall"
 
 	"github.com/urfave/cli/v2"
-)
 
-// shEnv names the host variables boxfs sh passes to its command besides
-// TERM: NAME,NAME; a name ending in * passes every variable it starts.
-// Nothing else of the host's environment reaches the box: the box's own
-// PATH, HOME and the rest apply.
-const shEnv = "BOXFS_SH_ENV"
+	"github.com/boxfs/boxfs/internal/boxsh"
+)
 
 // shLinkName is the name boxfs runs as sh under (a symlink or hard link),
 // for hosts that take only the path of a shell.
@@ -47,157 +34,11 @@ boxfs-sh (e.g. pi's shellPath).`,
 		SkipFlagParsing: true,
 		HideHelp:        true,
 		Action: func(c *cli.Context) error {
-			if code := runSh(c.Args().Slice(), os.Stdin, c.App.Writer, c.App.ErrWriter); code != 0 {
+			if code := boxsh.Run(c.Args().Slice(), os.Stdin, c.App.Writer, c.App.ErrWriter); code != 0 {
 				return exitCodeError(code)
 			}
 			return nil
 		},
-	}
-}
-
-// cwdBox finds the boxfs mount, the box and the directory in its
-// workspace (slash-separated, "" for the workspace itself) that the
-// directory cwd is in.
-func cwdBox(cwd string) (mnt, box, dir string, err error) {
-	mnts, err := boxfsMounts()
-	if err != nil {
-		return "", "", "", fmt.Errorf("listing the mounts: %v", err)
-	}
-	for _, m := range mnts {
-		if (cwd == m || strings.HasPrefix(cwd, strings.TrimSuffix(m, "/")+"/")) && len(m) > len(mnt) {
-			mnt = m
-		}
-	}
-	if mnt == "" {
-		return "", "", "", fmt.Errorf("%s is not inside a boxfs mount; nothing was run", cwd)
-	}
-	rel, err := filepath.Rel(mnt, cwd)
-	if err != nil {
-		return "", "", "", err
-	}
-	parts := strings.Split(filepath.ToSlash(rel), "/")
-	if len(parts) < 2 || parts[0] == "." || parts[1] != "work" {
-		return "", "", "", fmt.Errorf("%s is in the boxfs mount at %s but not inside a box's work/ directory; nothing was run", cwd, mnt)
-	}
-	return mnt, parts[0], strings.Join(parts[2:], "/"), nil
-}
-
-// shHostEnv is the part of the host's environment boxfs sh passes: TERM
-// and what BOXFS_SH_ENV names.
-func shHostEnv(environ []string) map[string]string {
-	names := []string{"TERM"}
-	for _, n := range strings.Split(lookupEnv(environ, shEnv), ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			names = append(names, n)
-		}
-	}
-	env := map[string]string{}
-	for _, kv := range environ {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			continue
-		}
-		for _, n := range names {
-			if k == n || strings.HasSuffix(n, "*") && strings.HasPrefix(k, strings.TrimSuffix(n, "*")) {
-				env[k] = v
-				break
-			}
-		}
-	}
-	return env
-}
-
-func lookupEnv(environ []string, name string) string {
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
-			return v
-		}
-	}
-	return ""
-}
-
-// runSh runs boxfs sh and returns its exit status.
-func runSh(args []string, stdin *os.File, stdout, stderr io.Writer) int {
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "boxfs sh: "+format+"\n", a...)
-		return exitCannotRun
-	}
-	cwd, err := getwd()
-	if err != nil {
-		return fail("the working directory: %v", err)
-	}
-	mnt, box, dir, err := cwdBox(cwd)
-	if err != nil {
-		return fail("%v", err)
-	}
-	if len(args) == 0 && isTerminalFd(stdin.Fd()) {
-		// The box's shell gets a pipe, not this terminal: say it is
-		// interactive. There is no terminal in the box (no job control,
-		// no line editing by the box's shell).
-		args = []string{"-i"}
-	}
-	c, err := net.Dial("unix", shSocket(mnt))
-	if err != nil {
-		return fail("the daemon serving %s does not answer boxfs sh (a boxfs older than boxfs sh, or gone): %v", mnt, err)
-	}
-	conn := c.(*net.UnixConn)
-	defer conn.Close()
-	if uid, err := peerUID(conn); err != nil || uid != os.Getuid() && uid != 0 {
-		return fail("the socket for %s is not served by your user or root (uid %d, %v); nothing was run", mnt, uid, err)
-	}
-	fw := &frameWriter{w: conn}
-	req, _ := json.Marshal(shRequest{Box: box, Dir: dir, Args: args, Env: shHostEnv(os.Environ())})
-	if err := fw.write(frameRequest, req); err != nil {
-		return fail("%v", err)
-	}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-	go func() {
-		for sig := range sigs {
-			name := map[os.Signal]string{syscall.SIGINT: "INT", syscall.SIGTERM: "TERM", syscall.SIGHUP: "HUP"}[sig]
-			fw.write(frameSignal, []byte(name))
-		}
-	}()
-	go func() {
-		buf := make([]byte, 64<<10)
-		for {
-			n, err := stdin.Read(buf)
-			if n > 0 && fw.write(frameStdin, buf[:n]) != nil {
-				return
-			}
-			if err != nil {
-				fw.write(frameStdinEOF, nil)
-				return
-			}
-		}
-	}()
-	br := bufio.NewReaderSize(conn, 64<<10)
-	for {
-		typ, p, err := readFrame(br)
-		if err != nil {
-			fmt.Fprintf(stderr, "boxfs sh: the daemon serving %s went away: the command's end is not known\n", mnt)
-			return exitLost
-		}
-		switch typ {
-		case frameStdout:
-			if _, err := stdout.Write(p); err != nil {
-				// Nobody reads the output: end as sh would, and the
-				// daemon kills the command when the connection ends.
-				return 128 + int(syscall.SIGPIPE)
-			}
-		case frameStderr:
-			stderr.Write(p)
-		case frameExit:
-			var x shExit
-			if err := json.Unmarshal(p, &x); err != nil {
-				return fail("bad answer from the daemon: %v", err)
-			}
-			if x.Err != "" {
-				fmt.Fprintf(stderr, "boxfs sh: %s: %s\n", box, x.Err)
-			}
-			return x.Code
-		}
 	}
 }
 
@@ -212,11 +53,11 @@ func execFromCwd(c *cli.Context, argv []string) error {
 	if err != nil {
 		return usagef("exec: %v", err)
 	}
-	cwd, err := getwd()
+	cwd, err := boxsh.Getwd()
 	if err != nil {
 		return err
 	}
-	mnt, box, dir, err := cwdBox(cwd)
+	mnt, box, dir, err := boxsh.CwdBox(cwd)
 	if err != nil {
 		return usagef("exec without a box name: %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boxfs/boxfs/internal/boxfsbin"
 	"github.com/boxfs/boxfs/internal/testbox"
 )
 
@@ -78,6 +79,7 @@ func TestSh(t *testing.T) {
 	h.mountBackground(mnt)
 	link := filepath.Join(t.TempDir(), shLinkName)
 	must(t, os.Symlink(h.bin, link))
+	small := boxfsbin.ShPath(t) // cmd/boxfs-sh, the program of its own
 
 	t.Run("outside", func(t *testing.T) {
 		dir := t.TempDir()
@@ -115,12 +117,12 @@ func TestSh(t *testing.T) {
 			cwd := filepath.Join(work, "sub", "deeper")
 			must(t, os.MkdirAll(cwd, 0o755))
 			ws := workspace(t, mnt, box)
-			testShIn(t, h, link, cwd, ws+"/sub/deeper")
+			testShIn(t, h, link, small, cwd, ws+"/sub/deeper")
 		})
 	}
 }
 
-func testShIn(t *testing.T, h *harness, link, cwd, boxDir string) {
+func testShIn(t *testing.T, h *harness, link, small, cwd, boxDir string) {
 	for _, c := range []struct {
 		cmd  string
 		code int
@@ -146,6 +148,13 @@ func testShIn(t *testing.T, h *harness, link, cwd, boxDir string) {
 	out, err := h.shCmd(context.Background(), link, cwd, "-c", `echo "$0 $1 $(pwd)"`, "a", "b").Output()
 	if want := "a b " + boxDir + "\n"; err != nil || string(out) != want {
 		t.Errorf("through %s: %q, %v; want %q", shLinkName, out, err, want)
+	}
+	// boxfs-sh, the program of its own, is the same shell.
+	scmd := h.shCmd(context.Background(), small, cwd, "-c", `echo "$0 $1 $(pwd)"; cat; exit 5`, "a", "b")
+	scmd.Stdin = strings.NewReader("from stdin\n")
+	out, err = scmd.Output()
+	if want := "a b " + boxDir + "\nfrom stdin\n"; string(out) != want || exitCode(err) != 5 {
+		t.Errorf("through %s: %q, %v; want %q and exit 5", small, out, err, want)
 	}
 	// exec without a box name takes the box and directory from the cwd.
 	ecmd := h.shCmd(context.Background(), h.bin, cwd)
@@ -226,4 +235,16 @@ func boxProcesses(t *testing.T, h *harness, cwd, want string, within time.Durati
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// exitCode is the status a command's Run or Output error carries; 0 for
+// none, -1 for an error that is no exit.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	return -1
 }

@@ -13,12 +13,13 @@ import (
 
 	"github.com/boxfs/boxfs/boxes"
 	"github.com/boxfs/boxfs/hands"
+	"github.com/boxfs/boxfs/internal/boxsh"
 	"github.com/boxfs/boxfs/providers"
 )
 
 // Exit statuses boxfs sh gives besides its command's, as sh does.
 const (
-	exitCannotRun = 126 // the command could not be started (no mount, no box, a failed barrier)
+	exitCannotRun = boxsh.ExitCannotRun
 )
 
 // shStartBound bounds what comes before a shell command starts: finding
@@ -33,9 +34,9 @@ const shStdinQueue = 64
 // returns what stops it. A socket that cannot be made is logged: the
 // mount serves everything else.
 func startShellServer(log *slog.Logger, mnt string, m *boxes.Manager) (stop func()) {
-	l, err := net.Listen("unix", shSocket(mnt))
+	l, err := net.Listen("unix", boxsh.Socket(mnt))
 	if err != nil {
-		log.Error("boxfs sh not served: its socket could not be made", "socket", shSocket(mnt), "err", err)
+		log.Error("boxfs sh not served: its socket could not be made", "socket", boxsh.Socket(mnt), "err", err)
 		return func() {}
 	}
 	go func() {
@@ -54,14 +55,14 @@ func startShellServer(log *slog.Logger, mnt string, m *boxes.Manager) (stop func
 // streams, its signals, and its kill when the caller goes away.
 func serveShell(log *slog.Logger, m *boxes.Manager, conn *net.UnixConn) {
 	defer conn.Close()
-	fw := &frameWriter{w: conn}
+	fw := &boxsh.FrameWriter{W: conn}
 	fail := func(code int, err error) {
-		b, _ := json.Marshal(shExit{Code: code, Err: err.Error()})
-		fw.write(frameExit, b)
+		b, _ := json.Marshal(boxsh.Exit{Code: code, Err: err.Error()})
+		fw.Send(boxsh.FrameExit, b)
 	}
 	// Like the control files, commands are the mounting user's (root's
 	// too); the socket has no file mode to say so.
-	uid, err := peerUID(conn)
+	uid, err := boxsh.PeerUID(conn)
 	if err != nil {
 		fail(exitCannotRun, err)
 		return
@@ -71,11 +72,11 @@ func serveShell(log *slog.Logger, m *boxes.Manager, conn *net.UnixConn) {
 		return
 	}
 	br := bufio.NewReader(conn)
-	typ, p, err := readFrame(br)
-	if err != nil || typ != frameRequest {
+	typ, p, err := boxsh.ReadFrame(br)
+	if err != nil || typ != boxsh.FrameRequest {
 		return
 	}
-	var req shRequest
+	var req boxsh.Request
 	if err := json.Unmarshal(p, &req); err != nil {
 		fail(exitCannotRun, fmt.Errorf("bad request: %v", err))
 		return
@@ -90,8 +91,8 @@ func serveShell(log *slog.Logger, m *boxes.Manager, conn *net.UnixConn) {
 	run, err := b.Shell(ctx, req.Dir, req.Args, hands.Command{
 		Env:    req.Env,
 		Stdin:  inR,
-		Stdout: streamWriter{fw, frameStdout},
-		Stderr: streamWriter{fw, frameStderr},
+		Stdout: boxsh.StreamWriter{FW: fw, Typ: boxsh.FrameStdout},
+		Stderr: boxsh.StreamWriter{FW: fw, Typ: boxsh.FrameStderr},
 	})
 	cancel()
 	if err != nil {
@@ -106,7 +107,7 @@ func serveShell(log *slog.Logger, m *boxes.Manager, conn *net.UnixConn) {
 	// A command that ended without reading all of its stdin: the feeder
 	// drops the rest.
 	inR.CloseWithError(io.ErrClosedPipe)
-	var exit shExit
+	var exit boxsh.Exit
 	switch {
 	case err == nil:
 		exit.Code = code
@@ -117,7 +118,7 @@ func serveShell(log *slog.Logger, m *boxes.Manager, conn *net.UnixConn) {
 		b.SetErr(fmt.Errorf("boxfs sh: %w", err))
 	}
 	eb, _ := json.Marshal(exit)
-	fw.write(frameExit, eb)
+	fw.Send(boxsh.FrameExit, eb)
 }
 
 // readShellFrames passes the caller's stdin and signals to run until the
@@ -143,7 +144,7 @@ func readShellFrames(log *slog.Logger, br *bufio.Reader, run *boxes.ShellRun, in
 	}()
 	defer closeIn()
 	for {
-		typ, p, err := readFrame(br)
+		typ, p, err := boxsh.ReadFrame(br)
 		if err != nil {
 			select {
 			case <-ended:
@@ -158,7 +159,7 @@ func readShellFrames(log *slog.Logger, br *bufio.Reader, run *boxes.ShellRun, in
 			return
 		}
 		switch typ {
-		case frameStdin:
+		case boxsh.FrameStdin:
 			if inClosed {
 				continue
 			}
@@ -166,9 +167,9 @@ func readShellFrames(log *slog.Logger, br *bufio.Reader, run *boxes.ShellRun, in
 			case in <- p:
 			case <-ended:
 			}
-		case frameStdinEOF:
+		case boxsh.FrameStdinEOF:
 			closeIn()
-		case frameSignal:
+		case boxsh.FrameSignal:
 			go func(sig string) {
 				ctx, cancel := context.WithTimeout(context.Background(), killConfirm)
 				defer cancel()
