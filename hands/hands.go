@@ -312,6 +312,16 @@ func (h *Hands) WalkMax(ctx context.Context, root string, max int) ([]providers.
 	return nil, providers.Errorf(providers.Unsupported, "hands.WalkMax", "the %s path has no capped walk", h.via)
 }
 
+// ReadDirMax lists a directory of at most max entries where the path can
+// refuse a larger one before sending it (the agent channel, a local box);
+// elsewhere it is Unsupported and the caller lists it whole.
+func (h *Hands) ReadDirMax(ctx context.Context, name string, max int) ([]providers.FileInfo, error) {
+	if cl, ok := h.files.(providers.CappedLister); ok {
+		return cl.ReadDirMax(ctx, name, max)
+	}
+	return nil, providers.Errorf(providers.Unsupported, "hands.ReadDirMax", "the %s path has no capped listing", h.via)
+}
+
 // ReadSmall reads many small files of dir in one round trip where the
 // path can (the agent channel); elsewhere it is Unsupported and the caller
 // reads them one by one.

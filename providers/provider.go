@@ -190,6 +190,16 @@ type CappedWalker interface {
 	WalkMax(ctx context.Context, root string, max int) ([]FileInfo, error)
 }
 
+// CappedLister is an optional part of Files that lists a directory only
+// when it is small enough to hold: a box decides how many entries a
+// directory has, and the host must not hold a million of them to learn
+// that it will not keep them.
+type CappedLister interface {
+	// ReadDirMax is ReadDir for a directory of at most max entries; a
+	// larger one is TooLarge (EFBIG), and nothing of it is returned.
+	ReadDirMax(ctx context.Context, name string, max int) ([]FileInfo, error)
+}
+
 // HostReader is an optional part of Files: a box whose files are the
 // host's own (a local box) opens one for reading as a host file, so a
 // read needs no copy. A box whose files are elsewhere says Unsupported.

@@ -701,6 +701,11 @@ func (ch *Channel) ReadAt(ctx context.Context, name string, p []byte, off int64)
 	return with(ctx, ch, "agent.ReadAt", func(c *Client) (int, error) { return c.ReadAt(ctx, name, p, off) })
 }
 
+// ReadDirMax lists a directory when it has at most max entries.
+func (ch *Channel) ReadDirMax(ctx context.Context, name string, max int) ([]providers.FileInfo, error) {
+	return with(ctx, ch, "agent.ReadDir", func(c *Client) ([]providers.FileInfo, error) { return c.ReadDirMax(ctx, name, max) })
+}
+
 // WalkMax lists the tree under root when it has at most max entries.
 func (ch *Channel) WalkMax(ctx context.Context, root string, max int) ([]providers.FileInfo, error) {
 	return with(ctx, ch, "agent.Walk", func(c *Client) ([]providers.FileInfo, error) { return c.WalkMax(ctx, root, max) })

@@ -540,6 +540,22 @@ func (c *Client) ReadDir(ctx context.Context, name string) ([]providers.FileInfo
 	})
 }
 
+// ReadDirMax is ReadDir for a directory of at most max entries: a larger
+// one is TooLarge (EFBIG), and the agent sends none of it.
+func (c *Client) ReadDirMax(ctx context.Context, name string, max int) ([]providers.FileInfo, error) {
+	const op = "agent.ReadDir"
+	p, err := clean(op, name)
+	if err != nil {
+		return nil, c.withBox(op, name, err)
+	}
+	if max <= 0 {
+		return nil, providers.Errorf(providers.Invalid, op, "a listing's cap must be positive, not %d", max)
+	}
+	return call(ctx, c, op, p, false, func() ([]providers.FileInfo, error) {
+		return c.listing(opList, url.Values{"dir": {p}, "max": {strconv.Itoa(max)}})
+	})
+}
+
 // Walk lists the whole tree under root in one round trip where the
 // listing fits inlineMax (about 1,500 entries), else in a few; see
 // providers.Walker for the order.

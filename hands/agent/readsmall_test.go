@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,5 +91,25 @@ func TestWalkMax(t *testing.T) {
 	}
 	if _, err := c.WalkMax(ctx, dir, len(all)-1); providers.CodeOf(err) != providers.TooLarge {
 		t.Errorf("WalkMax under the tree's size: %v, want too_large", err)
+	}
+}
+
+// ReadDirMax lists a directory up to its cap, and refuses a larger one as
+// TooLarge: the agent sends none of it.
+func TestReadDirMax(t *testing.T) {
+	c := newPipeServer(t, 10*time.Second).client
+	ctx := bg(t)
+	dir := t.TempDir()
+	for i := range 20 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%02d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := c.ReadDirMax(ctx, dir, 20)
+	if err != nil || len(got) != 20 || got[0].Name != "f00" {
+		t.Fatalf("ReadDirMax at the directory's size: %d entries, %v; want 20", len(got), err)
+	}
+	if _, err := c.ReadDirMax(ctx, dir, 19); providers.CodeOf(err) != providers.TooLarge {
+		t.Errorf("ReadDirMax under the directory's size: %v, want too_large", err)
 	}
 }

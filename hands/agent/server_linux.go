@@ -993,11 +993,7 @@ func syntheticStat(op string, q url.Values) (sftp.ListerAt, error) {
 		if op == opList {
 			root = q.Get("dir")
 		}
-		max := 0
-		if op == opWalk {
-			max = walkMax(q)
-		}
-		b, err := listTree(root, op == opWalk, max)
+		b, err := listTree(root, op == opWalk, walkMax(q))
 		if err != nil {
 			return nil, err
 		}
@@ -1192,7 +1188,8 @@ func (l listing) ListAt(dst []os.FileInfo, off int64) (int, error) {
 // format: its entries, and with recursive their whole trees, never
 // following a symlink below dir. An entry that vanishes while it is listed
 // is left out; any other error ends the listing.
-// walkMax is a walk's optional entry cap ("max"); 0 is none.
+// walkMax is a walk's or a listing's optional entry cap ("max"); 0 is
+// none.
 func walkMax(q url.Values) int {
 	n, err := strconv.Atoi(q.Get("max"))
 	if err != nil || n < 0 {

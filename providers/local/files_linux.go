@@ -234,9 +234,26 @@ func (b *Box) Lstat(ctx context.Context, name string) (providers.FileInfo, error
 // readDir lists the open directory d: entries sorted by name, each
 // lstat'ed relative to d, symlinks with their targets.
 func readDir(d *os.File) ([]providers.FileInfo, error) {
-	names, err := d.Readdirnames(-1)
-	if err != nil {
-		return nil, err
+	return readDirMax(d, 0)
+}
+
+// readDirMax is readDir for a directory of at most max entries (0: no
+// cap); a larger one is EFBIG, found while reading its names, before any
+// is stat'ed.
+func readDirMax(d *os.File, max int) ([]providers.FileInfo, error) {
+	var names []string
+	for {
+		batch, err := d.Readdirnames(4096)
+		names = append(names, batch...)
+		if max > 0 && len(names) > max {
+			return nil, syscall.EFBIG
+		}
+		if errors.Is(err, io.EOF) || err == nil && len(batch) == 0 {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	slices.Sort(names)
 	fd := int(d.Fd())
@@ -274,6 +291,29 @@ func (b *Box) ReadDir(ctx context.Context, name string) ([]providers.FileInfo, e
 	}
 	defer d.Close()
 	out, err := readDir(d)
+	if err != nil {
+		return nil, b.pathErr(op, name, err)
+	}
+	return out, nil
+}
+
+// ReadDirMax is ReadDir for a directory of at most max entries; a larger
+// one is TooLarge, and no entry of it is stat'ed.
+func (b *Box) ReadDirMax(ctx context.Context, name string, max int) ([]providers.FileInfo, error) {
+	const op = "local.ReadDir"
+	if max <= 0 {
+		return nil, providers.Errorf(providers.Invalid, op, "a listing's cap must be positive, not %d", max)
+	}
+	r, rel, err := b.open(ctx, op, name)
+	if err != nil {
+		return nil, err
+	}
+	d, err := r.Open(rel)
+	if err != nil {
+		return nil, b.pathErr(op, name, err)
+	}
+	defer d.Close()
+	out, err := readDirMax(d, max)
 	if err != nil {
 		return nil, b.pathErr(op, name, err)
 	}

@@ -10,6 +10,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -842,14 +843,21 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 	}
 	now := c.now() // what the listing brings is as old as its ask
 	t := c.beginFetch()
-	list, err := c.remote.ReadDir(ctx, c.abs(rel))
+	list, err := c.listRemote(ctx, rel)
 	if err != nil {
 		c.mu.Lock()
 		if providers.CodeOf(err) == providers.NotFound && c.fm.judge(rel, t) != hostWins {
 			c.forgetLocked(rel)
 		}
+		capped := errors.Is(err, errListingCapped)
+		if capped {
+			c.noteTooLargeLocked(rel)
+		}
 		c.fm.end(t)
 		c.mu.Unlock()
+		if capped {
+			return nil, c.tooLargeCapped(rel)
+		}
 		return nil, err
 	}
 	if len(list) > c.opts.MaxListing {

@@ -1,6 +1,9 @@
 package cache
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"runtime/debug"
 	"slices"
 
@@ -69,6 +72,35 @@ func (c *Cache) noteTooLargeLocked(rel string) {
 func (c *Cache) touchListingLocked(d *dirList) {
 	c.lists.tick++
 	d.used = c.lists.tick
+}
+
+// errListingCapped is listRemote's error for a directory the box refused
+// to list past Options.MaxListing entries.
+var errListingCapped = errors.New("listing over the cap")
+
+// listRemote asks the box for rel's listing: where the box can refuse a
+// directory of more than MaxListing entries before sending any of it
+// (providers.CappedLister), the daemon never holds more than the cap of
+// it; elsewhere the whole listing comes, and ReadDir refuses it after.
+func (c *Cache) listRemote(ctx context.Context, rel string) ([]providers.FileInfo, error) {
+	if cl, ok := c.remote.(providers.CappedLister); ok {
+		list, err := cl.ReadDirMax(ctx, c.abs(rel), c.opts.MaxListing)
+		switch providers.CodeOf(err) {
+		case providers.Unsupported:
+		case providers.TooLarge:
+			return nil, fmt.Errorf("%w: %w", errListingCapped, err)
+		default:
+			return list, err
+		}
+	}
+	return c.remote.ReadDir(ctx, c.abs(rel))
+}
+
+// tooLargeCapped is the error of a listing the box refused past the cap.
+func (c *Cache) tooLargeCapped(rel string) error {
+	return providers.Errorf(providers.TooLarge, "cache.ReadDir",
+		"the directory has more than the %d entries a listing may hold", c.opts.MaxListing).
+		WithBox(c.opts.Box).WithPath(c.abs(rel))
 }
 
 // tooLarge is the error of a listing of n entries, over the bound.

@@ -202,3 +202,42 @@ func TestListingMemoryIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// cappedBox is a wideBox that refuses, as an agent or a local box does, to
+// list a directory past the cap it is given: it sends none of it.
+type cappedBox struct {
+	*wideBox
+	caps []int // the caps it was asked with
+}
+
+func (b *cappedBox) ReadDirMax(ctx context.Context, name string, max int) ([]providers.FileInfo, error) {
+	b.mu.Lock()
+	b.caps = append(b.caps, max)
+	b.mu.Unlock()
+	if d, ok := b.dir(name); ok && b.n[d] > max {
+		return nil, providers.Errorf(providers.TooLarge, "box.ReadDir", "more than %d entries", max)
+	}
+	return b.ReadDir(ctx, name)
+}
+
+// A box that can refuse a listing past the cap is asked with the cap, so
+// the daemon never holds the whole of a huge directory: its refusal is the
+// listing's TooLarge, and a lookup in the directory stats the one name.
+func TestListingCappedAtTheBox(t *testing.T) {
+	b := &cappedBox{wideBox: newWideBox(t, map[string]int{"big": 1001, "ok": 1000})}
+	c, err := cache.Open(b, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", MaxListing: 1000})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	_, err = c.ReadDir(t.Context(), "big")
+	assert.Equal(t, providers.TooLarge, providers.CodeOf(err), "%v", err)
+	assert.Equal(t, 0, b.listed("big"), "the box sent the listing past the cap")
+	list, err := c.ReadDir(t.Context(), "ok")
+	require.NoError(t, err)
+	assert.Len(t, list, 1000)
+	for _, max := range b.caps {
+		assert.Equal(t, 1000, max, "asked with a cap other than MaxListing")
+	}
+	fi, err := c.Lookup(t.Context(), "big/file-0000999.txt")
+	require.NoError(t, err)
+	assert.Equal(t, int64(999), fi.Size)
+}
