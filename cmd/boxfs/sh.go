@@ -25,7 +25,8 @@ command starts. stdin, stdout and stderr are passed as separate streams;
 SIGINT, SIGTERM and SIGHUP go to the command's process group in the box;
 the exit status is the box shell's (126, 127, 128+signal). If boxfs sh is
 killed outright, the daemon kills the command's group. Without arguments it
-is an interactive shell (-i), without a terminal.
+is an interactive shell: on a terminal in the box (made by the box's
+script(1)) when stdin and stdout are a terminal.
 
 Host variables passed: TERM, and those named in BOXFS_SH_ENV (NAME,NAME;
 NAME* for a prefix). A working directory outside every boxfs mount is an

@@ -86,9 +86,13 @@ func serveShell(log *slog.Logger, m *boxes.Manager, conn *net.UnixConn) {
 		fail(exitCannotRun, err)
 		return
 	}
+	args := req.Args
+	if req.TTY != nil {
+		args = ttyArgs(*req.TTY)
+	}
 	inR, inW := io.Pipe()
 	ctx, cancel := context.WithTimeout(context.Background(), shStartBound)
-	run, err := b.Shell(ctx, req.Dir, req.Args, hands.Command{
+	run, err := b.Shell(ctx, req.Dir, args, hands.Command{
 		Env:    req.Env,
 		Stdin:  inR,
 		Stdout: boxsh.StreamWriter{FW: fw, Typ: boxsh.FrameStdout},
@@ -179,4 +183,19 @@ func readShellFrames(log *slog.Logger, br *bufio.Reader, run *boxes.ShellRun, in
 			}(string(p))
 		}
 	}
+}
+
+// ttyArgs are the box shell's arguments for an interactive shell on a
+// terminal of size ws: no provider gives a command a terminal, so the
+// box's script(1) (util-linux's, or BusyBox's) makes one and runs the
+// shell (bash, else sh) on it, interactive, after setting the terminal's
+// size. A box without script gets the shell over pipes, and a line on
+// stderr says so.
+func ttyArgs(ws boxsh.Winsize) []string {
+	return []string{"-c", fmt.Sprintf(`s=$(command -v bash 2>/dev/null || command -v sh)
+if command -v script >/dev/null 2>&1; then
+	SHELL=$s exec script -qfc 'stty rows %d cols %d 2>/dev/null; exec "$SHELL" -i' /dev/null
+fi
+echo "boxfs sh: the box has no script(1) to make a terminal: the shell runs without one" >&2
+exec "$s" -i`, ws.Rows, ws.Cols)}
 }

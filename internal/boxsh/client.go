@@ -101,11 +101,16 @@ func Run(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	var tty *Winsize
 	if len(args) == 0 && IsTerminal(stdin.Fd()) {
-		// The box's shell gets a pipe, not this terminal: say it is
-		// interactive. There is no terminal in the box (no job control,
-		// no line editing by the box's shell).
-		args = []string{"-i"}
+		// An interactive shell: on a terminal in the box when this one
+		// is a terminal too, else over pipes (-i: no job control, no line
+		// editing by the box's shell).
+		if ws, ok := TermSize(stdin.Fd()); ok && IsTerminal(os.Stdout.Fd()) {
+			tty = &ws
+		} else {
+			args = []string{"-i"}
+		}
 	}
 	c, err := net.Dial("unix", Socket(mnt))
 	if err != nil {
@@ -117,9 +122,18 @@ func Run(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		return fail("the socket for %s is not served by your user or root (uid %d, %v); nothing was run", mnt, uid, err)
 	}
 	fw := &FrameWriter{W: conn}
-	req, _ := json.Marshal(Request{Box: box, Dir: dir, Args: args, Env: HostEnv(os.Environ())})
+	req, _ := json.Marshal(Request{Box: box, Dir: dir, Args: args, Env: HostEnv(os.Environ()), TTY: tty})
 	if err := fw.Send(FrameRequest, req); err != nil {
 		return fail("%v", err)
+	}
+	if tty != nil {
+		// The terminal's keys go to the box's terminal as bytes: its line
+		// discipline echoes, edits and signals there.
+		restore, err := MakeRaw(stdin.Fd())
+		if err != nil {
+			return fail("the terminal: %v", err)
+		}
+		defer restore()
 	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)

@@ -90,3 +90,32 @@ func IsTerminal(fd uintptr) bool {
 	_, err := unix.IoctlGetTermios(int(fd), unix.TCGETS)
 	return err == nil
 }
+
+// TermSize is the size of the terminal at fd.
+func TermSize(fd uintptr) (Winsize, bool) {
+	ws, err := unix.IoctlGetWinsize(int(fd), unix.TIOCGWINSZ)
+	if err != nil || ws.Row == 0 || ws.Col == 0 {
+		return Winsize{}, false
+	}
+	return Winsize{Rows: ws.Row, Cols: ws.Col}, true
+}
+
+// MakeRaw puts the terminal at fd in raw mode (as cfmakeraw(3) does) and
+// returns what puts it back.
+func MakeRaw(fd uintptr) (restore func(), err error) {
+	old, err := unix.IoctlGetTermios(int(fd), unix.TCGETS)
+	if err != nil {
+		return nil, err
+	}
+	raw := *old
+	raw.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	raw.Oflag &^= unix.OPOST
+	raw.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	raw.Cflag &^= unix.CSIZE | unix.PARENB
+	raw.Cflag |= unix.CS8
+	raw.Cc[unix.VMIN], raw.Cc[unix.VTIME] = 1, 0
+	if err := unix.IoctlSetTermios(int(fd), unix.TCSETS, &raw); err != nil {
+		return nil, err
+	}
+	return func() { unix.IoctlSetTermios(int(fd), unix.TCSETS, old) }, nil
+}

@@ -19,3 +19,7 @@ func Getwd() (string, error) { return os.Getwd() }
 func IsTerminal(fd uintptr) bool { return false }
 
 func UnescapeMountinfo(s string) string { return s }
+
+func TermSize(fd uintptr) (Winsize, bool) { return Winsize{}, false }
+
+func MakeRaw(fd uintptr) (func(), error) { return nil, errShLinux }

@@ -47,6 +47,16 @@ type Request struct {
 	Dir  string            `json:"dir"`  // relative to the box's workspace, slash-separated; "" is the workspace
 	Args []string          `json:"args"` // the box shell's arguments (-c COMMAND ...)
 	Env  map[string]string `json:"env,omitempty"`
+	// TTY, when set, asks for an interactive shell on a terminal in the
+	// box, of this size: the caller's own terminal is in raw mode, and
+	// its bytes (Ctrl-C, Ctrl-D, Ctrl-Z among them) are the terminal's.
+	TTY *Winsize `json:"tty,omitempty"`
+}
+
+// Winsize is a terminal's size in characters.
+type Winsize struct {
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
 }
 
 // Exit is how the command ended: Code is the status boxfs sh exits
