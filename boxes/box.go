@@ -53,6 +53,7 @@ type Box struct {
 
 	stopWatch context.CancelFunc // ends the watch of the workspace; nil without one
 	fresh     freshness          // how box-side changes reach the host
+	keptAlive time.Time          // when the provider was last told the box is in use (keepalive.go)
 }
 
 // health is whether the box answers. After a failure that says the box (not
@@ -462,6 +463,7 @@ func (b *Box) Do(ctx context.Context, mutation bool, extra time.Duration, fn fun
 	if err := b.refuse(); err != nil {
 		return err
 	}
+	b.inUse()
 	if mutation {
 		ctx = context.WithoutCancel(ctx)
 	}

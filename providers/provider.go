@@ -190,6 +190,14 @@ type CappedWalker interface {
 	WalkMax(ctx context.Context, root string, max int) ([]FileInfo, error)
 }
 
+// KeepAliver is an optional part of Box for a provider that ends a box it
+// finds idle before the box's lifetime (Daytona stops, and so deletes, a
+// sandbox after 15 minutes with no activity it counts): KeepAlive tells
+// it the box is in use.
+type KeepAliver interface {
+	KeepAlive(ctx context.Context) error
+}
+
 // CappedLister is an optional part of Files that lists a directory only
 // when it is small enough to hold: a box decides how many entries a
 // directory has, and the host must not hold a million of them to learn
