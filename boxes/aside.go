@@ -14,7 +14,7 @@ import (
 // whose writes the box has not taken, to STATE/aside/PROVIDER-ID/ (0700),
 // under the time and rel with "/" as "%2F", and drops those writes: rel is
 // the box's again (gone, if the box never had it), and flush, sync,
-// release and the commands' barrier no longer wait on it. It returns where
+// release and the commands' barrier pass over it. It returns where
 // the copy went. Nothing is asked of the box.
 func (b *Box) SetAside(ctx context.Context, rel string) (string, error) {
 	const op = "boxes.SetAside"

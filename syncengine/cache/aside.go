@@ -9,7 +9,7 @@ import (
 
 // SetAside copies the host's content of rel, a file with writes the box
 // has not taken, to dst (a new host file, 0600, outside the cache), and
-// drops those writes: rel is no longer dirty nor journaled, and the next
+// drops those writes: rel is neither dirty nor journaled, and the next
 // lookup of it asks the box (a file the box never had is gone). It is the
 // way out for a file whose push the box refuses, which FlushAll, and every
 // barrier with it, would otherwise fail on for good. A file open on the

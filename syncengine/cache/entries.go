@@ -28,7 +28,7 @@ import (
 // (model.go) then holds no marks, so nothing forgotten can change a
 // verdict, and the next look is a fetch like any other, whose answer is
 // at least as new as what was forgotten (F-mono). What the fetches
-// learned since the last Refresh (learned.go) can no longer be told from
+// learned since the last Refresh (learned.go) cannot be told apart from
 // what was forgotten, so the next Refresh reports All: the kernel's
 // entries are all dropped (F-cmd). After a large eviction the maps are
 // built again (a Go map keeps its size when emptied) and the memory is
