@@ -280,30 +280,21 @@ func readDirMax(d *os.File, max int) ([]providers.FileInfo, error) {
 
 // ReadDir lists a directory, sorted by name, without following symlinks.
 func (b *Box) ReadDir(ctx context.Context, name string) ([]providers.FileInfo, error) {
-	const op = "local.ReadDir"
-	r, rel, err := b.open(ctx, op, name)
-	if err != nil {
-		return nil, err
-	}
-	d, err := r.Open(rel)
-	if err != nil {
-		return nil, b.pathErr(op, name, err)
-	}
-	defer d.Close()
-	out, err := readDir(d)
-	if err != nil {
-		return nil, b.pathErr(op, name, err)
-	}
-	return out, nil
+	return b.listDir(ctx, name, 0)
 }
 
 // ReadDirMax is ReadDir for a directory of at most max entries; a larger
 // one is TooLarge, and no entry of it is stat'ed.
 func (b *Box) ReadDirMax(ctx context.Context, name string, max int) ([]providers.FileInfo, error) {
-	const op = "local.ReadDir"
 	if max <= 0 {
-		return nil, providers.Errorf(providers.Invalid, op, "a listing's cap must be positive, not %d", max)
+		return nil, providers.Errorf(providers.Invalid, "local.ReadDir", "a listing's cap must be positive, not %d", max)
 	}
+	return b.listDir(ctx, name, max)
+}
+
+// listDir lists name with at most max entries (0: no cap).
+func (b *Box) listDir(ctx context.Context, name string, max int) ([]providers.FileInfo, error) {
+	const op = "local.ReadDir"
 	r, rel, err := b.open(ctx, op, name)
 	if err != nil {
 		return nil, err
