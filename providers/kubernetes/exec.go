@@ -51,7 +51,9 @@ const (
 // "started", or 1/2/3 when the directory is missing/not a directory/not
 // enterable, 4 when the group cannot be recorded (a command that could not
 // be killed is not started). The command runs as a child, so the shell can
-// drop the pid file and pass on its status (128+n for signal n).
+// drop the pid file and pass on its status (128+n for signal n). Last, it
+// writes the trailer on stdout and on stderr, by which the host knows the
+// output arrived whole.
 const wrapperScript = `if [ "$2" = 0 ] && ! kill -0 -$$ 2>/dev/null; then
 	s=$1
 	shift 2
@@ -59,6 +61,11 @@ const wrapperScript = `if [ "$2" = 0 ] && ! kill -0 -$$ 2>/dev/null; then
 fi
 f=/tmp/.boxfs-$(id -u 2>/dev/null)/$3 d=$4 e=$5 j=$6 n=$7
 shift 7
+boxfs_end() {
+	printf '\036%s\037' "${f##*/}"
+	printf '\036%s\037' "${f##*/}" >&2
+	exit "$1"
+}
 if [ "$e" = 1 ]; then
 	for a in "$@"; do
 		shift
@@ -66,19 +73,19 @@ if [ "$e" = 1 ]; then
 		set -- "$@" "${a%x}"
 	done
 fi
-while [ "$n" -gt 0 ]; do export "$1" || exit 125; shift; n=$((n - 1)); done
+while [ "$n" -gt 0 ]; do export "$1" || boxfs_end 125; shift; n=$((n - 1)); done
 mkdir -p "${f%/*}" 2>/dev/null
-if ! { echo $$ >"$f"; } 2>/dev/null; then printf '\004'; exit 125; fi
+if ! { echo $$ >"$f"; } 2>/dev/null; then printf '\004'; boxfs_end 125; fi
 if ! cd "$d" 2>/dev/null; then
 	rm -f "$f"
 	if [ ! -e "$d" ]; then printf '\001'; elif [ ! -d "$d" ]; then printf '\002'; else printf '\003'; fi
-	exit 126
+	boxfs_end 126
 fi
 printf '\000'
 if [ "$j" = 1 ]; then "$@" 2>&1; else "$@"; fi
 r=$?
 rm -f "$f"
-exit $r
+boxfs_end $r
 `
 
 // killScript kills the process group recorded under the name $1 and
@@ -187,12 +194,17 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 			return providers.Errorf(providers.Unsupported, op, "the box's /tmp is not writable: the command's process group cannot be recorded, so it could not be killed").WithBox(b.id)
 		},
 	}, req.Stdout, req.Stderr)
-	opts := remotecommand.StreamOptions{Stdout: &markerWriter{g: pr.GroupProcess}, Stderr: queueWriter{pr.Stderr()}}
+	end := trailer(pidfile)
+	pr.stdout = &trailerCut{put: pr.Stdout().Put, trailer: end}
+	pr.stderr = &trailerCut{put: pr.Stderr().Put, trailer: end}
+	opts := remotecommand.StreamOptions{Stdout: &markerWriter{g: pr.GroupProcess, out: pr.stdout}, Stderr: pr.stderr}
 	if req.Stdin != nil {
 		opts.Stdin = req.Stdin
 	}
 	go func() {
 		err := b.stream(sctx, b.execURL(cmd, req.Stdin != nil), opts)
+		pr.stdout.end()
+		pr.stderr.end()
 		pr.code, pr.streamErr = exitCode(err)
 		pr.StreamEnded()
 	}()
@@ -246,6 +258,8 @@ type process struct {
 	b         *Box
 	code      int   // the exit code, once the stream ended (-1: none)
 	streamErr error // why the stream failed, once it ended
+
+	stdout, stderr *trailerCut // the command's output, up to the wrapper's trailer
 }
 
 var _ providers.Process = (*process)(nil)
@@ -258,14 +272,19 @@ func (pr *process) outcome(ctx context.Context, killed bool) (int, error) {
 		return -1, pr.b.lost(ctx, "kubernetes.Exec", pr.streamErr)
 	case pr.streamErr != nil:
 		return 128 + 9, nil
+	case !killed && pr.code < 128 && !(pr.stdout.seen && pr.stderr.seen):
+		// The wrapper exited by itself, after writing its trailer on
+		// both: the stream lost the end of the output.
+		return -1, pr.b.lost(ctx, "kubernetes.Exec", errors.New("the exec stream ended with the command's exit status but without the end of its output"))
 	}
 	return pr.code, nil
 }
 
 // markerWriter takes the wrapper's marker byte off the front of stdout and
-// queues the rest.
+// passes the rest on to out.
 type markerWriter struct {
 	g    *providers.GroupProcess
+	out  *trailerCut
 	seen bool
 }
 
@@ -277,18 +296,9 @@ func (w *markerWriter) Write(p []byte) (int, error) {
 		p = p[1:]
 	}
 	if len(p) > 0 {
-		w.g.Stdout().Put(bytes.Clone(p))
+		w.out.Write(p)
 	}
 	return n, nil
-}
-
-// queueWriter queues a copy of what it is given (the stream reuses its
-// buffer).
-type queueWriter struct{ q *providers.OutQueue }
-
-func (w queueWriter) Write(p []byte) (int, error) {
-	w.q.Put(bytes.Clone(p))
-	return len(p), nil
 }
 
 // killGroup runs killScript in the box on the group recorded under name.
