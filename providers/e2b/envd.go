@@ -149,6 +149,7 @@ func unary[Req, Res any](ctx context.Context, b *Box, op string, fn func(context
 // once resumed (as every provider's suspended box answers).
 func (b *Box) envdError(ctx context.Context, op string, err error) *providers.Error {
 	e := wrap(op, b.id, err)
+	e.Err = b.scrubbed(e.Err)
 	switch e.Code {
 	case providers.Unavailable, providers.TransportLost, providers.Unknown:
 		switch b.life(context.WithoutCancel(ctx)) {

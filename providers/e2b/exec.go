@@ -296,7 +296,7 @@ func (pr *process) read() {
 		pr.handle(pr.stream.Msg().GetEvent())
 	}
 	if pr.end == nil {
-		pr.streamErr = pr.stream.Err()
+		pr.streamErr = pr.b.scrubbed(pr.stream.Err())
 		if pr.streamErr == nil {
 			pr.streamErr = io.ErrUnexpectedEOF
 		}

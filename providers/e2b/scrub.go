@@ -59,3 +59,22 @@ func payloadSecrets(payload []byte) []string {
 	}
 	return out
 }
+
+// scrubbed is an error whose text was scrubbed: envd's answers (a Connect
+// error's message) come from the sandbox and reach the err file and the
+// log. It unwraps to the error as it came, for its code.
+type scrubbed struct {
+	err  error
+	text string
+}
+
+// scrubbed returns err with its text scrubbed of the box's secrets.
+func (b *Box) scrubbed(err error) error {
+	if err == nil {
+		return nil
+	}
+	return scrubbed{err, scrub(err.Error(), b.secrets()...)}
+}
+
+func (s scrubbed) Error() string { return s.text }
+func (s scrubbed) Unwrap() error { return s.err }

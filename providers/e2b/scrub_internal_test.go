@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"connectrpc.com/connect"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -58,4 +59,22 @@ func TestAPIErrorScrubbed(t *testing.T) {
 	assert.NotContains(t, text, key)
 	assert.NotContains(t, text, secret)
 	assert.True(t, strings.Contains(text, "bad sandbox for key <redacted>"), "error %q", text)
+}
+
+// TestEnvdErrorScrubbed: an envd answer (a Connect error's message comes
+// from the sandbox) that repeats the API key, the box's access token or a
+// named credential keeps none of them in the error, and keeps its code.
+func TestEnvdErrorScrubbed(t *testing.T) {
+	const key = "e2b_0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+	const token = "tok-9a8b7c6d5e4f"
+	b := &Box{p: &Provider{api: &apiClient{key: key}}, id: "sbx1", token: token}
+	cerr := connect.NewError(connect.CodeNotFound, fmt.Errorf("no such file; request had key %s, token %s, PASSWORD=hunter2hunter", key, token))
+	e := b.envdError(context.Background(), "e2b.Stat", cerr)
+	assert.Equal(t, providers.NotFound, e.Code)
+	text := e.Error()
+	for _, s := range []string{key, token, "hunter2hunter"} {
+		assert.NotContains(t, text, s)
+	}
+	assert.Contains(t, text, "no such file")
+	assert.Equal(t, connect.CodeNotFound, connect.CodeOf(e), "the Connect error stays in the chain")
 }
