@@ -40,6 +40,7 @@ const (
 	envBudget   = "BOXFS_IT_CACHE"         // the content cache's bound, bytes
 	envBehind   = "BOXFS_IT_BEHIND_DELAY"  // write-behind's batch delay
 	envBound    = "BOXFS_IT_REQUEST_BOUND" // the bound of one request of the mount
+	envDebug    = "BOXFS_IT_DEBUG"         // "1": log every FUSE request, as mount --debug does
 	// envAllowOther=1 mounts with allow_other: other users get in, as
 	// the modes allow.
 	envAllowOther = "BOXFS_IT_ALLOW_OTHER"
@@ -105,7 +106,8 @@ func serve(mnt string) error {
 	if err != nil {
 		return err
 	}
-	server, err := boxfs.New(m).Mount(mnt, boxfs.MountOptions{AllowOther: os.Getenv(envAllowOther) == "1", RequestBound: bound})
+	server, err := boxfs.New(m).Mount(mnt, boxfs.MountOptions{AllowOther: os.Getenv(envAllowOther) == "1", RequestBound: bound,
+		Debug: os.Getenv(envDebug) == "1"})
 	if err != nil {
 		return err
 	}
