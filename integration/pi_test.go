@@ -363,8 +363,10 @@ func piSearchTools(t *testing.T) string {
 // startDaemon serves a fresh namespace with the boxfs command itself
 // (`boxfs mount`, in the foreground), which, unlike the test binary's
 // serve mode, serves boxfs sh. provider's row skips or fails as
-// startMount's do when its service is not there.
-func startDaemon(t *testing.T, provider string) *mountT {
+// startMount's do when its service is not there. env (BOXFS_PPROF=1) is
+// added to the daemon's environment, which holds no other BOXFS_ variable
+// of the test's.
+func startDaemon(t *testing.T, provider string, env ...string) *mountT {
 	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skip("no /dev/fuse")
@@ -378,6 +380,7 @@ func startDaemon(t *testing.T, provider string) *mountT {
 			m.cmd.Env = append(m.cmd.Env, kv)
 		}
 	}
+	m.cmd.Env = append(m.cmd.Env, env...)
 	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)

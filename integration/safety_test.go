@@ -8,8 +8,12 @@ package integration
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -442,14 +446,10 @@ func TestSetAsideRefusedPush(t *testing.T) {
 			write: "behind", behindDelay: time.Hour})
 		b := m.newBox(t, "ro", "provider=local")
 		b.must(t, "echo box > f")
-		ws, _ := factsMap(t, b)["workspace"].(string)
-		if ws == "" {
-			t.Fatal("facts.json has no workspace")
-		}
 		if got := readString(t, filepath.Join(b.work, "f")); got != "box\n" {
 			t.Fatalf("f reads %q", got)
 		}
-		boxFile := filepath.Join(ws, "f")
+		boxFile := filepath.Join(whereIs(t, b).ws, "f")
 		if out, err := exec.Command("chattr", "+i", boxFile).CombinedOutput(); err != nil {
 			t.Skipf("chattr +i: %v %s", err, out)
 		}
@@ -491,7 +491,7 @@ func procStatus(t *testing.T, pid int, field string) int64 {
 // that no command's walk of the workspace comes before the listing.
 func TestHugeListingBounded(t *testing.T) {
 	const entries, rssBound = 200_000, 200 << 20
-	makeEntries := fmt.Sprintf(`cd "$0" && perl -e 'for (0..%d) { if ($_ %% 60000 == 0) { $s="s$_"; open(F,">",$s) or die; close F } else { link($s,"h$_") or die } }'`, entries-1)
+	makeEntries := fmt.Sprintf(`mkdir big && cd big && perl -e 'for (0..%d) { if ($_ %% 60000 == 0) { $s="s$_"; open(F,">",$s) or die; close F } else { link($s,"h$_") or die } }'`, entries-1)
 	for _, prov := range []string{"local", "docker"} {
 		t.Run("provider="+prov, func(t *testing.T) {
 			m := startMountAttr(t, prov, 60*time.Second, time.Second, false)
@@ -500,18 +500,7 @@ func TestHugeListingBounded(t *testing.T) {
 				args = append(args, "workspace=/dev/shm/w")
 			}
 			b := m.newBox(t, "many", args...)
-			b.must(t, "mkdir big")
-			ws, _ := factsMap(t, b)["workspace"].(string)
-			if ws == "" {
-				t.Fatal("facts.json has no workspace")
-			}
-			sh := exec.Command("sh", "-c", makeEntries, filepath.Join(ws, "big"))
-			if prov == "docker" {
-				sh = exec.Command("docker", "exec", boxID(t, b), "sh", "-c", makeEntries, ws+"/big")
-			}
-			if out, err := sh.CombinedOutput(); err != nil {
-				t.Fatalf("making the entries: %v\n%s", err, out)
-			}
+			boxSees(t, b, makeEntries)
 			time.Sleep(1100 * time.Millisecond) // past the attribute timeout
 			pid := m.cmd.Process.Pid
 			idle := procStatus(t, pid, "VmRSS")
@@ -694,5 +683,48 @@ func TestPlantedAgentNotRun(t *testing.T) {
 	}
 	if roundTrips(t, b) == 0 {
 		t.Error("no agent serves the attached box")
+	}
+}
+
+// Finding 6, pprof: a boxfs daemon run with BOXFS_PPROF serves its
+// profiles on a 0600 unix socket in its state directory, and a TCP
+// address (which served every local user and every process of a local
+// box) serves nothing. The daemon's, whatever the provider.
+func TestPprofUnixSocketOnly(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	m := startDaemon(t, "local", "BOXFS_PPROF="+addr)
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Errorf("BOXFS_PPROF=%s: the daemon serves on TCP", addr)
+	}
+	if exists(filepath.Join(m.state, "pprof.sock")) {
+		t.Errorf("BOXFS_PPROF=%s made a socket", addr)
+	}
+
+	m = startDaemon(t, "local", "BOXFS_PPROF=1")
+	sock := filepath.Join(m.state, "pprof.sock")
+	fi, err := os.Stat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fi.Mode() & (os.ModeType | os.ModePerm); got != os.ModeSocket|0o600 {
+		t.Errorf("the profile socket's mode %v, want a 0600 socket", got)
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	resp, err := client.Get("http://boxfs/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "goroutine profile") {
+		t.Errorf("the profile socket answers %s: %.200s", resp.Status, body)
 	}
 }
