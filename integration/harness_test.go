@@ -147,6 +147,9 @@ func startMountCfg(t *testing.T, cfg mountCfg) *mountT {
 	}
 	m.cmd.Env = append(m.cmd.Env, cfg.env...)
 	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
+	// A process the server started that outlives it (and holds its log
+	// open) must not keep Wait from returning.
+	m.cmd.WaitDelay = 5 * time.Second
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
