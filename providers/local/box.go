@@ -22,6 +22,7 @@ type Box struct {
 
 	mu        sync.Mutex
 	root      *os.Root // the box directory, opened on first file access
+	rootD     *os.File // the same, for openat2 (nil: os.Root resolves every path)
 	destroyed bool     // this handle destroyed the box
 }
 
@@ -197,6 +198,10 @@ func (b *Box) markDestroyed() {
 	if b.root != nil {
 		b.root.Close()
 		b.root = nil
+	}
+	if b.rootD != nil {
+		b.rootD.Close()
+		b.rootD = nil
 	}
 }
 

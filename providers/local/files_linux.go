@@ -42,6 +42,7 @@ func (b *Box) fsRoot(op string) (*os.Root, error) {
 			return nil, providers.E(0, op, err).WithBox(b.id)
 		}
 		b.root = r
+		b.rootD = openRootDir(r)
 	}
 	return b.root, nil
 }
@@ -118,6 +119,9 @@ func (b *Box) openLinkedOutside(r *os.Root, op, name string, f *os.File) error {
 // notLinkedOutside is linkedOutside for the file rel names (following a
 // symlink within the workspace); a missing file is for the caller to find.
 func (b *Box) notLinkedOutside(r *os.Root, op, name, rel string) error {
+	if st, ok := b.statBeneath(rel); ok && (st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink <= 1) {
+		return nil
+	}
 	fi, err := r.Stat(rel)
 	if err != nil {
 		return nil
@@ -203,6 +207,9 @@ func (b *Box) Stat(ctx context.Context, name string) (providers.FileInfo, error)
 	if err != nil {
 		return providers.FileInfo{}, err
 	}
+	if st, ok := b.statBeneath(rel); ok {
+		return fileInfo(baseName(name), &st), nil
+	}
 	fi, err := r.Stat(rel)
 	if err != nil {
 		return providers.FileInfo{}, b.pathErr(op, name, err)
@@ -217,6 +224,19 @@ func (b *Box) Lstat(ctx context.Context, name string) (providers.FileInfo, error
 	r, rel, err := b.open(ctx, op, name)
 	if err != nil {
 		return providers.FileInfo{}, err
+	}
+	if dfd, base, ok := b.parent(rel); ok {
+		// The last component in its parent, as os.Root's Lstat does.
+		defer unix.Close(dfd)
+		var st unix.Stat_t
+		if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return providers.FileInfo{}, b.pathErr(op, name, err)
+		}
+		info := fileInfo(baseName(name), &st)
+		if info.IsSymlink() {
+			info.Target = readlinkat(dfd, base)
+		}
+		return info, nil
 	}
 	fi, err := r.Lstat(rel)
 	if err != nil {
@@ -299,7 +319,7 @@ func (b *Box) listDir(ctx context.Context, name string, max int) ([]providers.Fi
 	if err != nil {
 		return nil, err
 	}
-	d, err := r.Open(rel)
+	d, err := b.openFile(r, rel, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, b.pathErr(op, name, err)
 	}
@@ -359,7 +379,7 @@ func (b *Box) ReadFile(ctx context.Context, name string) (io.ReadCloser, error) 
 	if err != nil {
 		return nil, err
 	}
-	f, err := r.Open(rel)
+	f, err := b.openFile(r, rel, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, b.pathErr(op, name, err)
 	}
@@ -380,7 +400,7 @@ func (b *Box) ReadAt(ctx context.Context, name string, p []byte, off int64) (int
 	if err != nil {
 		return 0, err
 	}
-	f, err := r.Open(rel)
+	f, err := b.openFile(r, rel, os.O_RDONLY, 0)
 	if err != nil {
 		return 0, b.pathErr(op, name, err)
 	}
@@ -470,7 +490,7 @@ func (b *Box) WriteAt(ctx context.Context, name string, p []byte, off int64) (in
 	if err != nil {
 		return 0, err
 	}
-	f, err := r.OpenFile(rel, os.O_WRONLY, 0)
+	f, err := b.openFile(r, rel, os.O_WRONLY, 0)
 	if err != nil {
 		return 0, b.pathErr(op, name, err)
 	}
@@ -509,7 +529,25 @@ func (b *Box) create(ctx context.Context, op, name string, acc int, perm provide
 	if err != nil {
 		return nil, err
 	}
-	f, err := r.OpenFile(rel, acc|os.O_CREATE|os.O_EXCL, 0o600)
+	var f *os.File
+	if dfd, base, ok := b.parent(rel); ok {
+		// The new name in its parent, as os.Root's OpenFile makes it.
+		var fd int
+		for {
+			fd, err = unix.Openat(dfd, base, acc|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+			if err != unix.EINTR {
+				break
+			}
+		}
+		unix.Close(dfd)
+		if err == nil {
+			f = os.NewFile(uintptr(fd), name)
+		} else {
+			err = &fs.PathError{Op: "openat", Path: rel, Err: err}
+		}
+	} else {
+		f, err = r.OpenFile(rel, acc|os.O_CREATE|os.O_EXCL, 0o600)
+	}
 	if errors.Is(err, fs.ErrExist) && !exclusive {
 		if target, ok := b.danglingTarget(r, rel); ok {
 			// open(2) without O_EXCL creates a dangling symlink's target.
@@ -525,7 +563,7 @@ func (b *Box) create(ctx context.Context, op, name string, acc int, perm provide
 			return nil, err
 		}
 		// O_NONBLOCK: a FIFO under the name answers at once.
-		f, err = r.OpenFile(rel, acc|os.O_TRUNC|syscall.O_NONBLOCK, 0)
+		f, err = b.openFile(r, rel, acc|os.O_TRUNC|syscall.O_NONBLOCK, 0)
 	}
 	if err != nil {
 		if f != nil {
@@ -575,7 +613,22 @@ func (b *Box) Mkdir(ctx context.Context, name string, perm providers.FileMode) e
 	if err != nil {
 		return err
 	}
-	if err := r.Mkdir(rel, perm&fs.ModePerm); err != nil {
+	if dfd, base, ok := b.parent(rel); ok {
+		defer unix.Close(dfd)
+		if err := unix.Mkdirat(dfd, base, uint32(perm&fs.ModePerm)); err != nil {
+			return b.pathErr(op, name, err)
+		}
+		// mkdir(2) applied the umask and passed on a set-group-ID
+		// parent's bit: the chmod below only where that is not the mode
+		// wanted.
+		var st unix.Stat_t
+		if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			want := providers.UnixMode(perm&specialBits)&0o7777 | st.Mode&unix.S_ISGID
+			if st.Mode&0o7777 == want {
+				return nil
+			}
+		}
+	} else if err := r.Mkdir(rel, perm&fs.ModePerm); err != nil {
 		return b.pathErr(op, name, err)
 	}
 	mode := perm & specialBits
@@ -598,6 +651,13 @@ func (b *Box) unlinkat(ctx context.Context, op, name string, flags int) error {
 	}
 	if rel == "." {
 		return providers.PathError(op, b.id, name, syscall.EBUSY)
+	}
+	if dfd, base, ok := b.parent(rel); ok {
+		defer unix.Close(dfd)
+		if err := unix.Unlinkat(dfd, base, flags); err != nil {
+			return b.pathErr(op, name, err)
+		}
+		return nil
 	}
 	parent, base := path.Split(rel)
 	if parent == "" {
@@ -639,12 +699,12 @@ func (b *Box) Rename(ctx context.Context, oldname, newname string) error {
 	// root (so no path leads out): os.Root.Rename refuses any existing
 	// directory as the new name, where rename(2) replaces an empty one and
 	// says ENOTEMPTY or EISDIR otherwise.
-	od, err := r.OpenFile(path.Dir(oldRel), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	od, err := b.openDir(r, path.Dir(oldRel), os.O_RDONLY|syscall.O_DIRECTORY)
 	if err != nil {
 		return b.pathErr(op, oldname, err)
 	}
 	defer od.Close()
-	nd, err := r.OpenFile(path.Dir(newRel), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	nd, err := b.openDir(r, path.Dir(newRel), os.O_RDONLY|syscall.O_DIRECTORY)
 	if err != nil {
 		return b.pathErr(op, newname, err)
 	}
@@ -728,7 +788,7 @@ func (b *Box) Lutimes(ctx context.Context, name string, atime, mtime time.Time) 
 	if err != nil {
 		return err
 	}
-	d, err := r.OpenFile(path.Dir(rel), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	d, err := b.openDir(r, path.Dir(rel), os.O_RDONLY|syscall.O_DIRECTORY)
 	if err != nil {
 		return b.pathErr(op, name, err)
 	}
@@ -755,7 +815,7 @@ func (b *Box) Truncate(ctx context.Context, name string, size int64) error {
 	if err != nil {
 		return err
 	}
-	f, err := r.OpenFile(rel, os.O_WRONLY, 0)
+	f, err := b.openFile(r, rel, os.O_WRONLY, 0)
 	if err != nil {
 		return b.pathErr(op, name, err)
 	}
@@ -825,7 +885,7 @@ func (b *Box) Statfs(ctx context.Context, name string) (providers.StatFS, error)
 	if err != nil {
 		return providers.StatFS{}, err
 	}
-	f, err := r.Open(rel)
+	f, err := b.openFile(r, rel, os.O_RDONLY, 0)
 	if err != nil {
 		return providers.StatFS{}, b.pathErr(op, name, err)
 	}
@@ -847,7 +907,7 @@ func (b *Box) Fsync(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	f, err := r.Open(rel)
+	f, err := b.openFile(r, rel, os.O_RDONLY, 0)
 	if err != nil {
 		return b.pathErr(op, name, err)
 	}

@@ -51,7 +51,7 @@ func (b *Box) WriteFileStat(ctx context.Context, name string, r io.Reader, o pro
 	if dir == "" {
 		dir = "."
 	}
-	d, err := root.Open(dir)
+	d, err := b.openDir(root, dir, os.O_RDONLY)
 	if err != nil {
 		return providers.FileInfo{}, b.pathErr(op, name, err)
 	}
@@ -208,7 +208,7 @@ func (b *Box) OpenHostWrite(ctx context.Context, name string, flags int, perm pr
 		if err := b.notLinkedOutside(r, op, name, rel); err != nil {
 			return nil, providers.FileInfo{}, err
 		}
-		f, err = r.OpenFile(rel, acc|flags&syscall.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		f, err = b.openFile(r, rel, acc|flags&syscall.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			return nil, providers.FileInfo{}, b.noFollowErr(r, op, name, rel, err)
 		}
@@ -233,7 +233,7 @@ func (b *Box) OpenHost(ctx context.Context, name string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := b.openFile(r, rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, b.noFollowErr(r, op, name, rel, err)
 	}
