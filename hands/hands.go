@@ -302,6 +302,11 @@ func (h *Hands) Close() error {
 	return nil
 }
 
+// ExactListings reports whether a listing says of each entry exactly what
+// Lstat says of it, to the nanosecond and the inode: over the agent
+// channel, where both are the box's lstat(2).
+func (h *Hands) ExactListings() bool { return h.via == ViaAgent }
+
 // WalkMax lists the tree under root in one round trip when it has at most
 // max entries, where the path can (the agent channel); elsewhere it is
 // Unsupported.

@@ -244,3 +244,60 @@ func TestWriteBehindKill9(t *testing.T) {
 		})
 	}
 }
+
+// In write=behind a barrier sends what is dirty in batches, not a round
+// trip per file: a ctl flush of 600 small files closed dirty (in ten
+// directories the host made) is one batch on the agent channel, a few
+// requests as facts.json counts them, and the box has every file after it.
+func TestWriteBehindFlushRoundTrips(t *testing.T) {
+	m := startMountCfg(t, mountCfg{provider: "docker", opTimeout: 20 * time.Second, attr: time.Minute, write: "behind", behindDelay: time.Hour})
+	b := m.newBox(t, "fl", "provider=docker")
+	const n = 600
+	want := burst(t, filepath.Join(b.work, "many"), n)
+	dirty, _ := factsMap(t, b)["dirtyFiles"].([]any)
+	require.Len(t, dirty, n, "the burst is dirty before the flush")
+	before := roundTrips(t, b)
+	t0 := time.Now()
+	require.NoError(t, ctlWrite(filepath.Join(b.dir, "ctl"), "flush\n"))
+	took := time.Since(t0)
+	trips := roundTrips(t, b) - before
+	t.Logf("ctl flush of %d dirty files: %v, %d round trips", n, took, trips)
+	// One batch: its tar (about 2 KiB a file) is an OPEN, WRITEs of 128
+	// KiB sent without waiting for each other's answers, and a CLOSE.
+	assert.LessOrEqual(t, trips, 20, "requests for a flush of %d small files", n)
+	assert.Equal(t, want, sortLines(boxSees(t, b, "cd many && "+hashScript)))
+}
+
+// The journal a killed daemon left is pushed by the next mount in batches
+// too: recovering 600 small files (ten directories the box never got)
+// costs round trips per directory, not per file, and the box has every
+// file after it.
+func TestWriteBehindRecoverRoundTrips(t *testing.T) {
+	state := t.TempDir()
+	m := startMountCfg(t, mountCfg{provider: "docker", opTimeout: 20 * time.Second, write: "behind", state: state, behindDelay: time.Hour})
+	b := m.newBox(t, "rc", "provider=docker")
+	m.keepBoxes = true
+	const n = 600
+	want := burst(t, filepath.Join(b.work, "many"), n)
+	where := whereIs(t, b)
+	require.NoError(t, m.cmd.Process.Kill())
+	<-m.ended
+	exec.Command("umount", "-l", m.mnt).Run()
+	require.Empty(t, where.sh(t, "ls many 2>/dev/null; true"), "the box had the burst at the kill: the test shows nothing")
+
+	t0 := time.Now()
+	m2 := startMountCfg(t, mountCfg{provider: "docker", opTimeout: 20 * time.Second, write: "behind", state: state})
+	b2 := &boxT{m: m2, name: "rc", dir: filepath.Join(m2.mnt, "rc"), work: filepath.Join(m2.mnt, "rc", "work")}
+	_, err := os.ReadDir(b2.work) // connects the box: its journal is pushed
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for ctx.Err() == nil && len(factsMap(t, b2)["dirtyFiles"].([]any)) > 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	took := time.Since(t0)
+	trips := roundTrips(t, b2)
+	t.Logf("recovery of %d journaled files: %v from the mount, %d round trips since connecting", n, took, trips)
+	assert.Equal(t, want, sortLines(boxSees(t, b2, "cd many && "+hashScript)))
+	assert.Less(t, trips, 100, "round trips to recover %d files", n)
+}

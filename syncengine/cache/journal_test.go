@@ -1,9 +1,12 @@
 package cache_test
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -49,47 +52,124 @@ func TestRecoverKeepsTheBoxsLaterChange(t *testing.T) {
 		// Pushed, and the daemon killed before the journal said so.
 		{"pushed-before-the-crash", false, "same", "f", "host", false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, _, r := fakeBox(t)
-			dir := t.TempDir()
-			first := open(t, r, dir)
-			if tc.existing {
-				boxWrite(t, r, "f", "old")
-				_, err := first.Lookup(t.Context(), "f") // as the kernel does before an open
-				require.NoError(t, err)
-				h, _, err := first.OpenFile(t.Context(), "f", syscall.O_WRONLY|syscall.O_TRUNC)
-				require.NoError(t, err)
-				_, err = h.WriteAt([]byte("host"), 0)
-				require.NoError(t, err)
-			} else {
-				write(t, first, "f", "host")
-			}
-			switch tc.boxAfter {
-			case "write":
-				boxWrite(t, r, "f", "box")
-			case "remove":
-				require.NoError(t, r.Remove(t.Context(), root+"/f"))
-			case "same":
-				boxWrite(t, r, "f", "host")
-			}
-			c, recovered := reopen(t, r, dir)
-			require.Equal(t, []string{"f"}, c.Dirty(), "the journal's dirty files")
-			require.NoError(t, c.Recover(t.Context()))
-			assert.Empty(t, c.Dirty())
-			assert.Equal(t, "host", boxRead(t, r, tc.wantName))
-			if tc.wantBox == "" {
-				_, err := r.Lstat(t.Context(), root+"/f")
-				assert.Error(t, err, "the box removed f; the recovery must not bring it back")
-			} else {
-				assert.Equal(t, tc.wantBox, boxRead(t, r, "f"))
-			}
-			if tc.recovered {
-				assert.Equal(t, [][2]string{{"f", tc.wantName}}, *recovered)
-			} else {
-				assert.Empty(t, *recovered)
-			}
-		})
+		for _, exact := range []bool{false, true} {
+			t.Run(tc.name+map[bool]string{false: "", true: "/batched"}[exact], func(t *testing.T) {
+				_, _, r := fakeBox(t)
+				if exact {
+					r = &exactRemote{Remote: r}
+				}
+				dir := t.TempDir()
+				first := open(t, r, dir)
+				if tc.existing {
+					boxWrite(t, r, "f", "old")
+					_, err := first.Lookup(t.Context(), "f") // as the kernel does before an open
+					require.NoError(t, err)
+					h, _, err := first.OpenFile(t.Context(), "f", syscall.O_WRONLY|syscall.O_TRUNC)
+					require.NoError(t, err)
+					_, err = h.WriteAt([]byte("host"), 0)
+					require.NoError(t, err)
+				} else {
+					write(t, first, "f", "host")
+				}
+				switch tc.boxAfter {
+				case "write":
+					boxWrite(t, r, "f", "box")
+				case "remove":
+					require.NoError(t, r.Remove(t.Context(), root+"/f"))
+				case "same":
+					boxWrite(t, r, "f", "host")
+				}
+				c, recovered := reopen(t, r, dir)
+				require.Equal(t, []string{"f"}, c.Dirty(), "the journal's dirty files")
+				require.NoError(t, c.Recover(t.Context()))
+				assert.Empty(t, c.Dirty())
+				assert.Equal(t, "host", boxRead(t, r, tc.wantName))
+				if tc.wantBox == "" {
+					_, err := r.Lstat(t.Context(), root+"/f")
+					assert.Error(t, err, "the box removed f; the recovery must not bring it back")
+				} else {
+					assert.Equal(t, tc.wantBox, boxRead(t, r, "f"))
+				}
+				if tc.recovered {
+					assert.Equal(t, [][2]string{{"f", tc.wantName}}, *recovered)
+				} else {
+					assert.Empty(t, *recovered)
+				}
+			})
+		}
 	}
+}
+
+// exactRemote is a remote that pushes in batches and whose listings are
+// exact, as the agent channel's are; it counts the stats and listings the
+// cache asks of it (a batch's own writes are not counted).
+type exactRemote struct {
+	cache.Remote
+	lstats, listings atomic.Int64
+}
+
+func (e *exactRemote) ExactListings() bool { return true }
+
+func (e *exactRemote) Lstat(ctx context.Context, name string) (providers.FileInfo, error) {
+	e.lstats.Add(1)
+	return e.Remote.Lstat(ctx, name)
+}
+
+func (e *exactRemote) ReadDir(ctx context.Context, name string) ([]providers.FileInfo, error) {
+	e.listings.Add(1)
+	return e.Remote.ReadDir(ctx, name)
+}
+
+func (e *exactRemote) WriteFiles(ctx context.Context, files []providers.FileWrite) ([]providers.FileWritten, error) {
+	out := make([]providers.FileWritten, len(files))
+	for i, f := range files {
+		if f.Dir {
+			out[i].Info, out[i].Err = providers.WriteDir(ctx, e.Remote, f)
+			continue
+		}
+		out[i].Info, out[i].Err = providers.AsStatWriter(e.Remote).WriteFileStat(ctx, f.Name, f.Data, f.Options)
+	}
+	return out, nil
+}
+
+// A recovery pushed in a batch checks the journaled files against one
+// listing of each of their directories, not a stat of each file: files in
+// directories the box has and in directories it lost, all pushed.
+func TestRecoverListsEachDirectoryOnce(t *testing.T) {
+	_, _, inner := fakeBox(t)
+	r := &exactRemote{Remote: inner}
+	dir := t.TempDir()
+	c, err := cache.Open(r, cache.Options{Dir: dir, Root: root, Box: "test", WriteBehind: true, BehindDelay: time.Hour, BehindMaxWait: time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, inner.Mkdir(t.Context(), root+"/kept", 0o755))
+	boxWrite(t, inner, "kept/f00", "old")
+	_, err = c.ReadDir(t.Context(), "")
+	require.NoError(t, err)
+	_, err = c.Mkdir(t.Context(), "lost", 0o755)
+	require.NoError(t, err)
+	_, err = c.Lookup(t.Context(), "kept")
+	require.NoError(t, err)
+	_, err = c.ReadDir(t.Context(), "kept")
+	require.NoError(t, err)
+	for _, d := range []string{"kept", "lost"} {
+		for i := range 10 {
+			write(t, c, fmt.Sprintf("%s/f%02d", d, i), fmt.Sprintf("host %s %d", d, i))
+		}
+	}
+	c2, recovered := reopen(t, r, dir)
+	require.Len(t, c2.Dirty(), 20)
+	r.lstats.Store(0)
+	r.listings.Store(0)
+	require.NoError(t, c2.Recover(t.Context()))
+	assert.Empty(t, c2.Dirty())
+	assert.Empty(t, *recovered)
+	for _, d := range []string{"kept", "lost"} {
+		for i := range 10 {
+			assert.Equal(t, fmt.Sprintf("host %s %d", d, i), boxRead(t, inner, fmt.Sprintf("%s/f%02d", d, i)))
+		}
+	}
+	assert.EqualValues(t, 2, r.listings.Load(), "one listing per directory")
+	assert.LessOrEqual(t, r.lstats.Load(), int64(3), "stats: only to make the lost directory again")
 }
 
 // A second recovered copy of one name takes the next free number.

@@ -31,7 +31,7 @@ type pushJob struct {
 func (f *file) push(ctx context.Context, c *Cache) error {
 	f.content.Lock()
 	defer f.content.Unlock()
-	j, err := f.prepare(ctx, c)
+	j, err := f.prepare(ctx, c, nil)
 	if j == nil || err != nil {
 		return err
 	}
@@ -51,8 +51,8 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 
 // prepare readies a push of f, whose content lock the caller holds: nil
 // when f has nothing to push. A file an earlier process journaled is
-// checked against the box first (recoverCheck).
-func (f *file) prepare(ctx context.Context, c *Cache) (*pushJob, error) {
+// checked against the box first (recoverCheck; scans as it says).
+func (f *file) prepare(ctx context.Context, c *Cache, scans dirScans) (*pushJob, error) {
 	f.mu.Lock()
 	if !f.dirty || f.gone {
 		f.mu.Unlock()
@@ -60,7 +60,7 @@ func (f *file) prepare(ctx context.Context, c *Cache) (*pushJob, error) {
 	}
 	if f.recovered {
 		f.mu.Unlock()
-		if err := c.recoverCheck(ctx, f); err != nil {
+		if err := c.recoverCheck(ctx, f, scans); err != nil {
 			f.mu.Lock()
 			f.pushErr = err
 			f.mu.Unlock()
@@ -207,6 +207,10 @@ func (c *Cache) pushAll(ctx context.Context, files []*file, report func(rel stri
 	var jobs []*pushJob
 	var writes []providers.FileWrite
 	var dones []func()
+	var scans dirScans // journaled files are checked a directory at a time where listings are exact
+	if el, ok := c.remote.(exactLister); ok && el.ExactListings() {
+		scans = dirScans{}
+	}
 	defer func() {
 		for _, done := range dones {
 			done()
@@ -218,7 +222,7 @@ func (c *Cache) pushAll(ctx context.Context, files []*file, report func(rel stri
 	}
 	for _, f := range files {
 		f.content.Lock()
-		j, err := f.prepare(ctx, c)
+		j, err := f.prepare(ctx, c, scans)
 		if j == nil || err != nil {
 			f.content.Unlock()
 			fail(f.path(), err)

@@ -20,16 +20,18 @@ const maxRecoveredNames = 1000
 // or none where there was one), the box's file keeps its name and the
 // host's copy goes beside it as NAME.boxfs-recovered-N, said through
 // Options.Recovered and the log. A file whose start is not known (a journal
-// of an earlier version) is pushed as it always was. f.content held.
-func (c *Cache) recoverCheck(ctx context.Context, f *file) error {
+// of an earlier version) is pushed as it always was. With scans (a batch's
+// push), what the box has is read from one listing of each directory, not
+// a stat of each file. f.content held.
+func (c *Cache) recoverCheck(ctx context.Context, f *file, scans dirScans) error {
 	f.mu.Lock()
 	rel, started, created, check := f.rel, f.started, f.created, f.recovered
 	f.mu.Unlock()
 	if !check {
 		return nil
 	}
-	c.sweepTemps(ctx, rel)
-	fi, err := c.remote.Lstat(ctx, c.abs(rel))
+	d := scans.of(ctx, c, rel)
+	fi, err := d.lstat(ctx, c, rel)
 	missing := providers.IsCode(err, providers.NotFound)
 	if err != nil && !missing {
 		return err
@@ -52,13 +54,14 @@ func (c *Cache) recoverCheck(ctx context.Context, f *file) error {
 		return (&pushJob{f: f, rel: rel}).finish(c, fi, nil)
 	}
 	if !changed {
-		if missing && created {
+		if missing && created && d.mayLack() {
 			// Made here, in a directory made here that the daemon died
 			// before sending (directories are not journaled): it is made
 			// now, as it was.
 			if err := c.makeParents(ctx, rel); err != nil {
 				return err
 			}
+			d.made()
 		}
 		f.mu.Lock()
 		f.recovered = false
@@ -163,14 +166,90 @@ func (c *Cache) sameContent(ctx context.Context, f *file, fi providers.FileInfo)
 	}
 }
 
+// exactLister is a remote whose listings say of each entry exactly what
+// its Lstat says (the agent's: both are the box's lstat(2)).
+type exactLister interface{ ExactListings() bool }
+
+// dirScans are the listings of the directories of the journaled files one
+// push checks (recoverCheck), taken once per directory; nil for a push of
+// one file, which stats it.
+type dirScans map[string]*dirScan
+
+// dirScan is what one listing said of a directory.
+type dirScan struct {
+	ents    map[string]providers.FileInfo // by name; nil when not listed
+	missing bool                          // the box has no such directory (yet)
+	failed  bool                          // the listing failed: each file is stat'd
+}
+
+// of returns the scan of rel's directory, listing it the first time (and
+// removing the stale temporaries in it, sweepTemps). Without scans it
+// sweeps only, and returns nil: each file is stat'd.
+func (s dirScans) of(ctx context.Context, c *Cache, rel string) *dirScan {
+	dir, _ := split(rel)
+	if s == nil {
+		c.sweepTemps(ctx, dir, nil)
+		return nil
+	}
+	if d, ok := s[dir]; ok {
+		return d
+	}
+	d := &dirScan{}
+	entries, err := c.remote.ReadDir(ctx, c.abs(dir))
+	switch {
+	case providers.IsCode(err, providers.NotFound):
+		d.missing = true
+		c.sweepTemps(ctx, dir, []providers.FileInfo{})
+	case err != nil:
+		d.failed = true
+		c.sweepTemps(ctx, dir, nil)
+	default:
+		d.ents = make(map[string]providers.FileInfo, len(entries))
+		for _, e := range entries {
+			d.ents[e.Name] = e
+		}
+		if entries == nil {
+			entries = []providers.FileInfo{} // listed, and empty
+		}
+		c.sweepTemps(ctx, dir, entries)
+	}
+	s[dir] = d
+	return d
+}
+
+// lstat is the box's attributes of rel: from the scan of its directory
+// where there is one, else a stat.
+func (d *dirScan) lstat(ctx context.Context, c *Cache, rel string) (providers.FileInfo, error) {
+	if d == nil || d.failed {
+		return c.remote.Lstat(ctx, c.abs(rel))
+	}
+	_, name := split(rel)
+	if fi, ok := d.ents[name]; ok {
+		return fi, nil
+	}
+	return providers.FileInfo{}, providers.Errorf(providers.NotFound, "cache.Recover", "not in the box's listing of its directory").
+		WithBox(c.opts.Box).WithPath(c.abs(rel))
+}
+
+// mayLack reports whether the directory may be missing in the box.
+func (d *dirScan) mayLack() bool { return d == nil || d.failed || d.missing }
+
+// made notes that the directory is in the box now (makeParents).
+func (d *dirScan) made() {
+	if d != nil && d.missing {
+		d.missing = false
+		d.ents = map[string]providers.FileInfo{}
+	}
+}
+
 // sweepTemps removes, once per directory, the temporary files boxfs's
 // writers make beside a file they replace (transient names) that are older
 // than this process: an earlier daemon killed during a push leaves its
 // temporary behind, and nothing else would ever remove it. A temporary
 // written since this process began may be another writer's, in flight,
-// and is left alone. Failures are logged: the push goes on.
-func (c *Cache) sweepTemps(ctx context.Context, rel string) {
-	dir, _ := split(rel)
+// and is left alone. entries is dir's listing when the caller has it (nil:
+// it is listed here). Failures are logged: the push goes on.
+func (c *Cache) sweepTemps(ctx context.Context, dir string, entries []providers.FileInfo) {
 	c.sweptMu.Lock()
 	done := c.swept[dir]
 	c.swept[dir] = true
@@ -178,12 +257,15 @@ func (c *Cache) sweepTemps(ctx context.Context, rel string) {
 	if done {
 		return
 	}
-	entries, err := c.remote.ReadDir(ctx, c.abs(dir))
-	if err != nil {
-		if !providers.IsCode(err, providers.NotFound) {
-			c.log.Warn("listing a journaled file's directory for stale temporaries", "dir", dir, "err", err)
+	if entries == nil {
+		var err error
+		entries, err = c.remote.ReadDir(ctx, c.abs(dir))
+		if err != nil {
+			if !providers.IsCode(err, providers.NotFound) {
+				c.log.Warn("listing a journaled file's directory for stale temporaries", "dir", dir, "err", err)
+			}
+			return
 		}
-		return
 	}
 	for _, e := range entries {
 		if !transient(e.Name) || !e.IsRegular() || !e.Mtime.Before(c.started) {
