@@ -43,6 +43,16 @@ func (v *boxView) inos() *inoTable {
 	return v.inoTable
 }
 
+// forgetIno drops ino from the box's inode numbers, when they gave it.
+func (v *boxView) forgetIno(ino uint64) {
+	v.mu.Lock()
+	t := v.inoTable
+	v.mu.Unlock()
+	if t != nil {
+		t.forget(ino)
+	}
+}
+
 // notifyBoxChanges tells the kernel to ask again about each changed path:
 // its name in its directory (a name made, removed or replaced), its
 // attributes and pages, and its directory's attributes. A directory the

@@ -36,6 +36,13 @@ func serve(t *testing.T, opts boxes.Options) (string, *boxes.Manager) {
 // serveWith is serve with the kernel-facing options mo.
 func serveWith(t *testing.T, opts boxes.Options, mo boxfs.MountOptions) (string, *boxes.Manager) {
 	t.Helper()
+	mnt, m, _ := serveFS(t, opts, mo)
+	return mnt, m
+}
+
+// serveFS is serveWith that also returns the namespace served.
+func serveFS(t *testing.T, opts boxes.Options, mo boxfs.MountOptions) (string, *boxes.Manager, *boxfs.FS) {
+	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skip("no /dev/fuse")
 	}
@@ -52,7 +59,8 @@ func serveWith(t *testing.T, opts boxes.Options, mo boxfs.MountOptions) (string,
 	require.NoError(t, err)
 	mnt := t.TempDir()
 	mo.Debug = mo.Debug || testing.Verbose() && os.Getenv("BOXFS_FUSE_DEBUG") != ""
-	server, err := boxfs.New(m).Mount(mnt, mo)
+	f := boxfs.New(m)
+	server, err := f.Mount(mnt, mo)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -60,7 +68,7 @@ func serveWith(t *testing.T, opts boxes.Options, mo boxfs.MountOptions) (string,
 		m.Shutdown(ctx)
 		assert.NoError(t, server.Unmount())
 	})
-	return mnt, m
+	return mnt, m, f
 }
 
 // mount serves a fresh namespace over the local provider and returns the
@@ -73,8 +81,15 @@ func mount(t *testing.T) string {
 // mountWith is mount with the kernel-facing options mo.
 func mountWith(t *testing.T, mo boxfs.MountOptions) string {
 	t.Helper()
+	mnt, _ := mountFS(t, mo)
+	return mnt
+}
+
+// mountFS is mountWith that also returns the namespace served.
+func mountFS(t *testing.T, mo boxfs.MountOptions) (string, *boxfs.FS) {
+	t.Helper()
 	lp := local.New(t.TempDir())
-	mnt, _ := serveWith(t, boxes.Options{
+	mnt, _, f := serveFS(t, boxes.Options{
 		DefaultProvider: "local",
 		OpenProvider: func(name string) (providers.Provider, error) {
 			if name != "local" {
@@ -92,7 +107,7 @@ func mountWith(t *testing.T, mo boxfs.MountOptions) string {
 			b.Destroy(context.Background())
 		}
 	})
-	return mnt
+	return mnt, f
 }
 
 func writeFile(t *testing.T, name, data string) error {

@@ -3,6 +3,7 @@ package fs
 import (
 	"encoding/binary"
 	"hash/fnv"
+	"runtime/debug"
 	"sync"
 
 	"github.com/boxfs/boxfs/internal/pathmap"
@@ -13,27 +14,47 @@ import (
 // the life of the mount and, for a path not renamed or recreated, across
 // remounts of the same box (a hash of the box and the path): git keeps inode
 // numbers in its index, and a changed number makes it re-read the file.
-// A number is never given to two paths in one mount: one whose file went
-// away (unlink, rename over) is retired, since the kernel may still hold it.
-// The exception is a hard link: every name of one box file shares one
-// number (a hash of the box and the box's inode), one inode under several
-// names, as link(2) promises (git clone of a local repository checks that
-// the link it made has its source's inode number). Every operation costs
-// the depth of the path (and a removed or renamed directory the size of
-// what is below it), not the number of paths known.
+// A number is never given to two paths the kernel may hold at once: one
+// whose file went away (unlink, rename over) is retired while the kernel
+// may still hold its node. The exception is a hard link: every name of one
+// box file shares one number (a hash of the box and the box's inode), one
+// inode under several names, as link(2) promises (git clone of a local
+// repository checks that the link it made has its source's inode number).
+//
+// The table holds only what the kernel holds: a path is kept from the
+// lookup that made its node until the kernel forgets that node (forget),
+// which also frees a retired number. A path looked up again after that is
+// hashed again and gets its number back, unless the hash was taken when it
+// was first numbered (then it gets the next free one, as it would on a
+// remount). A directory listing numbers its entries without keeping them
+// (peekFile): the kernel makes no node for them. So the table's size
+// follows the kernel's inode cache, not every path ever listed.
+//
+// Every operation costs the depth of the path (and a removed or renamed
+// directory the size of what is below it), not the number of paths known.
 type inoTable struct {
 	seed string
 
 	mu     sync.Mutex
 	byPath *pathmap.Map[uint64]
-	used   map[uint64]bool
+	// used holds every number the kernel may hold, with the paths that
+	// hold it now: none for a retired number.
+	used map[uint64][]string
 	// byBox is the number of each box inode with several names; names
 	// counts the paths holding each such number, so that the number of a
 	// box inode whose names are all gone (the box may reuse the inode for
 	// another file) is not handed to a new file.
 	byBox map[boxIno]uint64
 	names map[uint64]*linkNames
+	// high is the most numbers used since the maps were last built: a Go
+	// map keeps its buckets when its entries go, so forget builds them
+	// again once they hold a quarter of that.
+	high int
 }
+
+// compactMin is the fewest numbers used at the high mark that make forget
+// build the maps again and hand the memory back, once they hold a quarter.
+var compactMin = 20_000
 
 // linkNames is how many paths hold the number of a box inode.
 type linkNames struct {
@@ -45,7 +66,7 @@ type linkNames struct {
 type boxIno struct{ dev, ino uint64 }
 
 func newInoTable(seed string) *inoTable {
-	return &inoTable{seed: seed, byPath: pathmap.New[uint64](), used: map[uint64]bool{},
+	return &inoTable{seed: seed, byPath: pathmap.New[uint64](), used: map[uint64][]string{},
 		byBox: map[boxIno]uint64{}, names: map[uint64]*linkNames{}}
 }
 
@@ -59,14 +80,50 @@ func (t *inoTable) hash(parts ...[]byte) uint64 {
 	return h.Sum64()
 }
 
-// fresh returns an unused number near h. t.mu held.
-func (t *inoTable) freshLocked(h uint64) uint64 {
+// unusedLocked returns the first unused number from h on: h itself
+// unless another path holds it or it is retired. t.mu held.
+func (t *inoTable) unusedLocked(h uint64) uint64 {
 	ino := h &^ (1 << 63) // go-fuse hands out 2^63 and up itself
-	for ino <= 1 || t.used[ino] {
+	for {
+		if _, ok := t.used[ino]; ino > 1 && !ok {
+			return ino
+		}
 		ino = (ino + 0x9e3779b97f4a7c15) &^ (1 << 63)
 	}
-	t.used[ino] = true
+}
+
+// freshLocked returns an unused number near h and marks it used. t.mu held.
+func (t *inoTable) freshLocked(h uint64) uint64 {
+	ino := t.unusedLocked(h)
+	t.used[ino] = nil
+	t.high = max(t.high, len(t.used))
 	return ino
+}
+
+// setLocked gives rel the number ino. t.mu held.
+func (t *inoTable) setLocked(rel string, ino uint64) {
+	t.byPath.Set(rel, ino)
+	t.used[ino] = append(t.used[ino], rel)
+}
+
+// unsetLocked takes rel's number from it, leaving the number used (the
+// kernel may hold it) until forget. t.mu held.
+func (t *inoTable) unsetLocked(rel string) (uint64, bool) {
+	ino, ok := t.byPath.Get(rel)
+	if !ok {
+		return 0, false
+	}
+	t.byPath.Delete(rel)
+	paths := t.used[ino]
+	for i, p := range paths {
+		if p == rel {
+			paths[i] = paths[len(paths)-1]
+			paths[len(paths)-1] = ""
+			t.used[ino] = paths[:len(paths)-1]
+			break
+		}
+	}
+	return ino, true
 }
 
 // get returns rel's number, giving it one on first use.
@@ -77,8 +134,97 @@ func (t *inoTable) get(rel string) uint64 {
 		return ino
 	}
 	ino := t.freshLocked(t.hash([]byte(rel)))
-	t.byPath.Set(rel, ino)
+	t.setLocked(rel, ino)
 	return ino
+}
+
+// boxInoHash is the hash a box inode with several names is numbered by.
+func (t *inoTable) boxInoHash(k boxIno) uint64 {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], k.dev)
+	binary.LittleEndian.PutUint64(b[8:], k.ino)
+	return t.hash([]byte("ino"), b[:])
+}
+
+// peekFile returns the number getFile would give rel now, keeping
+// nothing: a directory entry's number, which the kernel holds no node for.
+// getFile gives the same number later unless, in between, another path
+// took it (only a hash collision can) or rel changed.
+func (t *inoTable) peekFile(rel string, fi providers.FileInfo) uint64 {
+	k, linked := linkedKey(fi)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if linked {
+		if ino, ok := t.byBox[k]; ok {
+			return ino
+		}
+	}
+	if ino, ok := t.byPath.Get(rel); ok {
+		return ino
+	}
+	if linked {
+		return t.unusedLocked(t.boxInoHash(k))
+	}
+	return t.unusedLocked(t.hash([]byte(rel)))
+}
+
+// forget drops what the table holds of ino, whose node the kernel forgot:
+// the paths holding it (a later lookup numbers them again) and, for a
+// box inode with several names, its entry; the number is free again.
+//
+// go-fuse drops a node from its tree before it calls OnForget, so a
+// lookup of the same path racing the forget makes a new node: should it
+// take ino from the table just before forget drops it, the path is
+// numbered again by its next lookup, the same number unless its hash was
+// taken when it was first numbered.
+func (t *inoTable) forget(ino uint64) {
+	t.mu.Lock()
+	paths, ok := t.used[ino]
+	if !ok {
+		t.mu.Unlock()
+		return
+	}
+	for _, p := range paths {
+		t.byPath.Delete(p)
+	}
+	delete(t.used, ino)
+	if ln, ok := t.names[ino]; ok {
+		delete(t.names, ino)
+		if t.byBox[ln.key] == ino {
+			delete(t.byBox, ln.key)
+		}
+	}
+	compact := t.high >= compactMin && len(t.used) <= t.high/4
+	if compact {
+		t.compactLocked()
+	}
+	t.mu.Unlock()
+	if compact {
+		debug.FreeOSMemory()
+	}
+}
+
+// compactLocked builds the maps again at their size. t.mu held.
+func (t *inoTable) compactLocked() {
+	byPath := pathmap.New[uint64]()
+	t.byPath.Range(func(p string, ino uint64) bool {
+		byPath.Set(p, ino)
+		return true
+	})
+	t.byPath = byPath
+	used := make(map[uint64][]string, len(t.used))
+	for ino, paths := range t.used {
+		used[ino] = paths
+	}
+	t.used = used
+	t.high = len(used)
+}
+
+// size is how many paths and numbers the table holds.
+func (t *inoTable) size() (paths, numbers int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byPath.Len(), len(t.used)
 }
 
 // linkedKey is fi's box inode when fi is a file with several names.
@@ -109,17 +255,15 @@ func (t *inoTable) getFile(rel string, fi providers.FileInfo) uint64 {
 		t.names[cur] = &linkNames{key: k, n: 1}
 		return cur
 	case !ok:
-		var b [16]byte
-		binary.LittleEndian.PutUint64(b[:8], k.dev)
-		binary.LittleEndian.PutUint64(b[8:], k.ino)
-		ino = t.freshLocked(t.hash([]byte("ino"), b[:]))
+		ino = t.freshLocked(t.boxInoHash(k))
 		t.byBox[k] = ino
 		t.names[ino] = &linkNames{key: k}
 	}
 	if have {
+		t.unsetLocked(rel)
 		t.dropLocked(cur)
 	}
-	t.byPath.Set(rel, ino)
+	t.setLocked(rel, ino)
 	t.names[ino].n++
 	return ino
 }
@@ -157,8 +301,7 @@ func (t *inoTable) remove(rel string) {
 
 func (t *inoTable) removeLocked(rel string) {
 	for _, p := range append(t.byPath.Under(rel), rel) {
-		if ino, ok := t.byPath.Get(p); ok {
-			t.byPath.Delete(p)
+		if ino, ok := t.unsetLocked(p); ok {
 			t.dropLocked(ino)
 		}
 	}
@@ -171,13 +314,12 @@ func (t *inoTable) rename(oldrel, newrel string) {
 	t.removeLocked(newrel)
 	moved := map[string]uint64{}
 	for _, p := range append(t.byPath.Under(oldrel), oldrel) {
-		if ino, ok := t.byPath.Get(p); ok {
+		if ino, ok := t.unsetLocked(p); ok {
 			moved[newrel+p[len(oldrel):]] = ino
-			t.byPath.Delete(p)
 		}
 	}
 	for k, ino := range moved {
-		t.byPath.Set(k, ino)
+		t.setLocked(k, ino)
 	}
 }
 
@@ -188,7 +330,7 @@ func (t *inoTable) share(oldrel, newrel string, fi providers.FileInfo) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.removeLocked(newrel)
-	t.byPath.Set(newrel, ino)
+	t.setLocked(newrel, ino)
 	if k, ok := linkedKey(fi); ok {
 		ln := t.names[ino]
 		if ln == nil {

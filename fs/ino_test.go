@@ -96,3 +96,92 @@ func TestInoTableBoxLinks(t *testing.T) {
 	reused := a.getFile("q", linked)
 	assert.NotEqual(t, x, reused, "a box inode reused after all its names went")
 }
+
+// The table holds only the paths of nodes the kernel holds: forgetting a
+// node drops its paths and frees its number, and a path looked up again
+// gets the number it had. A retired number stays taken until its node is
+// forgotten, and a listing keeps nothing.
+func TestInoTableForget(t *testing.T) {
+	a := newInoTable("local/x")
+	nums := map[string]uint64{}
+	for _, p := range []string{"d", "d/f", "d/g", "e"} {
+		nums[p] = a.get(p)
+	}
+	for _, p := range []string{"d/f", "d/g", "d", "e"} {
+		a.forget(nums[p])
+	}
+	paths, numbers := a.size()
+	assert.Zero(t, paths, "paths left after every node was forgotten")
+	assert.Zero(t, numbers, "numbers left after every node was forgotten")
+	for p, ino := range nums {
+		assert.Equal(t, ino, a.get(p), "%s came back with another number", p)
+	}
+
+	// A retired number is not handed out while the kernel may hold it,
+	// and is once its node is forgotten.
+	f := nums["d/f"]
+	a.remove("d/f")
+	g := a.get("d/f")
+	assert.NotEqual(t, f, g, "a recreated path got the number of the one still held")
+	a.forget(f)
+	a.forget(g)
+	assert.Equal(t, f, a.get("d/f"), "the path's own number, once no node holds it")
+
+	// A listing's numbers are the ones a lookup then gives, and are not kept.
+	b := newInoTable("local/x")
+	peeked := b.peekFile("d/f", providers.FileInfo{})
+	paths, numbers = b.size()
+	assert.Zero(t, paths+numbers, "a listing kept numbers")
+	assert.Equal(t, peeked, b.getFile("d/f", providers.FileInfo{}))
+	b.remove("d/f") // retired: the next listing of the name skips it
+	assert.NotEqual(t, peeked, b.peekFile("d/f", providers.FileInfo{}))
+	assert.Equal(t, b.peekFile("d/f", providers.FileInfo{}), b.get("d/f"))
+
+	// A renamed path is forgotten under its new name.
+	c := newInoTable("local/x")
+	r := c.get("dir/r")
+	c.rename("dir", "moved")
+	c.forget(r)
+	paths, _ = c.size()
+	assert.Zero(t, paths, "a moved path outlived its node")
+}
+
+// Forgetting the node of a hard link drops all its names and the box
+// inode's entry; the names get the shared number back.
+func TestInoTableForgetLinks(t *testing.T) {
+	linked := providers.FileInfo{Dev: 7, Ino: 42, Nlink: 2}
+	a := newInoTable("local/x")
+	assert.Equal(t, a.peekFile("x", linked), a.getFile("x", linked))
+	x := a.getFile("y", linked)
+	assert.Equal(t, x, a.peekFile("z", linked), "a listed name of a known link")
+	a.forget(x)
+	paths, numbers := a.size()
+	assert.Zero(t, paths+numbers+len(a.byBox)+len(a.names), "a forgotten link left entries")
+	assert.Equal(t, x, a.getFile("y", linked))
+	assert.Equal(t, x, a.getFile("x", linked))
+
+	// A link made here shares the number; both names go with the node.
+	b := newInoTable("local/x")
+	f := b.get("f")
+	b.share("f", "g", providers.FileInfo{})
+	b.forget(f)
+	paths, numbers = b.size()
+	assert.Zero(t, paths+numbers, "a forgotten hard link left names")
+}
+
+// Once most numbers are forgotten, the maps are built again at their size.
+func TestInoTableCompacts(t *testing.T) {
+	defer func(n int) { compactMin = n }(compactMin)
+	compactMin = 8
+	a := newInoTable("local/x")
+	var nums []uint64
+	for i := 0; i < 10; i++ {
+		nums = append(nums, a.get(string(rune('a'+i))))
+	}
+	assert.Equal(t, 10, a.high)
+	for _, ino := range nums[:8] {
+		a.forget(ino)
+	}
+	assert.Equal(t, 2, a.high, "the maps were not built again")
+	assert.Equal(t, nums[9], a.get("j"), "a path kept lost its number in the rebuild")
+}

@@ -47,22 +47,23 @@ func (n *workNode) openState() *openState {
 }
 
 var (
-	_ gofs.NodeLookuper   = (*workNode)(nil)
-	_ gofs.NodeGetattrer  = (*workNode)(nil)
-	_ gofs.NodeSetattrer  = (*workNode)(nil)
-	_ gofs.NodeReaddirer  = (*workNode)(nil)
-	_ gofs.NodeOpener     = (*workNode)(nil)
-	_ gofs.NodeCreater    = (*workNode)(nil)
-	_ gofs.NodeMkdirer    = (*workNode)(nil)
-	_ gofs.NodeUnlinker   = (*workNode)(nil)
-	_ gofs.NodeRmdirer    = (*workNode)(nil)
-	_ gofs.NodeRenamer    = (*workNode)(nil)
-	_ gofs.NodeSymlinker  = (*workNode)(nil)
-	_ gofs.NodeReadlinker = (*workNode)(nil)
-	_ gofs.NodeLinker     = (*workNode)(nil)
-	_ gofs.NodeStatfser   = (*workNode)(nil)
-	_ gofs.NodeFsyncer    = (*workNode)(nil)
-	_ gofs.NodeMknoder    = (*workNode)(nil)
+	_ gofs.NodeLookuper    = (*workNode)(nil)
+	_ gofs.NodeGetattrer   = (*workNode)(nil)
+	_ gofs.NodeSetattrer   = (*workNode)(nil)
+	_ gofs.NodeReaddirer   = (*workNode)(nil)
+	_ gofs.NodeOpener      = (*workNode)(nil)
+	_ gofs.NodeCreater     = (*workNode)(nil)
+	_ gofs.NodeMkdirer     = (*workNode)(nil)
+	_ gofs.NodeUnlinker    = (*workNode)(nil)
+	_ gofs.NodeRmdirer     = (*workNode)(nil)
+	_ gofs.NodeRenamer     = (*workNode)(nil)
+	_ gofs.NodeSymlinker   = (*workNode)(nil)
+	_ gofs.NodeReadlinker  = (*workNode)(nil)
+	_ gofs.NodeLinker      = (*workNode)(nil)
+	_ gofs.NodeStatfser    = (*workNode)(nil)
+	_ gofs.NodeFsyncer     = (*workNode)(nil)
+	_ gofs.NodeMknoder     = (*workNode)(nil)
+	_ gofs.NodeOnForgetter = (*workNode)(nil)
 )
 
 // rel is the node's path under work/, or ENOENT for a node whose name went
@@ -155,6 +156,13 @@ func (n *workNode) child(ctx context.Context, rel string, fi providers.FileInfo,
 	n.v.fillAttr(&out.Attr, fi, ino)
 	mode := providers.UnixMode(fi.Mode) & syscall.S_IFMT
 	return n.NewInode(ctx, &workNode{v: n.v}, gofs.StableAttr{Mode: mode, Ino: ino})
+}
+
+// OnForget lets the box's inode numbers drop the node's paths and number
+// once go-fuse has dropped the node (the kernel forgot it), so that they
+// hold no more than the kernel does.
+func (n *workNode) OnForget() {
+	n.v.forgetIno(n.StableAttr().Ino)
 }
 
 func (n *workNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
@@ -404,7 +412,7 @@ func (n *workNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) 
 		ents = append(ents, fuse.DirEntry{
 			Name: fi.Name,
 			Mode: providers.UnixMode(fi.Mode) & syscall.S_IFMT,
-			Ino:  n.v.inos().getFile(joinRel(rel, fi.Name), fi),
+			Ino:  n.v.inos().peekFile(joinRel(rel, fi.Name), fi),
 		})
 	}
 	return gofs.NewListDirStream(ents), 0

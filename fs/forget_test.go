@@ -1,0 +1,60 @@
+package fs_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	boxfs "github.com/boxfs/boxfs/fs"
+)
+
+// The namespace keeps the inode numbers of the work/ paths the kernel
+// holds, not of every path ever looked up: once the kernel forgets the
+// nodes, their paths and numbers go, and a path looked up again gets its
+// number back.
+func TestInoTableFollowsKernel(t *testing.T) {
+	mnt, f := mountFS(t, boxfs.MountOptions{})
+	work := filepath.Join(newBox(t, mnt, "a"), "work")
+	dir := filepath.Join(work, "d")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	const n = 300
+	inos := map[string]uint64{}
+	for i := 0; i < n; i++ {
+		name := filepath.Join(dir, fmt.Sprintf("f%03d", i))
+		require.NoError(t, os.WriteFile(name, nil, 0o644))
+		inos[name] = ino(t, name)
+	}
+	paths, _ := f.InoCount("a")
+	require.GreaterOrEqual(t, paths, n, "paths kept while the kernel holds them")
+
+	// Dropping d's name makes the kernel forget d and what is below it.
+	f.DropEntry("a", "d")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		paths, numbers := f.InoCount("a")
+		if paths < 10 && numbers < 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the kernel forgot d: %d paths, %d numbers kept", paths, numbers)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for name, want := range inos {
+		if got := ino(t, name); got != want {
+			t.Errorf("%s: number %d, was %d", name, got, want)
+		}
+	}
+}
+
+func ino(t *testing.T, name string) uint64 {
+	t.Helper()
+	fi, err := os.Stat(name)
+	require.NoError(t, err)
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
