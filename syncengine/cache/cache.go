@@ -436,6 +436,15 @@ func (c *Cache) shownLocked(rel string, fi providers.FileInfo) providers.FileInf
 	return f.shownLocked(fi)
 }
 
+// shownAfter is what a change of rel's attributes answers: fi, the
+// attributes the change left, as shown, or err.
+func (c *Cache) shownAfter(rel string, fi providers.FileInfo, err error) (providers.FileInfo, error) {
+	if err != nil {
+		return fi, err
+	}
+	return c.shown(rel, fi), nil
+}
+
 // getattr is Getattr with the box's own times: what the cache compares
 // with what it holds.
 func (c *Cache) getattr(ctx context.Context, rel string) (providers.FileInfo, error) {
@@ -1594,8 +1603,17 @@ func (c *Cache) renameStat(ctx context.Context, oldrel, newrel string) (*provide
 	return nil, nil, c.remote.Rename(ctx, c.abs(oldrel), c.abs(newrel))
 }
 
-// Chmod sets rel's mode bits in the box at once.
+// Chmod sets rel's mode bits in the box at once. Like Chown, Utimes and
+// Truncate, it answers with rel's attributes as Getattr shows them (see
+// shown): the kernel keeps the answer as the file's attributes, and a
+// file the host wrote must not seem to have a new modification time
+// because its mode changed.
 func (c *Cache) Chmod(ctx context.Context, rel string, mode fs.FileMode) (providers.FileInfo, error) {
+	fi, err := c.chmod(ctx, rel, mode)
+	return c.shownAfter(rel, fi, err)
+}
+
+func (c *Cache) chmod(ctx context.Context, rel string, mode fs.FileMode) (providers.FileInfo, error) {
 	if f := c.localFile(rel); f != nil {
 		if f.deferMode(c, mode) {
 			// Pushed with the content: tar's fchmod before close costs no
@@ -1629,6 +1647,11 @@ func (c *Cache) Chmod(ctx context.Context, rel string, mode fs.FileMode) (provid
 
 // Chown sets rel's owner in the box at once (-1 leaves one unchanged).
 func (c *Cache) Chown(ctx context.Context, rel string, uid, gid int) (providers.FileInfo, error) {
+	fi, err := c.chown(ctx, rel, uid, gid)
+	return c.shownAfter(rel, fi, err)
+}
+
+func (c *Cache) chown(ctx context.Context, rel string, uid, gid int) (providers.FileInfo, error) {
 	if f := c.localFile(rel); f != nil && f.deferOwner(c, uid, gid) {
 		fi, _ := f.localAttr()
 		return fi, nil
@@ -1667,6 +1690,11 @@ func (c *Cache) Chown(ctx context.Context, rel string, uid, gid int) (providers.
 // Utimes sets rel's times. For a file with unpushed writes the times are
 // applied right after the push, so the push does not undo them (cp -p, tar).
 func (c *Cache) Utimes(ctx context.Context, rel string, atime, mtime time.Time) (providers.FileInfo, error) {
+	fi, err := c.utimes(ctx, rel, atime, mtime)
+	return c.shownAfter(rel, fi, err)
+}
+
+func (c *Cache) utimes(ctx context.Context, rel string, atime, mtime time.Time) (providers.FileInfo, error) {
 	if f := c.localFile(rel); f != nil && f.deferTimes(c, atime, mtime) {
 		fi, _ := f.localAttr()
 		return fi, nil
@@ -1705,6 +1733,11 @@ func (c *Cache) Utimes(ctx context.Context, rel string, atime, mtime time.Time) 
 // Truncate sets rel's size. A file with cached content is truncated here and
 // pushed at the next flush; any other file is truncated in the box at once.
 func (c *Cache) Truncate(ctx context.Context, rel string, size int64) (providers.FileInfo, error) {
+	fi, err := c.truncate(ctx, rel, size)
+	return c.shownAfter(rel, fi, err)
+}
+
+func (c *Cache) truncate(ctx context.Context, rel string, size int64) (providers.FileInfo, error) {
 	// A file the host holds (open, or with writes the box lacks) is cut
 	// in its copy, which is what reaches the box: at the close of an open
 	// that holds it (open(O_TRUNC)'s own truncate comes so, by name, after

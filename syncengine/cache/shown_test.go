@@ -80,3 +80,54 @@ func (r *readCounter) ReadFile(ctx context.Context, name string) (io.ReadCloser,
 	r.reads.Add(1)
 	return r.Remote.ReadFile(ctx, name)
 }
+
+// A chmod, chown or utimes of a file the host wrote answers with the times
+// the host reports of it, as Getattr does: the kernel keeps that answer as
+// the file's attributes, and a chmod that seemed to move the modification
+// time to the push's (the box's clock) would show tar, make or rsync a
+// changed file (issue 37: TestPOSIXCompare on a Docker box). Only the
+// change time moves.
+func TestSetattrAnswersTheTimesShown(t *testing.T) {
+	start := time.Date(2026, 12, 3, 0, 0, 0, 999_000_000, time.UTC)
+	boxClock := fake.NewClock(start)
+	p := fake.New(fake.WithClock(boxClock))
+	box, err := p.Create(t.Context(), providers.Spec{})
+	require.NoError(t, err)
+	r := box.(cache.Remote)
+	if err := r.Mkdir(t.Context(), root, 0o755); err != nil && !errors.Is(err, syscall.EEXIST) {
+		t.Fatal(err)
+	}
+	hostNow := start
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Second, Now: func() time.Time { return hostNow }})
+	require.NoError(t, err)
+	defer c.Close()
+	ctx := t.Context()
+
+	for _, op := range []struct {
+		name string
+		set  func(rel string) (providers.FileInfo, error)
+	}{
+		{"chmod", func(rel string) (providers.FileInfo, error) { return c.Chmod(ctx, rel, 0o600) }},
+		{"chmod-same", func(rel string) (providers.FileInfo, error) { return c.Chmod(ctx, rel, 0o644) }},
+		{"chown", func(rel string) (providers.FileInfo, error) { return c.Chown(ctx, rel, 0, 0) }},
+		{"utimes-omit", func(rel string) (providers.FileInfo, error) { return c.Utimes(ctx, rel, time.Time{}, time.Time{}) }},
+	} {
+		t.Run("op="+op.name, func(t *testing.T) {
+			h := write(t, c, op.name, "written here\n")
+			boxClock.Advance(5 * time.Millisecond) // the push lands in the box's next second
+			require.NoError(t, h.Flush(ctx))
+			h.Release(ctx)
+			before, err := c.Getattr(ctx, op.name)
+			require.NoError(t, err)
+			boxClock.Advance(time.Second)
+			hostNow = hostNow.Add(time.Second)
+
+			fi, err := op.set(op.name)
+			require.NoError(t, err)
+			assert.True(t, fi.Mtime.Equal(before.Mtime), "the answer's mtime %v, shown before %v", fi.Mtime, before.Mtime)
+			after, err := c.Getattr(ctx, op.name)
+			require.NoError(t, err)
+			assert.True(t, after.Mtime.Equal(fi.Mtime), "getattr's mtime %v, the answer's %v", after.Mtime, fi.Mtime)
+		})
+	}
+}
