@@ -544,12 +544,7 @@ func TestPOSIXCompare(t *testing.T) {
 // posixKnown are the steps (row, case name, then the step) whose answer
 // on a box differs from the host's, with the reason. A known step that
 // starts to match fails the test, so the list cannot go stale.
-var posixKnown = map[string]string{
-	"docker: setid-write: lstat v mode": "open(O_TRUNC) by a user outside the file's group: boxfs drops the set-group-ID bit " +
-		"without group execute at the open's truncate (its setattr answers the mode without it), but the box shows " +
-		"the bit again after the close: the push of the cache's copy is the suspect, in syncengine/cache " +
-		"(a local box, whose file is written in place, answers as the host's disk)",
-}
+var posixKnown = map[string]string{}
 
 // comparePosix reports each step of c whose answer on the box differs
 // from the host's, and returns how many matched.

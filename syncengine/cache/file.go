@@ -181,7 +181,7 @@ func (c *Cache) Create(ctx context.Context, rel string, flags int, perm fs.FileM
 	err = f.openDataLocked(c, true)
 	if err == nil {
 		f.valid, f.boxSize, f.boxMtime = true, fi.Size, fi.Mtime
-		f.size, f.mode, f.inBox, f.base = fi.Size, fi.Mode.Perm(), true, fi
+		f.size, f.mode, f.inBox, f.base = fi.Size, fi.Mode&specialBits, true, fi
 		f.version++
 		f.kernel = f.version
 	}
@@ -274,7 +274,7 @@ func (f *file) ensure(ctx context.Context, c *Cache, write bool) (streamed bool,
 	if f.holdsLocked(fi) {
 		err := f.openDataLocked(c, false)
 		if !f.dirty {
-			f.mode, f.base = fi.Mode.Perm(), fi
+			f.mode, f.base = fi.Mode&specialBits, fi
 		}
 		f.mu.Unlock()
 		c.used(f)
@@ -315,7 +315,7 @@ func (f *file) ensure(ctx context.Context, c *Cache, write bool) (streamed bool,
 	}
 	f.mu.Lock()
 	f.valid, f.boxSize, f.boxMtime, f.size = true, n, fi.Mtime, n
-	f.mode, f.base = fi.Mode.Perm(), fi
+	f.mode, f.base = fi.Mode&specialBits, fi
 	f.version++
 	f.mu.Unlock()
 	c.charged(f, n)
@@ -670,9 +670,12 @@ func (f *file) existsInBox() bool {
 	return f.inBox
 }
 
+// setMode records a mode the box was given, special bits and all: the
+// host's view of the file (localAttr) reports it while it is dirty, and
+// a set-group-ID bit a write then drops must show in it to be dropped.
 func (f *file) setMode(mode fs.FileMode) {
 	f.mu.Lock()
-	f.mode = mode.Perm()
+	f.mode = mode & specialBits
 	f.mu.Unlock()
 }
 
@@ -701,7 +704,7 @@ func (f *file) deferTimes(c *Cache, atime, mtime time.Time) bool {
 // deferMode keeps a chmod for the next push, when one is pending.
 func (f *file) deferMode(c *Cache, mode fs.FileMode) bool {
 	return f.deferAttr(c, func() {
-		f.mode = mode & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
+		f.mode = mode & specialBits
 		f.force = true
 	})
 }

@@ -140,7 +140,7 @@ func (c *Cache) createDirect(ctx context.Context, rel string, flags int, perm fs
 		return nil, fi, true, err
 	}
 	d := &direct{f: hf, fi: fi, write: true}
-	f.mode, f.base, f.inBox = fi.Mode.Perm(), fi, true
+	f.mode, f.base, f.inBox = fi.Mode&specialBits, fi, true
 	f.addDirectLocked(d, fi)
 	f.kernel = f.version // a new file: nothing of it in the kernel's cache
 	f.mu.Unlock()
@@ -188,7 +188,7 @@ func (c *Cache) openDirectWrite(ctx context.Context, rel string, f *file, flags 
 		return nil, false, false, err
 	}
 	d := &direct{f: hf, fi: fi, write: true}
-	f.mode, f.base = fi.Mode.Perm(), fi
+	f.mode, f.base = fi.Mode&specialBits, fi
 	keepCache = f.addDirectLocked(d, fi)
 	return &Handle{c: c, f: f, write: true, direct: d}, keepCache, true, nil
 }

@@ -147,7 +147,7 @@ func (f *file) fill(c *Cache, sf providers.SmallFile) (filled bool) {
 		f.valid = false
 	} else {
 		f.valid, f.boxSize, f.boxMtime, f.size = true, sf.Info.Size, sf.Info.Mtime, sf.Info.Size
-		f.mode, f.base = sf.Info.Mode.Perm(), sf.Info
+		f.mode, f.base = sf.Info.Mode&specialBits, sf.Info
 		f.version++
 		filled = true
 	}
