@@ -273,6 +273,7 @@ func (n *workNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetA
 		wh.remember(fi)
 	}
 	n.v.fillAttr(&out.Attr, fi, n.StableAttr().Ino)
+	out.SetTimeout(n.v.fs.m.Options().AttrTimeout) // as long as Getattr's answer is kept
 	return 0
 }
 
