@@ -24,6 +24,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand"
 	"os"
 	"runtime"
@@ -118,6 +119,9 @@ type sim struct {
 	broke   *violation
 	counts  ReportCounts // the cache's, at the end
 	weights simWeights
+
+	// write=behind (sim_behind_test.go); the zero value is write=through.
+	wb simBehind
 }
 
 type simReport struct {
@@ -141,6 +145,13 @@ type simOp struct {
 	bound map[string]simBound
 	// the states its calls made in the box, by path
 	applied map[string]int
+	// write=behind: the host's acknowledged versions the box lacked
+	// when the op began (F-dirty), the paths whose writes the box
+	// refused during the op and those told to PushFailed (F-fail)
+	dirty    map[string]int
+	startIdx int
+	refused  []string
+	told     []string
 }
 
 // simBound is the oldest state a look may show, and the rule that says so.
@@ -226,6 +237,7 @@ func (s *sim) applied() {
 			if op != nil {
 				op.applied[p] = idx
 			}
+			s.landed(p, v)
 			// The watch reports the host's changes too, with their
 			// attributes: the cache drops them as echoes (F-echo).
 			s.report(p)
@@ -286,6 +298,10 @@ func (r heldRemote) ReadAt(ctx context.Context, name string, p []byte, off int64
 }
 
 func (r heldRemote) WriteFile(ctx context.Context, name string, rd io.Reader, perm providers.FileMode) error {
+	if err := r.s.refused(name); err != nil {
+		r.s.hold("write " + name + " (refused)")
+		return err
+	}
 	err := r.Remote.WriteFile(ctx, name, rd, perm)
 	r.s.applied()
 	r.s.hold("write " + name)
@@ -345,7 +361,7 @@ func (r heldRemote) Fsync(ctx context.Context, name string) error {
 	return err
 }
 
-func newSim(t *testing.T, seed int64, dir string, bug plantedBug) *sim {
+func newSim(t *testing.T, seed int64, dir string, bug plantedBug, behind bool) *sim {
 	start := time.Unix(1_700_000_000, 0)
 	clk := fake.NewClock(start)
 	p := fake.New(fake.WithClock(clk))
@@ -371,13 +387,18 @@ func newSim(t *testing.T, seed int64, dir string, bug plantedBug) *sim {
 	for _, p := range simPaths {
 		s.hist[p] = []state{{idx: 0, at: start}}
 	}
-	c, err := Open(heldRemote{Remote: r, s: s}, Options{Dir: dir, Root: simRoot, Box: "sim", AttrTimeout: simAttr, Now: clk.Now, WalkMax: -1})
+	o := Options{Dir: dir, Root: simRoot, Box: "sim", AttrTimeout: simAttr, Now: clk.Now, WalkMax: -1}
+	var remote Remote = heldRemote{Remote: r, s: s}
+	if behind {
+		remote = s.behindOptions(&o)
+	}
+	c, err := Open(remote, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.fm.bug = bug
 	c.Trust(true) // the watch is set and healthy from the start
-	s.weights = drawWeights(s.rng)
+	s.weights = drawWeights(s.rng, behind)
 	s.c = c
 	return s
 }
@@ -439,6 +460,17 @@ func (s *sim) raise(p string, idx int, rule string) {
 // path (0: absent), and notes it.
 func (s *sim) saw(op *simOp, path string, ver int, how string) {
 	b := op.bound[path]
+	if dv, ok := op.dirty[path]; ok {
+		// F-dirty: the host's acknowledged write the box lacks, or a
+		// state made after the look began.
+		if ver == dv {
+			s.seen[path] = max(s.seen[path], s.hostState(path, dv))
+			return
+		}
+		if op.startIdx+1 > b.idx {
+			b = simBound{op.startIdx + 1, "F-dirty"}
+		}
+	}
 	match := -1
 	for _, st := range s.hist[path] {
 		if st.ver == ver && st.idx >= b.idx {
@@ -476,6 +508,8 @@ func (s *sim) start(name string, paths []string, fn func(op *simOp)) {
 func (s *sim) startOp(op *simOp, fn func(op *simOp)) {
 	op.applied = map[string]int{}
 	op.bound = s.bounds()
+	op.dirty = maps.Clone(s.wb.dirty)
+	op.startIdx = s.idx
 	s.logf("start %s", op.name)
 	s.mu.Lock()
 	s.ops = append(s.ops, op)
@@ -516,6 +550,9 @@ func (s *sim) reap() {
 	}
 	s.ops = keep
 	s.mu.Unlock()
+	if s.wb.on {
+		s.pushed()
+	}
 	for _, op := range done {
 		s.logf("end %s", op.name)
 		if op.check != nil {
@@ -693,6 +730,10 @@ func (s *sim) hostWrite(p string) {
 				s.logf("close %s: %v (not acknowledged)", p, err)
 				return
 			}
+			if s.wb.on {
+				s.acked(op, p, ver)
+				return
+			}
 			// F-through: the close's push put its version in the box.
 			idx, ok := op.applied[p]
 			if !ok || s.versionAt(p, idx) != ver {
@@ -706,11 +747,12 @@ func (s *sim) hostWrite(p string) {
 }
 
 func (s *sim) hostRemove(p string) {
-	s.start("remove "+p, []string{p}, func(op *simOp) {
+	s.start("remove "+p, s.locks(p), func(op *simOp) {
 		err := s.c.Remove(s.ctx, p)
 		op.check = func() {
 			if err == nil {
 				s.sawOwn(op)
+				s.hostReplaced(p)
 			}
 		}
 	})
@@ -735,12 +777,13 @@ func (s *sim) versionAt(p string, idx int) int {
 }
 
 func (s *sim) hostRename(from, to string) {
-	s.start("rename "+from+" "+to, []string{from, to}, func(op *simOp) {
+	s.start("rename "+from+" "+to, s.locks(from, to), func(op *simOp) {
 		err := s.c.Rename(s.ctx, from, to)
 		op.check = func() {
 			if err != nil {
 				return
 			}
+			s.hostMoved(op, from, to)
 			// The new name shows what the host knew of the old one (a
 			// box change to it not reported yet may follow later, as
 			// the kernel's own attributes of the moved inode do): any
@@ -917,11 +960,14 @@ func (s *sim) advance(d time.Duration) {
 // other seldom does.
 type simWeights struct {
 	host, release, box, deliver, overflow, reconnect, refresh, clock int
+	// write=behind: a batch's timer fires, a barrier, the box starts or
+	// stops refusing the host's pushes
+	batch, barrier, refuse int
 }
 
-func drawWeights(rng *rand.Rand) simWeights {
+func drawWeights(rng *rand.Rand, behind bool) simWeights {
 	pick := func(vs ...int) int { return vs[rng.Intn(len(vs))] }
-	return simWeights{
+	w := simWeights{
 		host:      pick(20, 30, 40),
 		release:   pick(15, 25, 40),
 		box:       pick(5, 15, 30),
@@ -931,6 +977,10 @@ func drawWeights(rng *rand.Rand) simWeights {
 		refresh:   pick(1, 3),
 		clock:     pick(5, 10, 20),
 	}
+	if behind {
+		w.batch, w.barrier, w.refuse = pick(5, 10, 20), pick(3, 8, 15), pick(0, 3, 8)
+	}
+	return w
 }
 
 func (s *sim) step() {
@@ -940,7 +990,7 @@ func (s *sim) step() {
 	w := s.weights
 	// Only the steps that can be taken now are drawn.
 	if nops >= simMaxOps {
-		w.host, w.refresh = 0, 0
+		w.host, w.refresh, w.batch, w.barrier = 0, 0, 0, 0
 	}
 	if nheld == 0 {
 		w.release = 0
@@ -955,7 +1005,7 @@ func (s *sim) step() {
 		// goes on changing while it is set again.
 		w.box *= 3
 	}
-	k := s.rng.Intn(w.host + w.release + w.box + w.deliver + w.overflow + w.reconnect + w.refresh + w.clock)
+	k := s.rng.Intn(w.host + w.release + w.box + w.deliver + w.overflow + w.reconnect + w.refresh + w.clock + w.batch + w.barrier + w.refuse)
 	next := func(n int) bool {
 		if k < n {
 			return true
@@ -978,6 +1028,12 @@ func (s *sim) step() {
 		s.reconnect()
 	case next(w.refresh):
 		s.refresh()
+	case next(w.batch):
+		s.batch()
+	case next(w.barrier):
+		s.barrier()
+	case next(w.refuse):
+		s.toggleRefuse()
 	default:
 		durs := []time.Duration{time.Millisecond, 20 * time.Millisecond, 300 * time.Millisecond, simAttr}
 		s.advance(durs[s.rng.Intn(len(durs))])
@@ -994,7 +1050,9 @@ func (s *sim) hostOp() {
 	case k < 5:
 		s.hostStat(p, k == 4)
 	case k < 6:
-		s.hostList(s.pick([]string{"", "d"}))
+		if !s.wb.on || *simBehindLists {
+			s.hostList(s.pick([]string{"", "d"}))
+		}
 	case k < 8:
 		if !s.busy(p) {
 			s.hostWrite(p)
@@ -1005,7 +1063,7 @@ func (s *sim) hostOp() {
 		}
 	default:
 		q := s.pick(simPaths)
-		if q != p && !s.busy(p, q) {
+		if q != p && !s.busy(s.locks(p, q)...) {
 			s.hostRename(p, q)
 		}
 	}
@@ -1025,13 +1083,16 @@ func (s *sim) finish() {
 }
 
 // run runs one schedule; it returns the violation it found, if any.
-func runSchedule(t *testing.T, seed int64, dir string, bug plantedBug) *sim {
-	s := newSim(t, seed, dir, bug)
+func runSchedule(t *testing.T, seed int64, dir string, bug plantedBug, behind bool) *sim {
+	s := newSim(t, seed, dir, bug, behind)
 	defer s.c.Close()
 	for i := 0; i < simSteps && s.broke == nil; i++ {
 		s.step()
 	}
 	s.finish()
+	if s.broke == nil {
+		s.finishBehind()
+	}
 	s.counts = s.c.Reports()
 	return s
 }
@@ -1090,7 +1151,7 @@ func TestSimulator(t *testing.T) {
 	}()
 	for _, seed := range seeds {
 		dir, _ := os.MkdirTemp(base, "s")
-		s := runSchedule(t, seed, dir, plantedBug(*simBug))
+		s := runSchedule(t, seed, dir, plantedBug(*simBug), false)
 		os.RemoveAll(dir)
 		reports.Taken += s.counts.Taken
 		reports.Echoes += s.counts.Echoes
@@ -1129,7 +1190,7 @@ func TestSimulatorFindsPlantedBugs(t *testing.T) {
 			for i := range 1000 {
 				seed := first + int64(i)
 				dir, _ := os.MkdirTemp(base, "s")
-				s := runSchedule(t, seed, dir, tc.bug)
+				s := runSchedule(t, seed, dir, tc.bug, false)
 				os.RemoveAll(dir)
 				if s.broke != nil {
 					t.Logf("found after %d schedules (seed %d): %v", i+1, seed, s.broke)
