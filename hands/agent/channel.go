@@ -178,16 +178,22 @@ func (ch *Channel) Close() error {
 	c := ch.cmd
 	ch.cmd = nil
 	ch.cmdMu.Unlock()
+	// Both sessions are closed first and waited for after, so that
+	// closing costs the box's round trip once, not once per session.
 	if c != nil {
 		// The agent ends the commands still running, then exits.
 		c.close()
+	}
+	if s != nil {
+		s.cl.Close()
+	}
+	if c != nil {
 		select {
 		case <-c.done:
 		case <-time.After(closeGrace + killTimeout):
 		}
 	}
 	if s != nil {
-		s.cl.Close()
 		<-s.finished
 		ch.mu.Lock()
 		ch.rtEnded += s.cl.RoundTrips()
