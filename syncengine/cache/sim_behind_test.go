@@ -442,18 +442,6 @@ func TestSimulatorBehind(t *testing.T) {
 			known++
 			continue
 		}
-		if s.broke != nil && *simCount {
-			if counts[s.broke.rule] == 0 {
-				t.Logf("seed %d broke %v", seed, s.broke)
-			}
-			counts[s.broke.rule]++
-			continue
-		}
-		if s.broke != nil {
-			t.Fatalf("seed %d broke %v\nschedule:\n%s\nreplay: go test ./syncengine/cache -run 'TestSimulatorBehind$' -sim.seed=%d -v", seed, s.broke, strings.Join(s.log, "\n"), seed)
-		}
-		if *simSeed != 0 {
-			t.Logf("schedule:\n%s", strings.Join(s.log, "\n"))
-		}
+		s.judge(t, "TestSimulatorBehind", seed, counts)
 	}
 }

@@ -1155,19 +1155,26 @@ func TestSimulator(t *testing.T) {
 		os.RemoveAll(dir)
 		reports.Taken += s.counts.Taken
 		reports.Echoes += s.counts.Echoes
-		if s.broke != nil && *simCount {
-			if counts[s.broke.rule] == 0 {
-				t.Logf("seed %d broke %v", seed, s.broke)
-			}
-			counts[s.broke.rule]++
-			continue
+		s.judge(t, "TestSimulator", seed, counts)
+	}
+}
+
+// judge reports what schedule seed of test did: under -sim.count a broken
+// rule is counted (and the first of each logged), otherwise it fails the
+// test with the schedule and the command that replays it; a schedule run
+// alone (-sim.seed) is logged.
+func (s *sim) judge(t *testing.T, test string, seed int64, counts map[string]int) {
+	t.Helper()
+	switch {
+	case s.broke != nil && *simCount:
+		if counts[s.broke.rule] == 0 {
+			t.Logf("seed %d broke %v", seed, s.broke)
 		}
-		if s.broke != nil {
-			t.Fatalf("seed %d broke %v\nschedule:\n%s\nreplay: go test ./syncengine/cache -run 'TestSimulator$' -sim.seed=%d -v", seed, s.broke, strings.Join(s.log, "\n"), seed)
-		}
-		if *simSeed != 0 {
-			t.Logf("schedule:\n%s", strings.Join(s.log, "\n"))
-		}
+		counts[s.broke.rule]++
+	case s.broke != nil:
+		t.Fatalf("seed %d broke %v\nschedule:\n%s\nreplay: go test ./syncengine/cache -run '%s$' -sim.seed=%d -v", seed, s.broke, strings.Join(s.log, "\n"), test, seed)
+	case *simSeed != 0:
+		t.Logf("schedule:\n%s", strings.Join(s.log, "\n"))
 	}
 }
 
