@@ -135,6 +135,7 @@ type simOp struct {
 	name    string
 	paths   []string // content locks it may take
 	writes  string   // the file it writes
+	ver     int      // the version it writes there
 	goid    uint64
 	parked  bool
 	done    bool
@@ -241,6 +242,12 @@ func (s *sim) applied() {
 			// The watch reports the host's changes too, with their
 			// attributes: the cache drops them as echoes (F-echo).
 			s.report(p)
+			if op != nil && op.writes == p && v == -1 {
+				// The write's own create emptied the file in the box:
+				// the write's state, which exists from its start, comes
+				// after that.
+				s.add(p, op.ver, true)
+			}
 		}
 	}
 }
@@ -711,7 +718,7 @@ func (s *sim) hostWrite(p string) {
 	// show it (it is dirty on the host), and its close makes it the
 	// newest state in the box too.
 	s.add(p, ver, true)
-	s.startOp(&simOp{name: fmt.Sprintf("write %s v%d", p, ver), paths: []string{p}, writes: p}, func(op *simOp) {
+	s.startOp(&simOp{name: fmt.Sprintf("write %s v%d", p, ver), paths: []string{p}, writes: p, ver: ver}, func(op *simOp) {
 		h, _, err := s.c.Create(s.ctx, p, syscall.O_CREAT|syscall.O_WRONLY|syscall.O_TRUNC, 0o644)
 		if err != nil {
 			// The box changed the path under the create (removed it
@@ -751,6 +758,17 @@ func (s *sim) hostRemove(p string) {
 		err := s.c.Remove(s.ctx, p)
 		op.check = func() {
 			if err == nil {
+				if _, inBox := op.applied[p]; !inBox && s.wb.on {
+					// Removed on the host only (the box never had the
+					// host's file): the host's state of the name. A
+					// file the box made under the name meanwhile is
+					// another file, which the remove leaves: it is
+					// the box's state again from now on.
+					op.applied[p] = s.add(p, 0, true)
+					if v := s.boxv[p]; v != 0 {
+						s.add(p, v, false)
+					}
+				}
 				s.sawOwn(op)
 				s.hostReplaced(p)
 			}
@@ -805,6 +823,11 @@ func (s *sim) hostRename(from, to string) {
 			s.hist[to] = slices.Insert(s.hist[to], i+1, moved...)
 			s.seen[to] = at
 			s.floor[to] = simBound{}
+			if v, ok := s.wb.dirty[to]; ok && s.wb.on {
+				// write=behind: the host's write the box lacks moved
+				// with the name, and the host shows it there.
+				s.add(to, v, true)
+			}
 		}
 	})
 }
@@ -900,6 +923,18 @@ func (s *sim) report(p string) {
 	s.reports = append(s.reports, simReport{change: ch, path: p, idx: s.current(p).idx, due: s.clk.Now().Add(simLatency)})
 }
 
+// first reports whether report i is the oldest queued of its path: the
+// watch reports one path's changes in the order it saw them (each with
+// the attributes it read then), those of different paths in any order.
+func (s *sim) first(i int) bool {
+	for _, r := range s.reports[:i] {
+		if r.path == s.reports[i].path {
+			return false
+		}
+	}
+	return true
+}
+
 // deliver hands the watch's report i to the cache (F-watch).
 func (s *sim) deliver(i int) {
 	r := s.reports[i]
@@ -935,7 +970,7 @@ func (s *sim) advance(d time.Duration) {
 	for {
 		var due []int
 		for i, r := range s.reports {
-			if !r.due.After(to) {
+			if !r.due.After(to) && s.first(i) {
 				due = append(due, i)
 			}
 		}
@@ -1021,7 +1056,13 @@ func (s *sim) step() {
 	case next(w.box):
 		s.boxChange()
 	case next(w.deliver):
-		s.deliver(s.rng.Intn(len(s.reports)))
+		var first []int
+		for i := range s.reports {
+			if s.first(i) {
+				first = append(first, i)
+			}
+		}
+		s.deliver(first[s.rng.Intn(len(first))])
 	case next(w.overflow):
 		s.overflow()
 	case next(w.reconnect):
