@@ -149,10 +149,11 @@ type simOp struct {
 	// write=behind: the host's acknowledged versions the box lacked
 	// when the op began (F-dirty), the paths whose writes the box
 	// refused during the op and those told to PushFailed (F-fail)
-	dirty    map[string]int
-	startIdx int
-	refused  []string
-	told     []string
+	dirty     map[string]int
+	startIdx  int
+	dirtyFrom map[string]int // per dirty path, the oldest state F-dirty lets a look show besides the write
+	refused   []string
+	told      []string
 }
 
 // simBound is the oldest state a look may show, and the rule that says so.
@@ -474,8 +475,8 @@ func (s *sim) saw(op *simOp, path string, ver int, how string) {
 			s.seen[path] = max(s.seen[path], s.hostState(path, dv))
 			return
 		}
-		if op.startIdx+1 > b.idx {
-			b = simBound{op.startIdx + 1, "F-dirty"}
+		if from := op.dirtyFrom[path]; from > b.idx {
+			b = simBound{from, "F-dirty"}
 		}
 	}
 	match := -1
@@ -517,6 +518,19 @@ func (s *sim) startOp(op *simOp, fn func(op *simOp)) {
 	op.bound = s.bounds()
 	op.dirty = maps.Clone(s.wb.dirty)
 	op.startIdx = s.idx
+	// A host change in flight when the look begins may show in it, even
+	// where it reached the box before the look began (F-dirty).
+	op.dirtyFrom = map[string]int{}
+	s.mu.Lock()
+	for p := range op.dirty {
+		op.dirtyFrom[p] = s.idx + 1
+		for _, o := range s.ops {
+			if idx, ok := o.applied[p]; ok && !o.done && idx < op.dirtyFrom[p] {
+				op.dirtyFrom[p] = idx
+			}
+		}
+	}
+	s.mu.Unlock()
 	s.logf("start %s", op.name)
 	s.mu.Lock()
 	s.ops = append(s.ops, op)
