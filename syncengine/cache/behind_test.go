@@ -235,3 +235,45 @@ func TestBehindRenameSettlesFirst(t *testing.T) {
 	_, err = c.Lookup(ctx, "a")
 	assert.True(t, providers.IsCode(err, providers.NotFound), "a after the rename: %v", err)
 }
+
+// In write-behind a file the host made or wrote and the box lacks stays
+// listed, whatever listing of the box comes in before its push: the walk
+// after a command, a listing asked again after a gap of the watch, and
+// one taken after the box removed a file the host holds writes of
+// (F-dirty).
+func TestBehindListingsShowUnpushedFiles(t *testing.T) {
+	_, _, inner := fakeBox(t)
+	r := &batchRemote{Remote: inner}
+	c := behindCache(t, r, cache.Options{BehindDelay: time.Hour, BehindMaxWait: time.Hour})
+	ctx := t.Context()
+	_, err := c.Mkdir(ctx, "d", 0o755)
+	require.NoError(t, err)
+	boxWrite(t, r, "d/old", "old")
+	_, err = c.ReadDir(ctx, "d") // the listing vouches that "new" is free
+	require.NoError(t, err)
+	for _, n := range []string{"d/new", "d/old"} {
+		h := write(t, c, n, "host's "+n)
+		require.NoError(t, h.Flush(ctx))
+		h.Release(ctx)
+	}
+	require.NoError(t, inner.Remove(ctx, root+"/d/old"))
+	listed := func(why string) {
+		t.Helper()
+		fis, err := c.ReadDir(ctx, "d")
+		require.NoError(t, err, why)
+		sizes := map[string]int64{}
+		for _, fi := range fis {
+			sizes[fi.Name] = fi.Size
+		}
+		assert.Equal(t, map[string]int64{"new": int64(len("host's d/new")), "old": int64(len("host's d/old"))}, sizes, why)
+	}
+	listed("before any listing of the box")
+	_, err = c.Refresh(ctx)
+	require.NoError(t, err)
+	listed("after the walk that follows a command")
+	c.Reported(nil, true)
+	listed("after a gap of the watch")
+	require.NoError(t, c.FlushAll(ctx))
+	assert.Equal(t, "host's d/new", boxRead(t, r, "d/new"))
+	assert.Equal(t, "host's d/old", boxRead(t, r, "d/old"))
+}

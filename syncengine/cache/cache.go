@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -900,6 +901,16 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 		// newer answer.
 		if nd := c.dir(rel); nd != nil && uint64(t) < c.fm.walkAt && c.usable(nd) {
 			d = nd
+		} else {
+			// The box's answer, with what the host changed since it
+			// was asked and what it holds unpushed laid over it.
+			d = &dirList{entries: maps.Clone(d.entries), fetched: d.fetched}
+			got := make(map[string]providers.FileInfo, len(d.entries))
+			for name, fi := range d.entries {
+				got[join(rel, name)] = fi
+			}
+			c.overlayLocked(t, got, map[string]*dirList{rel: d}, []string{rel})
+			d = c.withPendingLocked(rel, d)
 		}
 		out := c.entriesLocked(rel, d)
 		c.fm.end(t)

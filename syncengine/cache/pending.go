@@ -3,7 +3,9 @@ package cache
 import (
 	"context"
 	"io/fs"
+	"maps"
 	"sort"
+	"strings"
 
 	"github.com/boxfs/boxfs/providers"
 )
@@ -84,6 +86,87 @@ func (c *Cache) overlayPendingLocked(dir string, children bool) {
 			}
 		}
 	}
+	// A file holding writes the box lacks shows them, whatever the box
+	// says of it (F-dirty): a listing taken after the box removed it
+	// still lists it, until its push makes it again.
+	for _, f := range c.dirtyFiles() {
+		p := f.path()
+		if c.file(p) != f || !direct(p) || !under(p, dir) {
+			continue
+		}
+		if fi, ok := f.localAttr(); ok {
+			put(p, boxless(c.dir(pathDir(p)), fi))
+		}
+	}
+}
+
+// withPendingLocked returns d, a listing of dir from the box that is not
+// installed, with what the host made or wrote there and the box does not
+// have yet laid over it (a copy, when there is any). c.mu held.
+func (c *Cache) withPendingLocked(dir string, d *dirList) *dirList {
+	var add map[string]providers.FileInfo
+	put := func(p string, fi providers.FileInfo) {
+		if add == nil {
+			add = map[string]providers.FileInfo{}
+		}
+		_, name := split(p)
+		add[name] = fi
+	}
+	for _, p := range c.pdirs.Under(dir) {
+		if pd, _ := split(p); pd == dir {
+			v, _ := c.pdirs.Get(p)
+			put(p, v.fi)
+		}
+	}
+	for _, p := range c.news.Under(dir) {
+		if f, _ := c.news.Get(p); f != nil {
+			if pd, _ := split(p); pd == dir {
+				if fi, ok := f.localAttr(); ok {
+					put(p, fi)
+				}
+			}
+		}
+	}
+	for _, f := range c.dirtyFiles() {
+		p := f.path()
+		if pd, _ := split(p); pd == dir && c.file(p) == f {
+			if fi, ok := f.localAttr(); ok {
+				put(p, boxless(d, fi))
+			}
+		}
+	}
+	if add == nil {
+		return d
+	}
+	nd := &dirList{entries: maps.Clone(d.entries), fetched: d.fetched}
+	maps.Copy(nd.entries, add)
+	return nd
+}
+
+// boxless is fi, a dirty file's attributes laid over the listing d: where
+// d lacks the name, the box has no file there now, and the inode number
+// fi carries from the box's last word is another file's or none (a box
+// that renamed the file away keeps its number under the new name, which
+// must not read as a second name of this one).
+func boxless(d *dirList, fi providers.FileInfo) providers.FileInfo {
+	if d == nil {
+		return fi
+	}
+	if _, ok := d.entries[fi.Name]; !ok {
+		fi.Ino, fi.Dev = 0, 0
+	}
+	return fi
+}
+
+// pathDir is the directory holding p.
+func pathDir(p string) string {
+	dir, _ := split(p)
+	return dir
+}
+
+// under reports whether p is dir or below it.
+func under(p, dir string) bool {
+	return dir == "" || p == dir || strings.HasPrefix(p, dir+"/")
 }
 
 // reoverlayLocked lays back what the host made or changed at or under rel

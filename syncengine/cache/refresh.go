@@ -175,6 +175,9 @@ func (c *Cache) installWalk(t ticket, now time.Time, list []providers.FileInfo) 
 	for rel, d := range dirs {
 		c.dirs.Set(rel, d)
 	}
+	// What the host made or wrote and the box does not have yet stays
+	// shown over the walk, as over any listing.
+	c.overlayPendingLocked("", false)
 	sortStrings(ch.Added)
 	sortStrings(ch.Changed)
 	sortStrings(ch.Removed)
