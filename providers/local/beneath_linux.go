@@ -59,13 +59,23 @@ func (b *Box) rootDir() *os.File {
 // confined beneath the workspace with extra resolve flags; ok is false
 // when it did not (the caller then resolves through the os.Root).
 func (b *Box) openat2(rel string, flags int, mode uint32, resolve uint64) (fd int, ok bool) {
+	fd, err := b.openat2Err(rel, flags, mode, resolve)
+	return fd, err == nil
+}
+
+// openat2Err is openat2 with its error: ENOENT or ENOTDIR say the path
+// resolved, within the workspace, to a name that is not there (or
+// through one that is not a directory), which os.Root would say too, so
+// callers take them as the answer (final reports whether err is one);
+// any other error is resolved again through the os.Root.
+func (b *Box) openat2Err(rel string, flags int, mode uint32, resolve uint64) (fd int, err error) {
 	d := b.rootDir()
 	if d == nil {
-		return -1, false
+		return -1, unix.ENOSYS
 	}
 	c, err := d.SyscallConn()
 	if err != nil {
-		return -1, false
+		return -1, err
 	}
 	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: beneathResolve | resolve}
 	fd = -1
@@ -78,16 +88,29 @@ func (b *Box) openat2(rel string, flags int, mode uint32, resolve uint64) (fd in
 				return
 			}
 		}
-	}) != nil || err != nil {
-		return -1, false
+	}) != nil {
+		return -1, unix.EBADF
 	}
-	return fd, true
+	if err != nil {
+		return -1, err
+	}
+	return fd, nil
+}
+
+// final reports whether an openat2 error is the answer for the path:
+// a name missing, or a component that is not a directory.
+func final(err error) bool {
+	return err == unix.ENOENT || err == unix.ENOTDIR
 }
 
 // openFile is os.Root's OpenFile of rel, resolved by openat2 where it can.
 func (b *Box) openFile(r *os.Root, rel string, flags int, perm os.FileMode) (*os.File, error) {
-	if fd, ok := b.openat2(rel, flags, uint32(perm.Perm()), 0); ok {
+	fd, err := b.openat2Err(rel, flags, uint32(perm.Perm()), 0)
+	switch {
+	case err == nil:
 		return os.NewFile(uintptr(fd), path.Join(r.Name(), rel)), nil
+	case final(err) && flags&os.O_CREATE == 0:
+		return nil, &os.PathError{Op: "openat", Path: rel, Err: err}
 	}
 	return r.OpenFile(rel, flags, perm)
 }
@@ -112,15 +135,19 @@ func (b *Box) parent(rel string) (dirfd int, base string, ok bool) {
 }
 
 // statBeneath is fstat of rel opened by openat2 (following symlinks
-// within the box); ok is false when openat2 did not open it.
-func (b *Box) statBeneath(rel string) (st unix.Stat_t, ok bool) {
-	fd, ok := b.openat2(rel, unix.O_PATH, 0, 0)
-	if !ok {
-		return st, false
+// within the box); ok is false when openat2 did not open it, and err is
+// the answer when it found the name missing (final).
+func (b *Box) statBeneath(rel string) (st unix.Stat_t, ok bool, err error) {
+	fd, err := b.openat2Err(rel, unix.O_PATH, 0, 0)
+	if err != nil {
+		if final(err) {
+			return st, true, &os.PathError{Op: "statat", Path: rel, Err: err}
+		}
+		return st, false, nil
 	}
-	err := unix.Fstat(fd, &st)
+	err = unix.Fstat(fd, &st)
 	unix.Close(fd)
-	return st, err == nil
+	return st, err == nil, nil
 }
 
 // openDir opens the directory rel for the *at calls: O_PATH by openat2,

@@ -119,7 +119,7 @@ func (b *Box) openLinkedOutside(r *os.Root, op, name string, f *os.File) error {
 // notLinkedOutside is linkedOutside for the file rel names (following a
 // symlink within the workspace); a missing file is for the caller to find.
 func (b *Box) notLinkedOutside(r *os.Root, op, name, rel string) error {
-	if st, ok := b.statBeneath(rel); ok && (st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink <= 1) {
+	if st, ok, err := b.statBeneath(rel); ok && (err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink <= 1) {
 		return nil
 	}
 	fi, err := r.Stat(rel)
@@ -207,7 +207,10 @@ func (b *Box) Stat(ctx context.Context, name string) (providers.FileInfo, error)
 	if err != nil {
 		return providers.FileInfo{}, err
 	}
-	if st, ok := b.statBeneath(rel); ok {
+	if st, ok, err := b.statBeneath(rel); ok {
+		if err != nil {
+			return providers.FileInfo{}, b.pathErr(op, name, err)
+		}
 		return fileInfo(baseName(name), &st), nil
 	}
 	fi, err := r.Stat(rel)
