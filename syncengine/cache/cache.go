@@ -91,6 +91,10 @@ type Options struct {
 	// hold in all, past which the least recently used are forgotten
 	// (entries.go). Defaults DefaultMaxListing, DefaultMaxEntries.
 	MaxListing, MaxEntries int
+	// ListingIdle is how long a listing nothing used is kept before it is
+	// forgotten, its memory handed back (idle.go); default
+	// DefaultListingIdle, negative: kept until MaxEntries pushes it out.
+	ListingIdle time.Duration
 }
 
 // Cache is one box's workspace as the host sees it.
@@ -152,14 +156,17 @@ type Cache struct {
 	fm model
 	// lists orders the listings by use, for MaxEntries (entries.go; c.mu).
 	lists listingUse
+	// idle forgets listings nothing used for ListingIdle (idle.go).
+	idle *idleSweep
 }
 
 type dirList struct {
 	entries map[string]providers.FileInfo
 	fetched time.Time
-	local   bool   // made here, not in the box yet: the host's listing is the truth
-	trust   bool   // vouched for by the watch (model.trusted)
-	used    uint64 // when last used, for MaxEntries (entries.go)
+	local   bool      // made here, not in the box yet: the host's listing is the truth
+	trust   bool      // vouched for by the watch (model.trusted)
+	used    uint64    // when last used, for MaxEntries (entries.go)
+	usedAt  time.Time // the same on the clock, for ListingIdle (idle.go)
 }
 
 type attrEntry struct {
@@ -254,6 +261,11 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 	if opts.WriteBehind {
 		c.behind = newBehind(c)
 	}
+	if opts.ListingIdle == 0 {
+		opts.ListingIdle = DefaultListingIdle
+		c.opts.ListingIdle = opts.ListingIdle
+	}
+	c.idle = newIdleSweep(c, opts.ListingIdle)
 	return c, nil
 }
 

@@ -72,6 +72,7 @@ func (c *Cache) noteTooLargeLocked(rel string) {
 func (c *Cache) touchListingLocked(d *dirList) {
 	c.lists.tick++
 	d.used = c.lists.tick
+	d.usedAt = c.now()
 }
 
 // errListingCapped is listRemote's error for a directory the box refused

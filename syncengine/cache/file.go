@@ -893,6 +893,7 @@ func (f *file) unlinked(c *Cache) {
 // Close closes the cache's data files and journal, and stops the
 // write-behind pusher. Dirty files stay journaled.
 func (c *Cache) Close() error {
+	c.idle.stop()
 	c.ahead.stop()
 	defer c.reap.stop()
 	if c.behind != nil {
