@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,6 +22,9 @@ const maxPacket = 128 << 10
 //	-sha256 HEX   refuse to serve unless this binary's SHA-256 is HEX (the
 //	              host names the binary it uploaded, so a stale or partly
 //	              written file never serves)
+//	-direct       before serving, follow the host's direct-channel
+//	              handshake on stdin (see directHandshake): serve a
+//	              connection the host dials, or stdin and stdout
 //	-commands     run commands for the host (ServeCommands) instead of
 //	              serving files
 //	-watch ROOT   report the changes under ROOT on stdout as they happen
@@ -34,6 +38,7 @@ func Main(args []string) error {
 	fs := flag.NewFlagSet("boxfs agent", flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
 	sum := fs.String("sha256", "", "refuse to serve unless this binary's SHA-256 is `hex`")
+	direct := fs.Bool("direct", false, "follow the host's direct-channel handshake on stdin first")
 	commands := fs.Bool("commands", false, "run commands for the host instead of serving files")
 	tarRoot := fs.String("tar", "", "write a tar of the names on stdin, relative to `root`, and exit")
 	watchRoot := fs.String("watch", "", "report the changes under `root` on stdout")
@@ -61,6 +66,18 @@ func Main(args []string) error {
 	}
 	if *commands {
 		return ServeCommands(in, out)
+	}
+	if *direct {
+		br := bufio.NewReader(in)
+		r, w, err := negotiateDirect(br, out)
+		if err != nil {
+			return err
+		}
+		if r != nil {
+			go watchLifeline(br, w)
+			return Serve(r, w)
+		}
+		in = br
 	}
 	return Serve(in, out)
 }
