@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path"
 	"slices"
@@ -49,6 +50,11 @@ type ChannelOptions struct {
 	// open starts it without looking for it first (one round trip less),
 	// and uploads it only when it does not start.
 	InstalledAt string
+	// NoDirect keeps the requests on the exec's stdio even when the box
+	// can be dialled (providers.DirectDialer).
+	NoDirect bool
+	// dial replaces dialDirect in tests.
+	dial directDialer
 }
 
 // Stats describes a channel, for facts.json.
@@ -62,6 +68,12 @@ type Stats struct {
 	LastError   string         `json:"lastError,omitempty"`  // why the channel last died or failed to open
 	LastCode    providers.Code `json:"lastErrorCode,omitempty"`
 	LastErrorAt time.Time      `json:"lastErrorAt,omitzero"`
+	// Direct names the direct connection the requests take ("unix
+	// /proc/4242/root", "tcp bridge 172.17.0.2"), "" when they go over the
+	// exec's stdio; DirectOff says why a box that offered routes is not
+	// reached by any.
+	Direct    string `json:"direct,omitempty"`
+	DirectOff string `json:"directOff,omitempty"`
 }
 
 // Channel is the agent channel to one box: boxfs's own static binary,
@@ -139,6 +151,9 @@ type session struct {
 	exitCode int
 	exitErr  error
 	finished chan struct{} // closed when the agent is known gone (or could not be killed)
+
+	direct    string // the direct route the requests take, "" over the exec
+	directOff string // why no route was taken, when the box offered some
 }
 
 // exitReason describes how the agent ended, with its last stderr.
@@ -293,6 +308,7 @@ func (ch *Channel) client(ctx context.Context, op string) (*Client, error) {
 			continue
 		}
 		ch.cur = s
+		ch.stats.Direct, ch.stats.DirectOff = s.direct, s.directOff
 		ch.stats.Opens++
 		if ch.stats.Opens > 1 {
 			ch.stats.Restarts++
@@ -532,8 +548,13 @@ func (ch *Channel) start(ctx context.Context, bin binaryInfo, facts providers.Fa
 		exited:   make(chan struct{}),
 		finished: make(chan struct{}),
 	}
+	routes := ch.directRoutes(ctx)
+	args := []string{"agent", "-sha256", bin.sha256}
+	if len(routes) > 0 {
+		args = append(args, "-direct")
+	}
 	proc, err := ch.exec(pctx, providers.ExecRequest{
-		Argv:   agentArgv(facts, dest, "agent", "-sha256", bin.sha256),
+		Argv:   agentArgv(facts, dest, args...),
 		Dir:    "/",
 		Stdin:  inR,
 		Stdout: outW,
@@ -564,7 +585,28 @@ func (ch *Channel) start(ctx context.Context, bin binaryInfo, facts providers.Fa
 		inR.Close()
 	}()
 
-	cl, err := NewClient(ctx, outR, inW, ClientOptions{Box: ch.box.ID(), Liveness: ch.liveness})
+	var r io.ReadCloser = outR
+	var w io.WriteCloser = inW
+	if len(routes) > 0 {
+		var conn net.Conn
+		var rt providers.DirectRoute
+		conn, rt, s.directOff, err = directHandshake(ctx, routes, path.Dir(dest), inW, outR, ch.liveness, ch.dial)
+		if conn != nil {
+			// The requests go over conn; the exec's stdout carries
+			// nothing more, and its stdin stays open as the agent's
+			// lifeline until the exec ends.
+			r, w = conn, conn
+			s.direct = rt.Network + " " + rt.Why
+			go io.Copy(io.Discard, outR)
+			ch.log.Debug("agent: direct channel", "route", s.direct)
+		} else if err == nil {
+			ch.log.Info("agent: no direct channel; requests go over the exec", "why", s.directOff)
+		}
+	}
+	var cl *Client
+	if err == nil {
+		cl, err = NewClient(ctx, r, w, ClientOptions{Box: ch.box.ID(), Liveness: ch.liveness})
+	}
 	stopBound()
 	if err != nil {
 		// Say why: wait a moment for the exit status and stderr.
@@ -615,6 +657,31 @@ func (ch *Channel) watch(s *session) {
 	case <-time.After(closeGrace):
 		ch.kill(s)
 	}
+}
+
+// directRoutes returns the box's direct routes, none when it has none,
+// when the option turns them off, or when the provider cannot say (logged).
+func (ch *Channel) directRoutes(ctx context.Context) []providers.DirectRoute {
+	dd, ok := ch.box.(providers.DirectDialer)
+	if !ok || ch.opts.NoDirect {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, directAckTimeout)
+	defer cancel()
+	routes, err := dd.DirectRoutes(ctx)
+	if err != nil {
+		ch.log.Info("agent: the box's direct routes are unknown; requests go over the exec", "err", err)
+		return nil
+	}
+	return routes
+}
+
+// dial dials a direct route.
+func (ch *Channel) dial(ctx context.Context, route providers.DirectRoute, addr string) (net.Conn, error) {
+	if ch.opts.dial != nil {
+		return ch.opts.dial(ctx, route, addr)
+	}
+	return dialDirect(ctx, route, addr)
 }
 
 // kill ends the agent's exec and waits, boundedly, for it to be gone.
