@@ -15,6 +15,12 @@
 //     agent, notices its death, kills it when hung and restarts it on a
 //     later call.
 //   - SelfBinary: the running program, when it can serve as the agent.
+//   - The direct channel (direct.go): where the box is a
+//     providers.DirectDialer (a Docker container), the requests go over a
+//     connection the host dials (a unix socket under the container's root,
+//     or its address on a bridge network) after a handshake on the exec's
+//     stdio with a one-time secret; the exec stays the agent's lifeline,
+//     and its stdio the fallback when no route connects.
 //
 // # Protocol
 //
