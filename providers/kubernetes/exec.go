@@ -5,13 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
-	"maps"
 	"net/http"
 	"net/url"
-	"slices"
-	"strconv"
 	"sync"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,86 +17,12 @@ import (
 
 	"github.com/boxfs/boxfs/internal/shell"
 	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/providers/internal/wrapper"
 )
 
-// What the wrapper records, and what the provider keeps of its own output.
-const (
-	// pidName is the name wrappers record their process group under, in
-	// /tmp/.boxfs-UID/ (per user: a directory another user made cannot
-	// stand in the way).
-	pidName = "exec-"
-	// runOutputMax caps what the provider keeps of its own commands' output
-	// (kill, facts): the box writes it, and the box is untrusted.
-	runOutputMax = 1 << 20
-)
-
-// wrapperScript runs every command of Exec. The text is the same each time
-// and everything comes as positional parameters, so argv reaches the
-// command byte for byte and no shell parses it:
-//
-//	$1 this script  $2 "1" once setsid was tried  $3 the pid file's name
-//	$4 the directory  $5 "1" when the pairs and argv are octal-escaped
-//	$6 "1" when stderr joins stdout  $7 the count of NAME=value pairs
-//	that follow, then argv
-//
-// The exec API carries strings that must be UTF-8; other bytes travel as
-// \0ooo escapes that printf %b turns back into bytes. The shell makes sure
-// it leads its own process group (re-running itself under setsid if the
-// runtime did not make it a session leader), records the group, exports the
-// pairs, enters the directory and writes one marker byte on stdout: 0
-// "started", or 1/2/3 when the directory is missing/not a directory/not
-// enterable, 4 when the group cannot be recorded (a command that could not
-// be killed is not started). The command runs as a child, so the shell can
-// drop the pid file and pass on its status (128+n for signal n). Last, it
-// writes the trailer on stdout and on stderr, by which the host knows the
-// output arrived whole.
-const wrapperScript = `if [ "$2" = 0 ] && ! kill -0 -$$ 2>/dev/null; then
-	s=$1
-	shift 2
-	exec setsid /bin/sh -c 'eval "$1"' boxfs-exec "$s" 1 "$@"
-fi
-f=/tmp/.boxfs-$(id -u 2>/dev/null)/$3 d=$4 e=$5 j=$6 n=$7
-shift 7
-boxfs_end() {
-	printf '\036%s\037' "${f##*/}"
-	printf '\036%s\037' "${f##*/}" >&2
-	exit "$1"
-}
-if [ "$e" = 1 ]; then
-	for a in "$@"; do
-		shift
-		a=$(printf '%bx' "$a")
-		set -- "$@" "${a%x}"
-	done
-fi
-while [ "$n" -gt 0 ]; do export "$1" || boxfs_end 125; shift; n=$((n - 1)); done
-mkdir -p "${f%/*}" 2>/dev/null
-if ! { echo $$ >"$f"; } 2>/dev/null; then printf '\004'; boxfs_end 125; fi
-if ! cd "$d" 2>/dev/null; then
-	rm -f "$f"
-	if [ ! -e "$d" ]; then printf '\001'; elif [ ! -d "$d" ]; then printf '\002'; else printf '\003'; fi
-	boxfs_end 126
-fi
-printf '\000'
-if [ "$j" = 1 ]; then "$@" 2>&1; else "$@"; fi
-r=$?
-rm -f "$f"
-boxfs_end $r
-`
-
-// killScript kills the process group recorded under the name $1 and
-// confirms it gone (killgroup). Exit 0: gone; 3: nothing
-// recorded (the command had ended); 4: still there.
-const killScript = shell.KillGroup + `f=/tmp/.boxfs-$(id -u 2>/dev/null)/$1
-p=$(cat "$f" 2>/dev/null)
-case $p in ''|*[!0-9]*|0|1) exit 3 ;; esac
-killgroup "$p" || exit 4
-rm -f "$f"
-`
-
-// markerNoRecord is wrapperScript's marker when it cannot record the
-// command's group (the others are providers.Marker*).
-const markerNoRecord = 4
+// runOutputMax caps what the provider keeps of its own commands' output
+// (kill, facts): the box writes it, and the box is untrusted.
+const runOutputMax = 1 << 20
 
 // execURL is the pods/exec URL of a command in the box's container.
 func (b *Box) execURL(argv []string, stdin bool) *url.URL {
@@ -168,11 +90,11 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 	if err := b.gone(op); err != nil {
 		return nil, err
 	}
-	cmd, dir, err := b.command(op, req)
-	if err != nil {
-		return nil, err
+	if err := req.Validate(); err != nil {
+		return nil, providers.E(0, op, err).WithBox(b.id)
 	}
-	pidfile := cmd[6]
+	dir := req.WorkDir(b.workspace)
+	cmd := wrapper.NewCommand(req, dir)
 	// The stream lives until the command ends, not as long as ctx: when
 	// ctx ends, the group is killed in the box first (closing an exec
 	// stream leaves its process running), and only then the stream.
@@ -180,31 +102,23 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 	pr := &process{b: b}
 	pr.GroupProcess = providers.NewGroupProcess(providers.GroupHooks{
 		Op: op, Box: b.id, Dir: dir,
-		KillGroup:   func(ctx context.Context) error { return b.killGroup(ctx, pidfile) },
+		KillGroup:   func(ctx context.Context) error { return b.killGroup(ctx, cmd.Name) },
 		CloseStream: cancelStream,
 		Outcome:     pr.outcome,
 		Ending:      b.ending,
 		NoStart: func(code int) error {
 			return providers.Errorf(providers.Unsupported, op, "the box could not start a command (exit %d): it needs /bin/sh, and setsid unless the runtime makes a session leader", code).WithBox(b.id)
 		},
-		Marker: func(m byte) error {
-			if m != markerNoRecord {
-				return nil
-			}
-			return providers.Errorf(providers.Unsupported, op, "the box's /tmp is not writable: the command's process group cannot be recorded, so it could not be killed").WithBox(b.id)
-		},
+		Marker: wrapper.Marker(op, b.id),
 	}, req.Stdout, req.Stderr)
-	end := trailer(pidfile)
-	pr.stdout = &trailerCut{put: pr.Stdout().Put, trailer: end}
-	pr.stderr = &trailerCut{put: pr.Stderr().Put, trailer: end}
-	opts := remotecommand.StreamOptions{Stdout: &markerWriter{g: pr.GroupProcess, out: pr.stdout}, Stderr: pr.stderr}
+	pr.out = wrapper.NewOutput(pr.GroupProcess, cmd.Name)
+	opts := remotecommand.StreamOptions{Stdout: pr.out.Stdout, Stderr: pr.out.Stderr}
 	if req.Stdin != nil {
 		opts.Stdin = req.Stdin
 	}
 	go func() {
-		err := b.stream(sctx, b.execURL(cmd, req.Stdin != nil), opts)
-		pr.stdout.end()
-		pr.stderr.end()
+		err := b.stream(sctx, b.execURL(cmd.Argv, req.Stdin != nil), opts)
+		pr.out.End()
 		pr.code, pr.streamErr = exitCode(err)
 		pr.StreamEnded()
 	}()
@@ -212,43 +126,6 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 		return nil, err
 	}
 	return pr, nil
-}
-
-// command checks req and builds the argv of the exec: the wrapper and its
-// parameters. It returns the directory the command runs in.
-func (b *Box) command(op string, req providers.ExecRequest) ([]string, string, error) {
-	if err := req.Validate(); err != nil {
-		return nil, "", providers.E(0, op, err).WithBox(b.id)
-	}
-	dir := req.WorkDir(b.workspace)
-	escaped := false
-	args := make([]string, 0, len(req.Env)+len(req.Argv))
-	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
-		args = append(args, k+"="+req.Env[k])
-	}
-	args = append(args, req.Argv...)
-	for _, a := range args {
-		escaped = escaped || !utf8.ValidString(a)
-	}
-	if escaped {
-		for i, a := range args {
-			args[i] = shell.Escape(a)
-		}
-	}
-	join := "0"
-	if req.Stdout != nil && req.Stdout == req.Stderr {
-		join = "1"
-	}
-	cmd := []string{"/bin/sh", "-c", `eval "$1"`, "boxfs-exec", wrapperScript, "0",
-		pidName + providers.NewID(8), dir, boolFlag(escaped), join, strconv.Itoa(len(req.Env))}
-	return append(cmd, args...), dir, nil
-}
-
-func boolFlag(v bool) string {
-	if v {
-		return "1"
-	}
-	return "0"
 }
 
 // process is one running command: an exec stream around the shared group
@@ -259,7 +136,7 @@ type process struct {
 	code      int   // the exit code, once the stream ended (-1: none)
 	streamErr error // why the stream failed, once it ended
 
-	stdout, stderr *trailerCut // the command's output, up to the wrapper's trailer
+	out *wrapper.Output // the command's output, marker and trailer taken out
 }
 
 var _ providers.Process = (*process)(nil)
@@ -272,7 +149,7 @@ func (pr *process) outcome(ctx context.Context, killed bool) (int, error) {
 		return -1, pr.b.lost(ctx, "kubernetes.Exec", pr.streamErr)
 	case pr.streamErr != nil:
 		return 128 + 9, nil
-	case !killed && pr.code < 128 && !(pr.stdout.seen && pr.stderr.seen):
+	case !killed && pr.code < 128 && !pr.out.Whole():
 		// The wrapper exited by itself, after writing its trailer on
 		// both: the stream lost the end of the output.
 		return -1, pr.b.lost(ctx, "kubernetes.Exec", errors.New("the exec stream ended with the command's exit status but without the end of its output"))
@@ -280,30 +157,10 @@ func (pr *process) outcome(ctx context.Context, killed bool) (int, error) {
 	return pr.code, nil
 }
 
-// markerWriter takes the wrapper's marker byte off the front of stdout and
-// passes the rest on to out.
-type markerWriter struct {
-	g    *providers.GroupProcess
-	out  *trailerCut
-	seen bool
-}
-
-func (w *markerWriter) Write(p []byte) (int, error) {
-	n := len(p)
-	if !w.seen && n > 0 {
-		w.seen = true
-		w.g.SetMarker(p[0])
-		p = p[1:]
-	}
-	if len(p) > 0 {
-		w.out.Write(p)
-	}
-	return n, nil
-}
-
-// killGroup runs killScript in the box on the group recorded under name.
+// killGroup runs the wrapper's kill script in the box on the group
+// recorded under name.
 func (b *Box) killGroup(ctx context.Context, name string) error {
-	code, out, err := b.run(ctx, []string{"/bin/sh", "-c", killScript, "boxfs-kill", name}, nil)
+	code, out, err := b.run(ctx, wrapper.KillArgv(name), nil)
 	return shell.KillExit("kubernetes.Kill", b.id, code, out, err)
 }
 
