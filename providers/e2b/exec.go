@@ -11,212 +11,99 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"connectrpc.com/connect"
 
 	"github.com/boxfs/boxfs/internal/shell"
 	"github.com/boxfs/boxfs/providers"
 	procpb "github.com/boxfs/boxfs/providers/e2b/internal/envd/process"
+	"github.com/boxfs/boxfs/providers/internal/wrapper"
 )
 
-// Bounds of a command's life on the host's side.
+// Bounds of what the host does for a command besides the shared group
+// lifecycle (providers.GroupProcess).
 const (
-	killTimeout = 30 * time.Second // the kill script, its confirmation included
-	startGrace  = 10 * time.Second // for a just-started wrapper to lead its group
-	drainGrace  = 5 * time.Second  // for the stream to end once the group is dead
-	maxInput    = 1 << 20          // the most stdin bytes one SendInput carries
-)
-
-// wrapperScript runs every command of Exec. It is the same text each time
-// and takes everything as positional parameters, so argv reaches the
-// command byte for byte and is never parsed by a shell:
-//
-//	$0 boxfs-exec-TOKEN (what Kill recognises the group by)
-//	$1 this script  $2 "1" once setsid was done  $3 the directory ("" stays
-//	in envd's default)  $4 "1" when $3 and argv are octal-escaped
-//	$5 "1" when stderr joins stdout  $6... argv
-//
-// envd starts commands in its own process group; the wrapper re-runs
-// itself under setsid (which does not fork for a process that leads no
-// group; one that already leads its group stays as it is), so the
-// command's group is the wrapper's pid, which envd reports.
-// It enters the directory and writes one marker byte on stdout: 0
-// "started", or 1/2/3 when the directory is missing/not a directory/not
-// enterable. The host strips the marker. The command runs as a child, so
-// the wrapper passes on its exit status (128+n for a signal).
-const wrapperScript = `if [ "$2" = 0 ] && ! kill -0 -$$ 2>/dev/null; then
-	s=$1
-	shift 2
-	exec setsid /bin/sh -c 'eval "$1"' "$0" "$s" 1 "$@"
-fi
-d=$3 e=$4 j=$5
-shift 5
-if [ "$e" = 1 ]; then
-	for a in "$@"; do
-		shift
-		a=$(printf '%bx' "$a")
-		set -- "$@" "${a%x}"
-	done
-	d=$(printf '%bx' "$d")
-	d=${d%x}
-fi
-if [ -n "$d" ] && ! cd "$d" 2>/dev/null; then
-	if [ ! -e "$d" ]; then printf '\001'; elif [ ! -d "$d" ]; then printf '\002'; else printf '\003'; fi
-	exit 126
-fi
-printf '\000'
-if [ "$j" = 1 ]; then "$@" 2>&1; else "$@"; fi
-`
-
-// killScript kills the process group $1 when its leader is the wrapper of
-// the command tagged $2, and confirms no process of the group is left
-// that is not a zombie. Exit 0: gone; 3: no such command (it had ended);
-// 4: still there after ~10 s.
-const killScript = shell.KillGroup + `p=$1 t=$2
-case $p in ''|*[!0-9]*|0|1) exit 3 ;; esac
-grep -qaF -- "$t" "/proc/$p/cmdline" 2>/dev/null || exit 3
-killgroup "$p" || exit 4
-`
-
-// Marker bytes of wrapperScript.
-const (
-	markerStarted   = 0
-	markerNoDir     = 1
-	markerNotDir    = 2
-	markerDirDenied = 3
+	killTimeout  = 30 * time.Second // the kill of a command whose stdin failed
+	drainGrace   = 5 * time.Second  // for the end event once envd knows no such process
+	maxInput     = 1 << 20          // the most stdin bytes one SendInput carries
+	runOutputMax = 1 << 20          // what run keeps of its command's output: the box is untrusted
 )
 
 // Exec runs req.Argv in the box as its own process group, through envd's
-// Start call. It returns once the command has started (its directory
-// entered); a missing Dir is NotFound. Argv and Dir must not hold NUL (any
-// other bytes travel octal-escaped); env names must be variable names and
-// values UTF-8 without NUL.
+// Start call and wrapper.Script. It returns once the command has started
+// (its directory entered); a missing Dir is NotFound. Argv and Dir must
+// not hold NUL (any other bytes of argv travel octal-escaped); env names
+// must be variable names and values UTF-8 without NUL.
 func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Process, error) {
 	const op = "e2b.Exec"
 	if err := b.gone(op); err != nil {
 		return nil, err
 	}
-	start, token, dir, err := b.startRequest(op, req)
-	if err != nil {
-		return nil, err
-	}
-	pr := &process{
-		b: b, token: token, dir: dir,
-		stdout:     providers.NewOutQueue(req.Stdout, 64),
-		stderr:     providers.NewOutQueue(req.Stderr, 64),
-		markerSeen: make(chan struct{}),
-		streamDone: make(chan struct{}),
-		killedCh:   make(chan struct{}),
-		watchDone:  make(chan struct{}),
-		done:       make(chan struct{}),
-	}
-	if err := pr.open(ctx, start); err != nil {
-		pr.stdout.Close()
-		pr.stderr.Close()
-		return nil, err
-	}
-	go pr.read()
-	go pr.watch(ctx)
-	go pr.finish()
-
-	select {
-	case <-pr.markerSeen:
-	case <-pr.done:
-	case <-ctx.Done():
-		<-pr.done // watch kills what started and confirms it
-		return nil, pr.err
-	}
-	select {
-	case <-pr.markerSeen:
-		if pr.marker == markerStarted {
-			if req.Stdin != nil {
-				go pr.feed(req.Stdin)
-			}
-			return pr, nil
-		}
-		<-pr.done
-		return nil, pr.startError(op)
-	default:
-		if pr.err != nil {
-			return nil, pr.err
-		}
-		return nil, pr.startError(op)
-	}
-}
-
-// startRequest checks req and builds envd's StartRequest for it.
-func (b *Box) startRequest(op string, req providers.ExecRequest) (*procpb.StartRequest, string, string, error) {
 	if err := req.ValidateUTF8(); err != nil {
-		return nil, "", "", providers.E(0, op, err).WithBox(b.id)
-	}
-	dir := req.WorkDir(b.workspace)
-	escaped := "0"
-	for _, a := range req.Argv {
-		if !utf8.ValidString(a) {
-			escaped = "1" // protobuf strings are UTF-8: send bytes as octal escapes
-		}
+		return nil, providers.E(0, op, err).WithBox(b.id)
 	}
 	if req.Stdin != nil && !b.closesStdin() {
-		return nil, "", "", providers.Errorf(providers.Unsupported, op, "envd %s cannot close a command's stdin (0.5.2 and later can); rebuild the template", b.envdVersion).WithBox(b.id)
+		return nil, providers.Errorf(providers.Unsupported, op, "envd %s cannot close a command's stdin (0.5.2 and later can); rebuild the template", b.envdVersion).WithBox(b.id)
 	}
-	join := "0"
-	if req.Stdout != nil && req.Stdout == req.Stderr {
-		join = "1"
-	}
-	token := "boxfs-exec-" + providers.NewID(8)
-	args := []string{"-c", `eval "$1"`, token, wrapperScript, "0", esc(dir, escaped), escaped, join}
-	for _, a := range req.Argv {
-		args = append(args, esc(a, escaped))
-	}
+	dir := req.WorkDir(b.workspace)
+	// The environment travels in envd's own field rather than as the
+	// wrapper's pairs: its values stay out of the box's process list.
+	noEnv := req
+	noEnv.Env = nil
+	cmd := wrapper.NewCommand(noEnv, dir)
 	stdin := req.Stdin != nil
-	return &procpb.StartRequest{
-		Process: &procpb.ProcessConfig{Cmd: "/bin/sh", Args: args, Envs: maps.Clone(req.Env)},
-		Tag:     &token,
+	start := &procpb.StartRequest{
+		Process: &procpb.ProcessConfig{Cmd: cmd.Argv[0], Args: cmd.Argv[1:], Envs: maps.Clone(req.Env)},
+		Tag:     &cmd.Name,
 		Stdin:   &stdin,
-	}, token, dir, nil
-}
-
-func esc(s, escaped string) string {
-	if escaped == "1" {
-		return shell.Escape(s)
 	}
-	return s
+	pr := &process{b: b, name: cmd.Name, streamDone: make(chan struct{})}
+	if err := pr.open(ctx, start); err != nil {
+		return nil, err
+	}
+	pr.GroupProcess = providers.NewGroupProcess(providers.GroupHooks{
+		Op: op, Box: b.id, Dir: dir,
+		KillGroup:   pr.kill,
+		CloseStream: pr.cancel,
+		Outcome:     pr.outcome,
+		Ending:      func(ctx context.Context) bool { return b.life(ctx) == lifeEnded },
+		NoStart: func(code int) error {
+			return providers.Errorf(providers.Unsupported, op, "the box could not start a command (exit %d): it needs /bin/sh, /usr/bin/nice and setsid", code).WithBox(b.id)
+		},
+		Marker: wrapper.Marker(op, b.id),
+	}, req.Stdout, req.Stderr)
+	pr.out = wrapper.NewOutput(pr.GroupProcess, cmd.Name)
+	go pr.read()
+	if err := pr.Start(ctx); err != nil {
+		return nil, err
+	}
+	if req.Stdin != nil {
+		go pr.feed(req.Stdin)
+	}
+	return pr, nil
 }
 
-// process is one running command.
+// process is one running command: envd's process stream and stdin around
+// the shared group lifecycle.
 type process struct {
-	b     *Box
-	token string
-	dir   string
+	*providers.GroupProcess
+	b    *Box
+	name string // the wrapper's name of the command's group
 
 	stream *connect.ServerStreamForClient[procpb.StartResponse]
 	cancel context.CancelFunc // ends the stream
-	first  *procpb.ProcessEvent
-	pid    uint32
+	pid    uint32             // envd's process, for stdin
 
-	stdout, stderr *providers.OutQueue
-
-	marker     byte          // the wrapper's marker, once markerSeen is closed
-	markerSeen chan struct{} // closed by read at the first stdout byte
-	streamDone chan struct{} // closed by read when the stream ended
+	out        *wrapper.Output // the stream's output, marker and trailer taken out
+	streamDone chan struct{}   // closed by read when the stream ended
 	end        *procpb.ProcessEvent_EndEvent
-	streamErr  error // why the stream ended without an end event
-	silent     bool  // the stream was cut for showing no sign of life
+	streamErr  error       // why the stream ended without an end event
+	silent     atomic.Bool // the stream was cut for showing no sign of life
 
-	killing   atomic.Bool // a kill (Kill or ctx) was started
-	killOnce  sync.Once
-	killedCh  chan struct{} // closed when a kill (Kill or ctx) was done
-	watchDone chan struct{}
+	killing atomic.Bool // a kill (Kill, ctx or a failed stdin) was started
 
 	mu      sync.Mutex
-	cause   error // ctx's error when ctx ended the command
-	killErr error
 	feedErr error // why stdin could not be delivered
-
-	done chan struct{} // closed when code and err are final
-	code int
-	err  error
 }
 
 var _ providers.Process = (*process)(nil)
@@ -232,7 +119,7 @@ func (pr *process) open(ctx context.Context, start *procpb.StartRequest) error {
 		sctx, probe := withProbe(sctx)
 		stream, ev, err := pr.b.startStream(sctx, start)
 		if err == nil {
-			pr.stream, pr.cancel, pr.first = stream, cancel, ev
+			pr.stream, pr.cancel = stream, cancel
 			pr.pid = ev.GetStart().GetPid()
 			return nil
 		}
@@ -276,25 +163,19 @@ func (b *Box) startStream(ctx context.Context, start *procpb.StartRequest) (*con
 	return stream, ev, nil
 }
 
-// read follows the stream: output into the queues (the wrapper's marker
-// taken off the front of stdout), the end event recorded. A stream that
-// shows no sign of life (no event, not even envd's keepalive) for three
-// keepalive intervals is cut.
+// read follows the stream: its output through the wrapper's Output, the
+// end event recorded. A stream that shows no sign of life (no event, not
+// even envd's keepalive) for three keepalive intervals is cut.
 func (pr *process) read() {
-	defer close(pr.streamDone)
-	defer pr.stdout.Close()
-	defer pr.stderr.Close()
 	live := time.AfterFunc(3*pr.b.p.keepalive, func() {
-		pr.mu.Lock()
-		pr.silent = true
-		pr.mu.Unlock()
+		pr.silent.Store(true)
 		pr.cancel()
 	})
-	defer live.Stop()
 	for pr.stream.Receive() {
 		live.Reset(3 * pr.b.p.keepalive)
 		pr.handle(pr.stream.Msg().GetEvent())
 	}
+	live.Stop()
 	if pr.end == nil {
 		pr.streamErr = pr.b.scrubbed(pr.stream.Err())
 		if pr.streamErr == nil {
@@ -302,6 +183,9 @@ func (pr *process) read() {
 		}
 	}
 	pr.stream.Close()
+	pr.out.End()
+	close(pr.streamDone)
+	pr.StreamEnded()
 }
 
 func (pr *process) handle(ev *procpb.ProcessEvent) {
@@ -309,24 +193,9 @@ func (pr *process) handle(ev *procpb.ProcessEvent) {
 	case *procpb.ProcessEvent_Data:
 		switch out := e.Data.GetOutput().(type) {
 		case *procpb.ProcessEvent_DataEvent_Stdout:
-			buf := out.Stdout
-			select {
-			case <-pr.markerSeen:
-			default:
-				if len(buf) == 0 {
-					return
-				}
-				pr.marker = buf[0]
-				buf = buf[1:]
-				close(pr.markerSeen)
-			}
-			if len(buf) > 0 {
-				pr.stdout.Put(buf)
-			}
+			pr.out.Stdout.Write(out.Stdout)
 		case *procpb.ProcessEvent_DataEvent_Stderr:
-			if len(out.Stderr) > 0 {
-				pr.stderr.Put(out.Stderr)
-			}
+			pr.out.Stderr.Write(out.Stderr)
 		}
 	case *procpb.ProcessEvent_End:
 		pr.end = e.End
@@ -445,78 +314,22 @@ func (pr *process) feedFailed(ctx context.Context, err error) {
 	pr.mu.Unlock()
 	kctx, cancel := context.WithTimeout(context.Background(), killTimeout)
 	defer cancel()
-	pr.killing.Store(true)
-	if kerr := pr.kill(kctx); kerr != nil {
+	if kerr := pr.Kill(kctx); kerr != nil {
 		pr.b.p.log.Warn("e2b: killing a command whose stdin failed", "box", pr.b.id, "err", kerr)
 	}
-	pr.killOnce.Do(func() { close(pr.killedCh) })
 }
 
-// watch kills the command's group when ctx ends before the command does.
-func (pr *process) watch(ctx context.Context) {
-	defer close(pr.watchDone)
-	select {
-	case <-pr.streamDone:
-		return
-	case <-ctx.Done():
-	}
-	pr.mu.Lock()
-	pr.cause = ctx.Err()
-	pr.mu.Unlock()
-	// The wrapper leads its group by the time it writes the marker.
-	select {
-	case <-pr.markerSeen:
-	case <-pr.streamDone:
-		return
-	case <-time.After(startGrace):
-	}
-	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
-	pr.killing.Store(true)
-	err := pr.kill(kctx)
-	cancel()
-	pr.mu.Lock()
-	pr.killErr = err
-	pr.mu.Unlock()
-	pr.killOnce.Do(func() { close(pr.killedCh) })
-}
-
-// finish waits for the stream to end (bounded once the group is killed: a
-// process outside the group may hold the output open), then for the
-// outputs to be written, and settles the result.
-func (pr *process) finish() {
-	defer close(pr.done)
-	select {
-	case <-pr.streamDone:
-	case <-pr.killedCh:
-		select {
-		case <-pr.streamDone:
-		case <-time.After(drainGrace):
-			pr.cancel()
-			<-pr.streamDone
-		}
-	}
-	<-pr.watchDone
-	pr.cancel()
-	pr.stdout.Wait()
-	pr.stderr.Wait()
-	pr.code, pr.err = pr.result()
-}
-
-func (pr *process) result() (int, error) {
+// outcome is the command's exit code from envd's end event, or why there
+// is none: stdin that failed, a stream that broke (the box ended or was
+// paused, or the stream was lost), a wrapper killed by a signal, or a
+// stream that lost the end of the output.
+func (pr *process) outcome(ctx context.Context, killed bool) (int, error) {
 	const op = "e2b.Exec"
+	killed = killed || pr.killing.Load()
 	pr.mu.Lock()
-	cause, killErr, silent, feedErr := pr.cause, pr.killErr, pr.silent, pr.feedErr
+	feedErr := pr.feedErr
 	pr.mu.Unlock()
-	killed := pr.killing.Load()
-	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
-	defer cancel()
 	switch {
-	case cause != nil:
-		e := providers.E(providers.CodeOf(cause), op, cause).WithBox(pr.b.id)
-		if killErr != nil {
-			e.Err = fmt.Errorf("%w; and the kill: %v", cause, killErr)
-		}
-		return -1, e
 	case feedErr != nil:
 		code := providers.TransportLost
 		if providers.IsCode(feedErr, providers.Gone) {
@@ -541,7 +354,7 @@ func (pr *process) result() (int, error) {
 			}
 		}
 		err := pr.streamErr
-		if silent {
+		if pr.silent.Load() {
 			err = fmt.Errorf("no sign of life from envd for %v: %w", 3*pr.b.p.keepalive, err)
 		}
 		return -1, providers.E(providers.TransportLost, op, err).WithBox(pr.b.id)
@@ -556,60 +369,24 @@ func (pr *process) result() (int, error) {
 		return -1, providers.Errorf(providers.Unknown, op, "the command's wrapper ended: %s", pr.end.GetStatus()).WithBox(pr.b.id)
 	}
 	code := int(pr.end.GetExitCode())
-	for _, q := range []*providers.OutQueue{pr.stdout, pr.stderr} {
-		if err := q.Wait(); err != nil {
-			return code, providers.E(0, op, err).WithBox(pr.b.id)
-		}
+	if !killed && code < 128 && pr.out.Started() && !pr.out.Whole() {
+		// The wrapper exited by itself, after writing its trailer on
+		// both: the stream lost the end of the output.
+		return -1, providers.E(providers.TransportLost, op, errors.New("envd's stream ended with the command's exit status but without the end of its output")).WithBox(pr.b.id)
 	}
 	return code, nil
 }
 
-// startError is Exec's error when the wrapper did not start the command.
-func (pr *process) startError(op string) error {
-	select {
-	case <-pr.markerSeen:
-		switch pr.marker {
-		case markerNoDir:
-			return providers.PathError(op, pr.b.id, pr.dir, 2) // ENOENT
-		case markerNotDir:
-			return providers.PathError(op, pr.b.id, pr.dir, 20) // ENOTDIR
-		case markerDirDenied:
-			return providers.PathError(op, pr.b.id, pr.dir, 13) // EACCES
-		}
-		return providers.Errorf(providers.Unknown, op, "wrapper marker %d", pr.marker).WithBox(pr.b.id)
-	default:
-	}
-	return providers.Errorf(providers.Unsupported, op, "the box could not start a command (exit %d): it needs /bin/sh, /usr/bin/nice and setsid", pr.code).WithBox(pr.b.id)
-}
-
-// Wait waits for the command to end and its output to be written.
-func (pr *process) Wait() (int, error) {
-	<-pr.done
-	return pr.code, pr.err
-}
-
-// Kill kills the command's process group and confirms it gone.
-func (pr *process) Kill(ctx context.Context) error {
-	select {
-	case <-pr.streamDone:
-		return nil
-	default:
-	}
-	pr.killing.Store(true)
-	err := pr.kill(ctx)
-	pr.killOnce.Do(func() { close(pr.killedCh) })
-	return err
-}
-
-// kill runs killScript in the box.
+// kill runs the wrapper's kill script in the box on the command's group.
 func (pr *process) kill(ctx context.Context) error {
-	const op = "e2b.Kill"
-	code, out, err := pr.b.run(ctx, []string{"/bin/sh", "-c", killScript, "boxfs-kill", strconv.FormatUint(uint64(pr.pid), 10), pr.token})
-	return shell.KillExit(op, pr.b.id, code, out, err)
+	pr.killing.Store(true)
+	code, out, err := pr.b.run(ctx, wrapper.KillArgv(pr.name))
+	return shell.KillExit("e2b.Kill", pr.b.id, code, out, err)
 }
 
 // run runs a fixed command of the provider's own (no wrapper, no stdin)
-// bounded by ctx, and returns its exit code and combined output.
+// bounded by ctx, and returns its exit code and combined output, of
+// which it keeps runOutputMax bytes.
 func (b *Box) run(ctx context.Context, argv []string) (int, []byte, error) {
 	const op = "e2b.run"
 	if err := b.gone(op); err != nil {
@@ -630,11 +407,12 @@ func (b *Box) run(ctx context.Context, argv []string) (int, []byte, error) {
 		}
 		defer stream.Close()
 		var out bytes.Buffer
+		keep := func(p []byte) { out.Write(p[:min(len(p), max(runOutputMax-out.Len(), 0))]) }
 		for stream.Receive() {
 			switch e := stream.Msg().GetEvent().GetEvent().(type) {
 			case *procpb.ProcessEvent_Data:
-				out.Write(e.Data.GetStdout())
-				out.Write(e.Data.GetStderr())
+				keep(e.Data.GetStdout())
+				keep(e.Data.GetStderr())
 			case *procpb.ProcessEvent_End:
 				if !e.End.GetExited() {
 					return -1, out.Bytes(), providers.Errorf(providers.Unknown, op, "%s ended: %s", argv[0], e.End.GetStatus()).WithBox(b.id)

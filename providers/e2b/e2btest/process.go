@@ -38,6 +38,7 @@ type ctxKey int
 const (
 	sandboxKey ctxKey = iota
 	cutKey
+	keepKey
 )
 
 func withSandbox(ctx context.Context, sb *sandbox) context.Context {
@@ -47,6 +48,9 @@ func withSandbox(ctx context.Context, sb *sandbox) context.Context {
 func sandboxFrom(ctx context.Context) *sandbox { sb, _ := ctx.Value(sandboxKey).(*sandbox); return sb }
 
 func withCut(ctx context.Context, n int) context.Context { return context.WithValue(ctx, cutKey, n) }
+
+// withKeep makes a stream drop the output events after the first n.
+func withKeep(ctx context.Context, n int) context.Context { return context.WithValue(ctx, keepKey, n) }
 
 // cutter severs a stream's connection after the messages its fault allows.
 type cutter struct{ left int }
@@ -318,6 +322,7 @@ func keepalive(h http.Header) <-chan time.Time {
 func (p *proc) follow(ctx context.Context, h http.Header, sub *subscriber[*process.ProcessEvent_DataEvent], send func(*process.ProcessEvent) error) error {
 	defer p.data.unsubscribe(sub)
 	cut := newCutter(ctx)
+	keep, _ := ctx.Value(keepKey).(int)
 	tick := keepalive(h)
 	out := func(ev *process.ProcessEvent) error {
 		if err := send(ev); err != nil {
@@ -347,6 +352,13 @@ func (p *proc) follow(ctx context.Context, h http.Header, sub *subscriber[*proce
 					panic(http.ErrAbortHandler)
 				}
 				return out(&process.ProcessEvent{Event: &process.ProcessEvent_End{End: p.end}})
+			}
+			if keep > 0 {
+				if keep--; keep == 0 {
+					keep = -1 // from here on, output is dropped
+				}
+			} else if keep < 0 {
+				continue
 			}
 			if err := out(&process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: d}}); err != nil {
 				return err

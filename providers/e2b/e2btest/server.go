@@ -125,6 +125,10 @@ type Fault struct {
 	// connection after that many messages were sent, as a proxy that drops
 	// it would. The process keeps running.
 	CutAfter int
+	// KeepData, on a Start or Connect stream, sends only the first
+	// KeepData output events and then the end event as usual: envd losing
+	// the end of a command's output while it reports the exit.
+	KeepData int
 }
 
 // FaultFunc decides the fault of a request; n counts requests from 1.
@@ -343,6 +347,9 @@ func (s *Server) wrap(h http.Handler) http.Handler {
 		}
 		if fault.CutAfter > 0 {
 			r = r.WithContext(withCut(r.Context(), fault.CutAfter))
+		}
+		if fault.KeepData > 0 {
+			r = r.WithContext(withKeep(r.Context(), fault.KeepData))
 		}
 		h.ServeHTTP(sw, r)
 	})
