@@ -10,75 +10,21 @@ import (
 	"maps"
 	"slices"
 	"time"
-	"unicode/utf8"
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/boxfs/boxfs/internal/shell"
 	"github.com/boxfs/boxfs/providers"
+	"github.com/boxfs/boxfs/providers/internal/wrapper"
 )
 
-// How long the host waits on the box's side of a kill.
-const (
-	killTimeout = 30 * time.Second // the kill command, including its confirmation
-	pidDir      = "/tmp/.boxfs"    // where wrappers record their process group
-)
-
-// wrapperScript runs every command of Exec. It is the same text each time and
-// takes everything as positional parameters, so argv reaches the command
-// byte for byte and is never parsed by a shell:
-//
-//	$1 this script  $2 "1" once setsid was tried  $3 the pid file
-//	$4 the directory  $5 "1" when argv is octal-escaped
-//	$6 "1" when stderr joins stdout (one writer for both)  $7... argv
-//
-// It makes sure the shell leads its own process group (docker exec already
-// starts it as a session leader; otherwise it re-runs itself under setsid,
-// which does not fork for a non-leader), records the group in the pid file,
-// enters the directory and then writes one marker byte on stdout: 0 "started",
-// or 1/2/3 when the directory is missing/not a directory/not enterable. The
-// host strips the marker. The command runs as a child, so the shell can drop
-// the pid file and pass on its exit status (128+n for a signal).
-const wrapperScript = `if [ "$2" = 0 ] && ! kill -0 -$$ 2>/dev/null; then
-	s=$1
-	shift 2
-	exec setsid /bin/sh -c 'eval "$1"' boxfs-exec "$s" 1 "$@"
-fi
-f=$3 d=$4 e=$5 j=$6
-shift 6
-if [ "$e" = 1 ]; then
-	for a in "$@"; do
-		shift
-		a=$(printf '%bx' "$a")
-		set -- "$@" "${a%x}"
-	done
-fi
-[ -d "${f%/*}" ] || mkdir -p "${f%/*}" 2>/dev/null
-echo $$ >"$f" 2>/dev/null
-if ! cd "$d" 2>/dev/null; then
-	if [ ! -e "$d" ]; then printf '\001'; elif [ ! -d "$d" ]; then printf '\002'; else printf '\003'; fi
-	exit 126
-fi
-printf '\000'
-if [ "$j" = 1 ]; then "$@" 2>&1; else "$@"; fi
-r=$?
-rm -f "$f"
-exit $r
-`
-
-// killScript kills the process group recorded in the pid file $1 and
-// confirms it gone (killgroup). Exit 0: confirmed gone; 3: no group
-// recorded (the command had ended); 4: still there.
-const killScript = shell.KillGroup + `f=$1
-p=$(cat "$f" 2>/dev/null)
-case $p in ''|*[!0-9]*|0|1) exit 3 ;; esac
-killgroup "$p" || exit 4
-rm -f "$f"
-`
+// killTimeout bounds the kill of an exec the host lost hold of, its
+// confirmation included.
+const killTimeout = 30 * time.Second
 
 // Exec runs req.Argv in the box as its own process group, through the exec
-// API. It returns once the command has started (its working directory
+// API and wrapper.Script. It returns once the command has started (its working directory
 // entered); a missing Dir is NotFound. Argv, env and Dir must not hold NUL;
 // env and Dir must be UTF-8 (argv may be any bytes).
 func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Process, error) {
@@ -86,13 +32,12 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 	if err := b.gone(op); err != nil {
 		return nil, err
 	}
-	pidfile := pidDir + "/exec-" + providers.NewID(8)
-	cmd, env, dir, err := b.execArgs(op, req, pidfile)
+	cmd, env, dir, err := b.execArgs(op, req)
 	if err != nil {
 		return nil, err
 	}
 	created, err := b.p.cli.ContainerExecCreate(ctx, b.id, container.ExecOptions{
-		Cmd:          cmd,
+		Cmd:          cmd.Argv,
 		Env:          env,
 		AttachStdin:  req.Stdin != nil,
 		AttachStdout: true,
@@ -106,20 +51,22 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 	if err != nil {
 		// Attaching is what starts the exec: one whose attach broke (ctx
 		// ended mid-way) may run unseen. End it, best effort and bounded.
-		b.reap(context.WithoutCancel(ctx), created.ID, pidfile)
+		b.reap(context.WithoutCancel(ctx), created.ID, cmd.Name)
 		return nil, b.execError(op, err)
 	}
 	pr := &process{b: b, execID: created.ID, conn: hj}
 	pr.GroupProcess = providers.NewGroupProcess(providers.GroupHooks{
 		Op: op, Box: b.id, Dir: dir,
-		KillGroup:   func(ctx context.Context) error { return b.killGroup(ctx, pidfile) },
+		KillGroup:   func(ctx context.Context) error { return b.killGroup(ctx, cmd.Name) },
 		CloseStream: func() { hj.Close() },
 		Outcome:     pr.outcome,
 		Ending:      b.ending,
 		NoStart: func(code int) error {
 			return providers.Errorf(providers.Unsupported, op, "the box could not start a command (exit %d): it needs /bin/sh, and setsid unless docker exec makes a session leader", code).WithBox(b.id)
 		},
+		Marker: wrapper.Marker(op, b.id),
 	}, req.Stdout, req.Stderr)
+	pr.out = wrapper.NewOutput(pr.GroupProcess, cmd.Name)
 	go pr.demux()
 	if err := pr.Start(ctx); err != nil {
 		return nil, err
@@ -130,43 +77,27 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 	return pr, nil
 }
 
-// execArgs checks req and returns the exec API's command (wrapperScript
-// around req.Argv, recording its group in pidfile), its environment and
-// the command's directory.
-func (b *Box) execArgs(op string, req providers.ExecRequest, pidfile string) (cmd, env []string, dir string, err error) {
+// execArgs checks req and returns the exec API's command (wrapper.Script
+// around req.Argv), its environment and the command's directory.
+func (b *Box) execArgs(op string, req providers.ExecRequest) (cmd wrapper.Command, env []string, dir string, err error) {
 	if err := req.ValidateUTF8(); err != nil {
-		return nil, nil, "", providers.E(0, op, err).WithBox(b.id)
+		return wrapper.Command{}, nil, "", providers.E(0, op, err).WithBox(b.id)
 	}
 	dir = req.WorkDir(b.workspace)
-	escaped := "0"
-	for _, a := range req.Argv {
-		if !utf8.ValidString(a) {
-			escaped = "1" // the API carries JSON strings: send bytes as octal escapes
-		}
-	}
 	env = make([]string, 0, len(req.Env))
 	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
 		env = append(env, k+"="+req.Env[k])
 	}
-	// One writer for both streams: the command gets one (its stderr joins
-	// its stdout in the box), so the order it wrote in is kept.
-	join := "0"
-	if req.Stdout != nil && req.Stdout == req.Stderr {
-		join = "1"
-	}
-	cmd = []string{"/bin/sh", "-c", `eval "$1"`, "boxfs-exec", wrapperScript, "0", pidfile, dir, escaped, join}
-	for _, a := range req.Argv {
-		if escaped == "1" {
-			a = shell.Escape(a)
-		}
-		cmd = append(cmd, a)
-	}
-	return cmd, env, dir, nil
+	// The environment travels in the exec API's own field rather than as
+	// the wrapper's pairs: its values stay out of the box's process list.
+	noEnv := req
+	noEnv.Env = nil
+	return wrapper.NewCommand(noEnv, dir), env, dir, nil
 }
 
 // reap kills the group of an exec the host lost hold of, if it runs. The
 // wrapper may not have recorded its group yet: then look again, a few times.
-func (b *Box) reap(ctx context.Context, execID, pidfile string) {
+func (b *Box) reap(ctx context.Context, execID, name string) {
 	ctx, cancel := context.WithTimeout(ctx, killTimeout)
 	defer cancel()
 	for range 5 {
@@ -174,7 +105,7 @@ func (b *Box) reap(ctx context.Context, execID, pidfile string) {
 		if err != nil || !ins.Running {
 			return // the box is gone, or the exec never started or has ended
 		}
-		if err := b.killGroup(ctx, pidfile); err != nil {
+		if err := b.killGroup(ctx, name); err != nil {
 			b.p.log.Warn("docker: killing an exec whose attach failed", "box", b.id, "err", err)
 			return
 		}
@@ -207,19 +138,20 @@ type process struct {
 	b         *Box
 	execID    string
 	conn      types.HijackedResponse
-	streamErr error // why the stream ended, when not at EOF (demux's)
+	out       *wrapper.Output // the command's output, marker and trailer taken out
+	streamErr error           // why the stream ended, when not at EOF (demux's)
 }
 
 var _ providers.Process = (*process)(nil)
 
 // demux splits Docker's multiplexed stream (8-byte frame headers: stream
-// 1 stdout, 2 stderr, 3 the engine's own error) into the two output queues,
-// taking the wrapper's marker byte off the front of stdout.
+// 1 stdout, 2 stderr, 3 the engine's own error) into the wrapper's
+// Output.
 func (pr *process) demux() {
 	defer pr.StreamEnded()
+	defer pr.out.End()
 	r := pr.conn.Reader
 	var hdr [8]byte
-	seen := false
 	for {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			if err != io.EOF {
@@ -239,18 +171,9 @@ func (pr *process) demux() {
 		}
 		switch hdr[0] {
 		case 1:
-			if !seen && len(buf) > 0 {
-				seen = true
-				pr.SetMarker(buf[0])
-				if buf[0] <= providers.MarkerDirDenied {
-					buf = buf[1:]
-				} // else not the wrapper's: the engine's message about an exec that never ran
-			}
-			if len(buf) > 0 {
-				pr.Stdout().Put(buf)
-			}
+			pr.out.Stdout.Write(buf)
 		case 2:
-			pr.Stderr().Put(buf)
+			pr.out.Stderr.Write(buf)
 		case 3:
 			pr.streamErr = fmt.Errorf("docker engine: %s", bytes.TrimSpace(buf))
 		}
@@ -313,9 +236,10 @@ func (b *Box) execExitCode(ctx context.Context, execID string) (int, error) {
 	}
 }
 
-// killGroup runs killScript in the box on the group recorded in pidfile.
-func (b *Box) killGroup(ctx context.Context, pidfile string) error {
-	code, out, err := b.run(ctx, []string{"/bin/sh", "-c", killScript, "boxfs-kill", pidfile})
+// killGroup runs the wrapper's kill script in the box on the group
+// recorded under name.
+func (b *Box) killGroup(ctx context.Context, name string) error {
+	code, out, err := b.run(ctx, wrapper.KillArgv(name))
 	return shell.KillExit("docker.Kill", b.id, code, out, err)
 }
 

@@ -27,7 +27,7 @@ type Output struct {
 
 	g              *providers.GroupProcess
 	stdout, stderr *trailerCut
-	started        bool // the marker came
+	started        bool // stdout's first byte came
 }
 
 // NewOutput reads the stream of the Command named name into g.
@@ -50,8 +50,9 @@ func (o *Output) End() {
 	o.stderr.end()
 }
 
-// Started reports whether the marker came: the wrapper got as far as
-// recording the group. Valid once the stream ended.
+// Started reports whether stdout's first byte, the marker, came: the
+// wrapper got as far as recording the group (or, for a byte that is no
+// marker, something else wrote). Valid once the stream ended.
 func (o *Output) Started() bool { return o.started }
 
 // Whole reports whether the trailer came on both stdout and stderr: the
@@ -59,7 +60,9 @@ func (o *Output) Started() bool { return o.started }
 func (o *Output) Whole() bool { return o.stdout.seen && o.stderr.seen }
 
 // markerWriter takes the wrapper's marker byte off the front of stdout
-// and passes the rest on.
+// and passes the rest on. A first byte above MarkerNoRecord is no marker
+// of Script's: something that ran before it (an exec API's message about
+// a command it could not start) wrote it, so it stays in the output.
 type markerWriter struct{ o *Output }
 
 func (w markerWriter) Write(p []byte) (int, error) {
@@ -67,7 +70,9 @@ func (w markerWriter) Write(p []byte) (int, error) {
 	if !w.o.started && n > 0 {
 		w.o.started = true
 		w.o.g.SetMarker(p[0])
-		p = p[1:]
+		if p[0] <= MarkerNoRecord {
+			p = p[1:]
+		}
 	}
 	if len(p) > 0 {
 		w.o.stdout.Write(p)
