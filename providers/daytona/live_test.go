@@ -21,9 +21,11 @@ const liveLabel = "boxfs-live-test"
 
 // TestLive runs against Daytona itself, only with BOXFS_LIVE_DAYTONA=1 and
 // DAYTONA_API_KEY set (DAYTONA_API_URL, DAYTONA_SNAPSHOT and DAYTONA_TARGET
-// are taken when set). It makes boxes (named boxfs-..., labelled for the
-// run), drives them, deletes them and checks that no box of the run is
-// left.
+// are taken when set; DAYTONA_API_URL may point it at a daytonatest fake
+// run on its own). It makes boxes (named boxfs-..., labelled for the run),
+// drives them through exec, files, suspend and resume, a snapshot and a box
+// made from it, and List, deletes them and checks that no box of the run
+// is left. The snapshot stays: its name is logged.
 func TestLive(t *testing.T) {
 	if os.Getenv("BOXFS_LIVE_DAYTONA") != "1" || os.Getenv("DAYTONA_API_KEY") == "" {
 		t.Skip("live Daytona suite not configured: set BOXFS_LIVE_DAYTONA=1 and DAYTONA_API_KEY to run it")
@@ -59,6 +61,7 @@ func TestLive(t *testing.T) {
 	t.Logf("facts: %+v", f)
 	liveExec(t, ctx, box, run)
 	liveFiles(t, ctx, box.(*daytona.Box), f.Workspace)
+	box = liveSuspendSnapshot(t, ctx, p, box, labels, run)
 
 	listed, err := p.List(ctx, labels)
 	if err != nil || len(listed) != 1 || listed[0].ID() != box.ID() {
@@ -123,6 +126,66 @@ func liveFiles(t *testing.T, ctx context.Context, db *daytona.Box, ws string) {
 	if ents, err := db.Walk(ctx, ws); err != nil || len(ents) == 0 {
 		t.Errorf("Walk = %v, %v", ents, err)
 	}
+}
+
+// liveSuspendSnapshot writes a file in box, suspends and resumes it, and
+// checks the file is there as Facts.Suspend says it is kept; then it
+// snapshots the resumed box, makes a box from the snapshot, checks the
+// file there and destroys that box. It returns the resumed box.
+func liveSuspendSnapshot(t *testing.T, ctx context.Context, p *daytona.Provider, box providers.Box, labels map[string]string, run string) providers.Box {
+	liveSh(t, ctx, box, `printf %s "$1" >live-mark`, run)
+	start := time.Now()
+	id, err := p.Suspend(ctx, box)
+	if err != nil {
+		t.Fatalf("Suspend: %v", err)
+	}
+	rb, err := p.Resume(ctx, id)
+	if err != nil {
+		t.Fatalf("Resume(%s): %v", id, err)
+	}
+	t.Logf("suspended and resumed in %v", time.Since(start).Round(time.Millisecond))
+	f, err := rb.Facts(ctx)
+	if err != nil {
+		t.Fatalf("Facts of the resumed box: %v", err)
+	}
+	if f.Suspend != providers.SuspendSnapshot && rb.ID() != box.ID() {
+		t.Errorf("a box that keeps its %s was resumed as %s, not as itself (%s)", f.Suspend, rb.ID(), box.ID())
+	}
+	if got := liveSh(t, ctx, rb, `cat live-mark`); got != run {
+		t.Errorf("the file written before Suspend reads %q after Resume, want %q", got, run)
+	}
+
+	sid, err := p.Snapshot(ctx, rb, "live-"+run)
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	t.Logf("snapshot %s (not removed by the suite)", sid)
+	sb, err := p.Create(ctx, providers.Spec{Lifetime: 30 * time.Minute, Labels: labels, Snapshot: sid})
+	if err != nil {
+		t.Fatalf("Create from snapshot %s: %v", sid, err)
+	}
+	if got := liveSh(t, ctx, sb, `cat live-mark`); got != run {
+		t.Errorf("the file in a box made from the snapshot reads %q, want %q", got, run)
+	}
+	if err := sb.Destroy(ctx); err != nil {
+		t.Errorf("Destroy of the box made from the snapshot: %v", err)
+	}
+	return rb
+}
+
+// liveSh runs script with sh in box's workspace, with args, and returns
+// its stdout; anything but exit 0 ends the test.
+func liveSh(t *testing.T, ctx context.Context, box providers.Box, script string, args ...string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	pr, err := box.Exec(ctx, providers.ExecRequest{Argv: append([]string{"sh", "-c", script, "sh"}, args...), Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatalf("Exec %q: %v", script, err)
+	}
+	if code, err := pr.Wait(); err != nil || code != 0 {
+		t.Fatalf("Exec %q: exit %d, %v, stderr %q", script, code, err, errb.String())
+	}
+	return out.String()
 }
 
 // liveCancelledCreate checks that a create whose ctx ends while Daytona
