@@ -35,19 +35,36 @@ func liveProvider(t *testing.T) *e2b.Provider {
 	return p
 }
 
-// TestLive runs the conformance suite against E2B.
+// TestLive runs the conformance suite against E2B, its boxes labelled
+// for the run, then checks the sweep: List, which shows paused sandboxes
+// too, finds none of the run's once the suite destroyed them.
 func TestLive(t *testing.T) {
 	p := liveProvider(t)
+	labels := map[string]string{"boxfs-live-test": "r" + providers.NewID(4)}
 	providertest.Run(t, providertest.Harness{
 		Provider:    p,
-		Unsupported: []string{"snapshot", "region", "gpu", "ports", "mounts", "user", "capabilities"},
+		Reopen:      func(t *testing.T) providers.Provider { return liveProvider(t) },
+		Spec:        providers.Spec{Labels: labels},
+		Unsupported: []string{"region", "gpu", "ports", "mounts", "user", "capabilities"},
 		Refused: map[string]providers.Spec{
 			"isolation=container": {Isolation: providers.IsolationContainer},
 			"cpus=64":             {CPUs: 64},
+			"lifetime=25h":        {Lifetime: 25 * time.Hour},
 		},
 		Lifetime:      10 * time.Second,
 		LifetimeSlack: 60 * time.Second,
 		LargeOutput:   8 << 20,
+	})
+	t.Run("Sweep", func(t *testing.T) {
+		left, err := p.List(ctx(t), labels)
+		require.NoError(t, err, "List")
+		for _, b := range left {
+			t.Errorf("sandbox %s of the run is still listed after the suite", b.ID())
+			assert.NoError(t, b.Destroy(ctx(t)), "Destroy(%s)", b.ID())
+		}
+		left, err = p.List(ctx(t), labels)
+		require.NoError(t, err, "List")
+		assert.Empty(t, left, "sandboxes of the run listed after their Destroy")
 	})
 }
 
