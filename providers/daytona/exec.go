@@ -1,9 +1,7 @@
 package daytona
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -14,8 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -24,13 +20,12 @@ import (
 	"github.com/boxfs/boxfs/providers"
 )
 
-// Bounds of a command's life on the host's side.
+// Bounds of a command's life on the host's side; providers.GroupProcess
+// bounds the kill, the drain and the wait for the exit code.
 const (
-	killTimeout  = 30 * time.Second // the kill script, its confirmation included
-	drainGrace   = 5 * time.Second  // for the stream to end once the group is dead
-	pollEvery    = 5 * time.Second  // how often a running command's record is read
-	activityEach = time.Minute      // how often a running command tells Daytona the box is busy
-	exitBound    = 30 * time.Second // for the record to carry the exit code once the stream ended
+	drainGrace   = 5 * time.Second // for the log to end once the record has an exit code
+	pollEvery    = 5 * time.Second // how often a running command's record is read
+	activityEach = time.Minute     // how often a running command tells Daytona the box is busy
 	boxfsDir     = tmpDir + "/.boxfs"
 )
 
@@ -148,9 +143,34 @@ func (b *Box) Exec(ctx context.Context, req providers.ExecRequest) (providers.Pr
 		b.endSession(sid)
 		return nil, err
 	}
-	pr := b.newProcess(sid, cid, dir, t, req, one)
-	pr.begin(ctx)
-	return pr.waitStart(ctx, op)
+	// The log is followed until the command ends, not as long as ctx: when
+	// ctx ends, the group is killed in the box first.
+	fctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	pr := &process{b: b, sid: sid, cid: cid}
+	pr.GroupProcess = providers.NewGroupProcess(providers.GroupHooks{
+		Op: op, Box: b.id, Dir: dir,
+		KillGroup:   func(ctx context.Context) error { return b.killGroup(ctx, t) },
+		CloseStream: stop,
+		Outcome:     pr.outcome,
+		Ending:      b.ended,
+		NoStart: func(code int) error {
+			return providers.Errorf(providers.Unknown, op, "the command's wrapper ended (exit %d) before starting it: %s", code, strings.TrimSpace(string(pr.dec.raw))).WithBox(b.id)
+		},
+	}, req.Stdout, req.Stderr)
+	put := [2]func([]byte){pr.Stdout().Put, pr.Stderr().Put}
+	if one {
+		put[1] = put[0] // one writer: one queue, so one goroutine writes to it
+	}
+	pr.dec = &logDecoder{marker: pr.SetMarker, put: put}
+	go pr.follow(fctx, stop)
+	go func() {
+		pr.Wait()
+		b.endSession(sid) // the record is read: the session is done with
+	}()
+	if err := pr.Start(ctx); err != nil {
+		return nil, err
+	}
+	return pr, nil
 }
 
 // execArgs checks an ExecRequest and returns the command's directory (the
@@ -164,64 +184,6 @@ func (b *Box) execArgs(op string, req providers.ExecRequest) (string, []string, 
 		env = append(env, k+"="+req.Env[k])
 	}
 	return req.WorkDir(b.workspace), env, nil
-}
-
-// newProcess makes the process of a command started in session sid as
-// cid; one says its stdout and stderr are one stream.
-func (b *Box) newProcess(sid, cid, dir, t string, req providers.ExecRequest, one bool) *process {
-	pr := &process{
-		b: b, sid: sid, cid: cid, dir: dir, t: t,
-		stdout:    providers.NewOutQueue(req.Stdout, 256),
-		merged:    one,
-		started:   make(chan struct{}),
-		streamEnd: make(chan struct{}),
-		killed:    make(chan struct{}),
-		watchDone: make(chan struct{}),
-		done:      make(chan struct{}),
-	}
-	if pr.merged {
-		pr.stderr = pr.stdout
-	} else {
-		pr.stderr = providers.NewOutQueue(req.Stderr, 256)
-	}
-	return pr
-}
-
-// begin starts following the command's log, watching ctx, and finishing.
-func (pr *process) begin(ctx context.Context) {
-	bg := context.WithoutCancel(ctx)
-	fctx, stop := context.WithCancel(bg)
-	pr.stopStream = stop
-	go pr.follow(fctx)
-	go pr.watch(ctx)
-	go pr.finish(bg)
-}
-
-// waitStart waits for the wrapper to enter the command's directory and
-// start it, and returns the process; or the reason it did not start.
-func (pr *process) waitStart(ctx context.Context, op string) (providers.Process, error) {
-	b := pr.b
-	select {
-	case <-pr.started:
-	case <-pr.streamEnd:
-	case <-ctx.Done():
-		<-pr.done // watch kills what started and confirms it
-		return nil, pr.err
-	}
-	select {
-	case <-pr.started:
-		if pr.dirErrno == 0 {
-			return pr, nil
-		}
-		<-pr.done
-		return nil, providers.PathError(op, b.id, pr.dir, pr.dirErrno)
-	default:
-		<-pr.done
-		if pr.err != nil {
-			return nil, pr.err
-		}
-		return nil, providers.Errorf(providers.Unknown, op, "the command's wrapper ended (exit %d) before starting it: %s", pr.code, strings.TrimSpace(string(pr.raw))).WithBox(b.id)
-	}
 }
 
 // sameWriter reports whether two writers are the same one (==), as
@@ -381,73 +343,39 @@ func (b *Box) endSession(sid string) {
 	}()
 }
 
-// process is one running command.
+// process is one running command: a toolbox session's command around the
+// shared group lifecycle.
 type process struct {
+	*providers.GroupProcess
 	b        *Box
 	sid, cid string
-	dir      string
-	t        string // the prefix of the command's files in the box
 
-	stdout, stderr *providers.OutQueue
-	merged         bool
-
-	// Set by follow before started or streamEnd is closed.
-	startOnce sync.Once
-	started   chan struct{} // "S" or "E" seen
-	dirErrno  syscall.Errno // from "E"
-	raw       []byte        // wrapper output that is not the protocol's (its errors)
-	streamEnd chan struct{} // closed when follow is done
-	streamErr error         // why the stream ended, when it broke
-
-	killOnce  sync.Once
-	killed    chan struct{} // closed once a kill was done, or the stream is to be given up
-	watchDone chan struct{}
-
-	stopOnce   sync.Once
-	stopStream context.CancelFunc // ends follow's connection; set before follow starts
-
-	mu      sync.Mutex
-	cause   error // ctx's error when ctx ended the command
-	killErr error
-
-	done chan struct{} // closed when code and err are final
-	code int
-	err  error
+	dec       *logDecoder // the log's decoder; its raw lines are read once the log ended
+	streamErr error       // why the log broke for good, once it ended
 }
 
 var _ providers.Process = (*process)(nil)
 
 // follow reads the command's log over the session's WebSocket until it
-// ends, and decodes it into the output queues. A connection that breaks is
-// dialled again, with backoff, and the bytes already read skipped (the log
-// is replayed from its start), until the box has ended or no connection
-// has read anything for the liveness bound; a connection with no answer to
-// pings within the liveness bound counts as broken.
-func (pr *process) follow(ctx context.Context) {
-	defer close(pr.streamEnd)
-	defer pr.stdout.Close()
-	if !pr.merged {
-		defer pr.stderr.Close()
-	}
-	dec := &logDecoder{pr: pr}
-	defer dec.flush()
+// ends or stop is called, and decodes it into the output queues. A
+// connection that breaks is dialled again, with backoff, and the bytes
+// already read skipped (the log is replayed from its start), until the box
+// has ended or no connection has read anything for the liveness bound; a
+// connection with no answer to pings within the liveness bound counts as
+// broken.
+func (pr *process) follow(ctx context.Context, stop context.CancelFunc) {
+	defer pr.StreamEnded()
+	defer pr.dec.flush()
 	var consumed int64
-	stop := make(chan struct{})
-	defer close(stop)
-	go pr.poll(ctx, stop)
+	polled := make(chan struct{})
+	defer close(polled)
+	go pr.poll(ctx, stop, polled)
 	var failing time.Time // since when no connection has read anything
 	for attempt := 1; ; attempt++ {
-		n, clean, err := pr.stream(ctx, dec, consumed)
+		n, clean, err := pr.stream(ctx, pr.dec, consumed)
 		consumed += n
-		if clean {
+		if clean || ctx.Err() != nil {
 			return
-		}
-		select {
-		case <-pr.killed:
-			return // the group is gone: what is left to read does not matter
-		case <-ctx.Done():
-			return
-		default:
 		}
 		if n > 0 || failing.IsZero() {
 			failing, attempt = time.Now(), 1
@@ -457,7 +385,11 @@ func (pr *process) follow(ctx context.Context) {
 			pr.streamErr = err
 			return
 		}
-		time.Sleep(backoff(min(attempt, maxTries)))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff(min(attempt, maxTries))):
+		}
 	}
 }
 
@@ -535,15 +467,15 @@ func (pr *process) stream(ctx context.Context, dec *logDecoder, skip int64) (int
 
 // poll reads the command's record while it runs: an old daemon leaves the
 // log's connection open after the command ended, so once the record has
-// an exit code the stream gets a grace to finish and is then closed. It
+// an exit code the log gets a grace to end and is then closed (stop). It
 // also tells Daytona, now and then, that the box is busy.
-func (pr *process) poll(ctx context.Context, stop chan struct{}) {
+func (pr *process) poll(ctx context.Context, stop context.CancelFunc, done chan struct{}) {
 	t := time.NewTicker(pollEvery)
 	defer t.Stop()
 	last := time.Now()
 	for {
 		select {
-		case <-stop:
+		case <-done:
 			return
 		case <-t.C:
 		}
@@ -560,219 +492,54 @@ func (pr *process) poll(ctx context.Context, stop chan struct{}) {
 			continue
 		}
 		select {
-		case <-stop:
+		case <-done:
 		case <-time.After(drainGrace):
-			pr.closeStream()
+			stop()
 		}
 		return
 	}
 }
 
-// closeStream ends follow's connection and keeps it from dialling again.
-func (pr *process) closeStream() {
-	pr.killOnce.Do(func() { close(pr.killed) })
-	pr.stopOnce.Do(pr.stopStream)
-}
-
-// logDecoder splits the session log into stdout and stderr by the 3-byte
-// markers (the wrapper's data never holds bytes 1 or 2, so each such byte
-// is part of a marker), and reads the wrapper's lines: "!S", "!E<errno>"
-// and base64.
-type logDecoder struct {
-	pr        *process
-	errStream bool
-	line      [2][]byte
-}
-
-func (d *logDecoder) write(p []byte) {
-	for len(p) > 0 {
-		i := bytes.IndexAny(p, "\x01\x02\n")
-		if i < 0 {
-			d.line[d.cur()] = append(d.line[d.cur()], p...)
-			return
-		}
-		d.line[d.cur()] = append(d.line[d.cur()], p[:i]...)
-		switch p[i] {
-		case 1:
-			d.errStream = false
-		case 2:
-			d.errStream = true
-		case '\n':
-			d.doLine(d.cur(), d.line[d.cur()])
-			d.line[d.cur()] = d.line[d.cur()][:0]
-		}
-		p = p[i+1:]
-	}
-}
-
-func (d *logDecoder) cur() int {
-	if d.errStream {
-		return 1
-	}
-	return 0
-}
-
-// flush hands on what is left of an unfinished line.
-func (d *logDecoder) flush() {
-	for s := range 2 {
-		if len(d.line[s]) > 0 {
-			d.doLine(s, d.line[s])
-			d.line[s] = nil
-		}
-	}
-}
-
-func (d *logDecoder) doLine(s int, line []byte) {
-	pr := d.pr
-	q := pr.stdout
-	if s == 1 {
-		q = pr.stderr
-	}
-	switch {
-	case s == 0 && string(line) == "!S":
-		pr.startOnce.Do(func() { close(pr.started) })
-		return
-	case s == 0 && bytes.HasPrefix(line, []byte("!E")):
-		if n, err := strconv.Atoi(string(line[2:])); err == nil {
-			pr.dirErrno = syscall.Errno(n)
-			pr.startOnce.Do(func() { close(pr.started) })
-			return
-		}
-	case len(line) > 0 && len(line)%4 == 0:
-		// Each line of base64's output (76 characters, 57 bytes) decodes on
-		// its own, wherever a chunk ended.
-		data := make([]byte, base64.StdEncoding.DecodedLen(len(line)))
-		if n, err := base64.StdEncoding.Decode(data, line); err == nil {
-			q.Put(data[:n])
-			return
-		}
-	}
-	// Not the wrapper's protocol: the shell's or a tool's complaint.
-	pr.raw = append(append(pr.raw, line...), '\n')
-	if len(pr.raw) > 4096 {
-		pr.raw = pr.raw[len(pr.raw)-4096:]
-	}
-}
-
-// watch kills the command's group when ctx ends before the command does.
-func (pr *process) watch(ctx context.Context) {
-	defer close(pr.watchDone)
-	select {
-	case <-pr.streamEnd:
-		return
-	case <-ctx.Done():
-	}
-	pr.mu.Lock()
-	pr.cause = ctx.Err()
-	pr.mu.Unlock()
-	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
-	err := pr.kill(kctx)
-	cancel()
-	pr.mu.Lock()
-	pr.killErr = err
-	pr.mu.Unlock()
-	pr.killOnce.Do(func() { close(pr.killed) })
-}
-
-// finish waits for the stream to end (bounded once the group is killed),
-// for the output to be written, then reads the exit code.
-func (pr *process) finish(ctx context.Context) {
-	defer close(pr.done)
-	defer pr.stopOnce.Do(pr.stopStream)
-	defer pr.b.endSession(pr.sid)
-	select {
-	case <-pr.streamEnd:
-	case <-pr.killed:
-		select {
-		case <-pr.streamEnd:
-		case <-time.After(drainGrace):
-			// A process outside the group may hold the output open.
-			pr.closeStream()
-			<-pr.streamEnd
-		}
-	}
-	<-pr.watchDone
-	pr.stdout.Wait()
-	pr.stderr.Wait()
-	pr.code, pr.err = pr.result(ctx)
-}
-
-func (pr *process) result(ctx context.Context) (int, error) {
-	const op = "daytona.Exec"
+// outcome is the command's exit code from its record, which may trail the
+// log by a moment; a log that broke is lost, unless a kill cut it once the
+// group was dead.
+func (pr *process) outcome(ctx context.Context, killed bool) (int, error) {
 	b := pr.b
-	pr.mu.Lock()
-	cause, killErr := pr.cause, pr.killErr
-	pr.mu.Unlock()
-	if cause != nil {
-		e := providers.E(providers.CodeOf(cause), op, cause).WithBox(b.id)
-		if killErr != nil {
-			e.Err = fmt.Errorf("%w; and the kill: %v", cause, killErr)
-		}
-		return -1, e
-	}
-	// The exit code: the record may trail the stream by a moment.
-	ctx, cancel := context.WithTimeout(ctx, exitBound)
-	defer cancel()
+	start := time.Now()
 	d := 20 * time.Millisecond
 	for {
 		rec, err := b.command(ctx, pr.sid, pr.cid)
 		if err != nil {
-			if b.ended(ctx) {
-				return -1, providers.E(providers.Gone, op, err).WithBox(b.id)
-			}
-			return -1, providers.E(providers.TransportLost, op, err).WithBox(b.id)
+			return -1, pr.lost(ctx, err)
 		}
 		if rec.ExitCode != nil {
-			code := *rec.ExitCode
-			if pr.streamErr != nil {
-				if b.ended(ctx) {
-					return -1, providers.E(providers.Gone, op, pr.streamErr).WithBox(b.id)
-				}
-				return -1, providers.E(providers.TransportLost, op, pr.streamErr).WithBox(b.id)
+			if pr.streamErr != nil && !killed {
+				return -1, pr.lost(ctx, pr.streamErr)
 			}
-			if code >= 128 && b.ended(ctx) {
-				return -1, providers.Errorf(providers.Gone, op, "box ended while the command ran (exit %d)", code).WithBox(b.id)
-			}
-			for _, q := range []*providers.OutQueue{pr.stdout, pr.stderr} {
-				if err := q.Wait(); err != nil {
-					return code, providers.E(0, op, err).WithBox(b.id)
-				}
-			}
-			return code, nil
+			return *rec.ExitCode, nil
 		}
 		select {
 		case <-ctx.Done():
-			if b.ended(ctx) {
-				return -1, providers.Errorf(providers.Gone, op, "box ended while the command ran").WithBox(b.id)
-			}
-			return -1, providers.Errorf(providers.TransportLost, op, "the command's stream ended but its record has no exit code after %v", exitBound).WithBox(b.id)
+			return -1, pr.lost(ctx, fmt.Errorf("the command's log ended but its record has no exit code after %v", time.Since(start).Round(time.Second)))
 		case <-time.After(d):
 		}
 		d = min(2*d, time.Second)
 	}
 }
 
-// Wait waits for the command to end and its output to be written.
-func (pr *process) Wait() (int, error) {
-	<-pr.done
-	return pr.code, pr.err
-}
-
-// Kill kills the command's process group and confirms it gone.
-func (pr *process) Kill(ctx context.Context) error {
-	select {
-	case <-pr.streamEnd:
-		return nil
-	default:
+// lost classifies a command the host lost track of: Gone when the box has
+// ended, else TransportLost.
+func (pr *process) lost(ctx context.Context, err error) error {
+	if pr.b.ended(ctx) {
+		return providers.E(providers.Gone, "daytona.Exec", err).WithBox(pr.b.id)
 	}
-	err := pr.kill(ctx)
-	pr.killOnce.Do(func() { close(pr.killed) })
-	return err
+	return providers.E(providers.TransportLost, "daytona.Exec", err).WithBox(pr.b.id)
 }
 
-// kill runs killScript through process/execute.
-func (pr *process) kill(ctx context.Context) error {
+// killGroup runs killScript through process/execute on the command whose
+// files start with t.
+func (b *Box) killGroup(ctx context.Context, t string) error {
 	const op = "daytona.Kill"
-	code, out, err := pr.b.run(ctx, op, killScript, []string{pr.t}, runOpts{idempotent: true})
-	return shell.KillExit(op, pr.b.id, code, out, err)
+	code, out, err := b.run(ctx, op, killScript, []string{t}, runOpts{idempotent: true})
+	return shell.KillExit(op, b.id, code, out, err)
 }
