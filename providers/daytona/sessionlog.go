@@ -7,9 +7,16 @@ import (
 	"github.com/boxfs/boxfs/providers"
 )
 
-// rawMax is how much of the lines that are not the wrapper's protocol (the
-// shell's or a tool's complaints) a logDecoder keeps: the last bytes.
-const rawMax = 4096
+// What a logDecoder keeps of what the box sends.
+const (
+	// lineMax bounds an unfinished line: the wrapper's lines are 76 bytes
+	// at most, and a box that never ends a line must not make the host
+	// hold it all. A longer line is not the protocol's.
+	lineMax = 4096
+	// rawMax is how much of the lines that are not the wrapper's protocol
+	// (the shell's or a tool's complaints) it keeps: the last bytes.
+	rawMax = 4096
+)
 
 // logDecoder reads a command's session log, as the toolbox streams it with
 // split output: the log of the session's stdout and stderr, each run of
@@ -24,7 +31,8 @@ type logDecoder struct {
 	put    [2]func([]byte) // take the command's stdout and stderr; they keep what they get
 
 	errStream bool
-	line      [2][]byte // each stream's unfinished line
+	line      [2][]byte // each stream's unfinished line, up to lineMax bytes of it
+	long      [2]bool   // the unfinished line is longer than lineMax
 	out       [2][]byte // output decoded in this write, not yet queued
 	raw       []byte    // the last rawMax bytes of lines not the protocol's
 }
@@ -36,10 +44,10 @@ func (d *logDecoder) write(p []byte) {
 		s := d.cur()
 		i := bytes.IndexAny(p, "\x01\x02\n")
 		if i < 0 {
-			d.line[s] = append(d.line[s], p...)
+			d.add(s, p)
 			break
 		}
-		d.line[s] = append(d.line[s], p[:i]...)
+		d.add(s, p[:i])
 		switch p[i] {
 		case 1:
 			d.errStream = false
@@ -47,11 +55,19 @@ func (d *logDecoder) write(p []byte) {
 			d.errStream = true
 		case '\n':
 			d.doLine(s, d.line[s])
-			d.line[s] = d.line[s][:0]
+			d.line[s], d.long[s] = d.line[s][:0], false
 		}
 		p = p[i+1:]
 	}
 	d.queue()
+}
+
+// add appends b to stream s's line, up to lineMax bytes.
+func (d *logDecoder) add(s int, b []byte) {
+	if room := lineMax - len(d.line[s]); len(b) > room {
+		b, d.long[s] = b[:room], true
+	}
+	d.line[s] = append(d.line[s], b...)
 }
 
 func (d *logDecoder) cur() int {
@@ -66,7 +82,7 @@ func (d *logDecoder) flush() {
 	for s := range 2 {
 		if len(d.line[s]) > 0 {
 			d.doLine(s, d.line[s])
-			d.line[s] = nil
+			d.line[s], d.long[s] = nil, false
 		}
 	}
 	d.queue()
@@ -83,6 +99,10 @@ func (d *logDecoder) queue() {
 }
 
 func (d *logDecoder) doLine(s int, line []byte) {
+	if d.long[s] {
+		d.complain(line)
+		return
+	}
 	if s == 0 {
 		if m, ok := startMarker(line); ok {
 			d.marker(m)
@@ -100,7 +120,12 @@ func (d *logDecoder) doLine(s int, line []byte) {
 		}
 		d.out[s] = out[:n]
 	}
-	// Not the wrapper's protocol: the shell's or a tool's complaint.
+	d.complain(line)
+}
+
+// complain keeps a line that is not the wrapper's protocol: the shell's or
+// a tool's complaint, which says why a command did not start.
+func (d *logDecoder) complain(line []byte) {
 	d.raw = append(append(d.raw, line...), '\n')
 	if len(d.raw) > rawMax {
 		d.raw = d.raw[len(d.raw)-rawMax:]

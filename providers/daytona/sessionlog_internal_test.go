@@ -99,3 +99,29 @@ func TestLogDecoderBatches(t *testing.T) {
 		t.Errorf("%d puts of %d+%d bytes, want 2 of %d each", got.puts, len(got.stdout), len(got.stderr), len(data))
 	}
 }
+
+// TestLogDecoderLongLine: a line past lineMax (the wrapper's are 76
+// bytes) is neither held whole nor taken as output, however valid its
+// base64, and the lines after it decode.
+func TestLogDecoderLongLine(t *testing.T) {
+	var got decoded
+	d := newTestDecoder(&got)
+	d.write([]byte(toStdout + "!S\n"))
+	chunk := []byte(strings.Repeat("AAAA", 256))
+	held := 0
+	for range 1024 { // 1 MiB without a newline, 1 KiB a message
+		d.write(chunk)
+		held = max(held, len(d.line[0]))
+	}
+	d.write([]byte("\n" + b64("ok")))
+	d.flush()
+	if held > lineMax {
+		t.Errorf("held %d bytes of an unfinished line, want at most %d", held, lineMax)
+	}
+	if string(got.stdout) != "ok" {
+		t.Errorf("stdout: %d bytes %.20q, want %q", len(got.stdout), got.stdout, "ok")
+	}
+	if len(d.raw) > rawMax {
+		t.Errorf("kept %d bytes of complaints, want at most %d", len(d.raw), rawMax)
+	}
+}
