@@ -1447,20 +1447,33 @@ func (c *Cache) Remove(ctx context.Context, rel string) error {
 	c.files.Delete(rel)
 	// The file lives on under another name of a hard link: an open of the
 	// removed name writes into it there, as on a disk.
+	// A name whose own copy is not in use gives that copy up: the opens
+	// through it may share f (openFileFor).
 	heir := ""
+	var dropped *file
 	if f != nil {
 		for _, o := range others {
-			if c.file(o) == nil {
-				heir = o
-				c.files.Set(o, f)
-				break
+			of := c.file(o)
+			if of != nil {
+				of.mu.Lock()
+				busy := of.inUseLocked()
+				of.mu.Unlock()
+				if busy {
+					continue
+				}
 			}
+			heir, dropped = o, of
+			c.files.Set(o, f)
+			break
 		}
 	}
 	c.forgetLocked(rel)
 	c.setAttrLocked(rel, attrEntry{at: c.now(), neg: true})
 	c.dirTouchedLocked(rel)
 	c.mu.Unlock()
+	if dropped != nil {
+		dropped.unlinked(c)
+	}
 	switch {
 	case f != nil && heir != "":
 		f.setRel(heir)

@@ -98,10 +98,7 @@ func (c *Cache) OpenFile(ctx context.Context, rel string, flags int) (h *Handle,
 	write := acc == syscall.O_WRONLY || acc == syscall.O_RDWR
 	trunc := write && flags&syscall.O_TRUNC != 0
 
-	f := c.fileFor(rel)
-	f.mu.Lock()
-	f.nopen++
-	f.mu.Unlock()
+	f := c.openFileFor(rel)
 	defer func() {
 		if err != nil {
 			f.release(c)
@@ -205,6 +202,63 @@ func (c *Cache) fileFor(rel string) *file {
 	f := &file{id: c.nextID, rel: rel, inBox: true}
 	c.files.Set(rel, f)
 	return f
+}
+
+// openFileFor returns the content state an open of rel uses, with the
+// open counted: rel's own, or that of another name of the same box file
+// (a hard link) whose copy is in use (open, or holding writes the box
+// does not have). The kernel holds one inode for all the names of a file
+// (fs/ino.go), so the writes through each name are of one file: with a
+// copy per name, an O_APPEND write through the second name would land at
+// the kernel's size in a copy that lacks the first name's writes, and the
+// later push would undo the earlier one.
+func (c *Cache) openFileFor(rel string) *file {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	own := c.file(rel)
+	if own != nil {
+		own.mu.Lock()
+		live := own.inUseLocked()
+		if live {
+			own.nopen++
+		}
+		own.mu.Unlock()
+		if live {
+			return own
+		}
+	}
+	if fi, ok := c.knownAttrLocked(rel); ok && fi.IsRegular() {
+		for _, o := range c.linkedLocked(rel, fi) {
+			f := c.file(o)
+			if f == nil {
+				continue
+			}
+			f.mu.Lock()
+			live := f.inUseLocked() && f.ndirect == 0
+			if live {
+				f.nopen++
+			}
+			f.mu.Unlock()
+			if live {
+				return f
+			}
+		}
+	}
+	if own == nil {
+		c.nextID++
+		own = &file{id: c.nextID, rel: rel, inBox: true}
+		c.files.Set(rel, own)
+	}
+	own.mu.Lock()
+	own.nopen++
+	own.mu.Unlock()
+	return own
+}
+
+// inUseLocked reports whether f's copy is open or holds writes the box
+// does not have, and its name is still there. f.mu held.
+func (f *file) inUseLocked() bool {
+	return !f.gone && (f.nopen > 0 || f.dirty)
 }
 
 // noteStart records fi, the box file as the cache knows it, as where the

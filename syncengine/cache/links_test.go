@@ -209,3 +209,97 @@ func hourCache(t *testing.T) (*cache.Cache, cache.Remote) {
 	t.Cleanup(func() { c.Close() })
 	return c, r
 }
+
+// Two names of one file open for appending at once, as the kernel sees
+// them: one inode, whose size the second write starts at. Both writes
+// land in the box's file, as on a disk, whichever close pushes last.
+func TestHardLinkNamesOpenAtOnce(t *testing.T) {
+	c, r := hourCache(t)
+	ctx := t.Context()
+	h := write(t, c, "k1", "k\n")
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.Release(ctx)
+	if _, err := c.Link(ctx, "k1", "k2"); err != nil {
+		t.Fatal(err)
+	}
+	a, _, err := c.OpenFile(ctx, "k1", syscall.O_WRONLY|syscall.O_APPEND)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := c.OpenFile(ctx, "k2", syscall.O_WRONLY|syscall.O_APPEND)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The kernel's size of the one inode: 2, then 9 after the first write.
+	if _, err := a.WriteAt([]byte("via k1\n"), 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.WriteAt([]byte("via k2\n"), 9); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []*cache.Handle{a, b} {
+		if err := h.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h.Release(ctx)
+	}
+	const want = "k\nvia k1\nvia k2\n"
+	if got := boxRead(t, r, "k1"); got != want {
+		t.Errorf("box: %q, want %q", got, want)
+	}
+	for _, n := range []string{"k1", "k2"} {
+		if got, _ := read(t, c, n); got != want {
+			t.Errorf("%s reads %q, want %q", n, got, want)
+		}
+	}
+}
+
+// A name removed while an open through another name of the same file
+// shares its copy: the writes still reach the box under the name left.
+func TestHardLinkNameRemovedWhileOpenThroughOther(t *testing.T) {
+	c, r := hourCache(t)
+	ctx := t.Context()
+	h := write(t, c, "k1", "k\n")
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.Release(ctx)
+	if _, err := c.Link(ctx, "k1", "k2"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := read(t, c, "k2"); got != "k\n" { // k2's own copy, clean
+		t.Fatalf("k2 reads %q", got)
+	}
+	a, _, err := c.OpenFile(ctx, "k1", syscall.O_WRONLY|syscall.O_APPEND)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := c.OpenFile(ctx, "k2", syscall.O_WRONLY|syscall.O_APPEND)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.WriteAt([]byte("via k1\n"), 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Remove(ctx, "k1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.WriteAt([]byte("via k2\n"), 9); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []*cache.Handle{a, b} {
+		if err := h.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h.Release(ctx)
+	}
+	const want = "k\nvia k1\nvia k2\n"
+	if got := boxRead(t, r, "k2"); got != want {
+		t.Errorf("box k2: %q, want %q", got, want)
+	}
+	if got, _ := read(t, c, "k2"); got != want {
+		t.Errorf("k2 reads %q, want %q", got, want)
+	}
+}
