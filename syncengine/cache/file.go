@@ -656,7 +656,7 @@ func (h *Handle) Release(ctx context.Context) {
 	}
 	h.done = true
 	if h.direct != nil {
-		h.f.dropDirect(h.direct)
+		h.c.dropDirect(h.f, h.direct)
 	}
 	h.f.mu.Lock()
 	if h.flushed {

@@ -73,18 +73,51 @@ func (f *file) addDirectLocked(d *direct, fi providers.FileInfo) (keepCache bool
 	return keepCache
 }
 
-// dropDirect ends d, an open of f using the box's file.
-func (f *file) dropDirect(d *direct) {
+// dropDirect ends d, an open of f using the box's file. A report of f
+// held while it was written (holdLocked) and not judged by a host change
+// since (the close's, flushDirect, ends before the release, and the
+// watch's report of the writes may come between them) is judged when the
+// last writer goes: what the writes left was recorded at the close. Under
+// c.mu, so that no report is taken directly before an older held one is
+// judged.
+func (c *Cache) dropDirect(f *file, d *direct) {
 	d.close()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.ndirect--
+	wrote := false
 	for i, w := range f.writers {
 		if w == d {
 			f.writers = append(f.writers[:i], f.writers[i+1:]...)
+			wrote = true
 			break
 		}
 	}
+	last, rel := wrote && len(f.writers) == 0 && !f.gone, f.rel
+	f.mu.Unlock()
+	if last && c.file(rel) == f {
+		c.judgeHeldLocked(rel)
+	}
+}
+
+// judgeHeldLocked judges the report held for rel when no host change of
+// rel is in flight (one that is judges it at its end): the echo of the
+// state the cache recorded, which makes what the report made stale fresh
+// again, or news, which it stays. c.mu held.
+func (c *Cache) judgeHeldLocked(rel string) {
+	h, ok := c.fm.heldIdle(rel)
+	if !ok {
+		return
+	}
+	if c.echoStateLocked(h.ch, true) {
+		a, _ := c.attrGet(rel)
+		a.stale = false
+		c.setAttrLocked(rel, a)
+		c.fm.reports.Echoes++
+		return
+	}
+	c.fm.reports.Taken++
 }
 
 // directAttrLocked is the file's attributes from an open writing the box's

@@ -101,6 +101,32 @@ func TestLocalReportWhileWritingIsHeld(t *testing.T) {
 	assert.EqualValues(t, len("by the kernel"), fi.Size)
 }
 
+// A report of the kernel's writes that comes between the close (FLUSH,
+// which records what they left) and the release (RELEASE, which ends the
+// open writing the box's file) is held as any report while the file is
+// written; the release judges it, and it is the writes' echo. So is the
+// report of the backing file's close that the release brings.
+func TestLocalReportBetweenCloseAndReleaseIsEcho(t *testing.T) {
+	c, r, ws := localWriteCache(t)
+	ctx := t.Context()
+	h, _, err := c.Create(ctx, "f", syscall.O_CREAT|syscall.O_WRONLY|syscall.O_EXCL, 0o644)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "f"), []byte("by the kernel"), 0o644))
+	require.NoError(t, h.Flush(ctx))
+	bfi, err := r.Lstat(ctx, filepath.Join(ws, "f"))
+	require.NoError(t, err)
+	before := c.Reports()
+	c.Reported([]providers.Change{{Path: "f", Info: &bfi}}, false)
+	h.Release(ctx)
+	after := c.Reports()
+	assert.Equal(t, before.Echoes+1, after.Echoes, "the report before the release is the writes' echo")
+	assert.Equal(t, before.Taken, after.Taken, "reports taken")
+	c.Reported([]providers.Change{{Path: "f", Info: &bfi}}, false)
+	last := c.Reports()
+	assert.Equal(t, after.Echoes+1, last.Echoes, "the report after the release is their echo")
+	assert.Equal(t, before.Taken, last.Taken, "reports taken")
+}
+
 // Two opens of one file, one writing: both use the box's file, so each
 // sees the other's writes at once, and a truncating open cuts the box's
 // file when it opens.

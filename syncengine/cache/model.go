@@ -298,6 +298,17 @@ func (m *model) heldFor(rel string, t ticket) (heldReport, bool) {
 	return h, true
 }
 
+// heldIdle returns (and forgets) the report held for rel when no host
+// change of rel is in flight: one held while an open wrote the file.
+func (m *model) heldIdle(rel string) (heldReport, bool) {
+	h, ok := m.held[rel]
+	if !ok || m.hostBusy(rel) {
+		return heldReport{}, false
+	}
+	delete(m.held, rel)
+	return h, true
+}
+
 // hostEnd notes the host change with ticket t ended.
 func (m *model) hostEnd(rels []string, t ticket) {
 	for _, rel := range rels {
