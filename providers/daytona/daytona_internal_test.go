@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -595,5 +596,51 @@ func TestRenameInOneDirectory(t *testing.T) {
 	}
 	if fi, err := os.Stat(ws + "/g"); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("after Rename: %v, %v", fi, err)
+	}
+}
+
+// TestSnapshotLostAnswer: a snapshot call that fails before Daytona
+// handles it (502), or whose answer is lost after Daytona took the
+// snapshot (503 after handling, as a proxy that lost the backend's answer
+// would), is sent again under the same name; the 409 of a retry is this
+// call's own snapshot. The snapshot holds the file as it was, and a box
+// made from it has it.
+func TestSnapshotLostAnswer(t *testing.T) {
+	srv, p, _ := fake(t, daytonatest.Options{SnapshottingFor: 10 * time.Millisecond})
+	b := newBox(t, p, providers.Spec{})
+	run := func(t *testing.T, b providers.Box, script string, args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		pr, err := b.Exec(ctxFor(t, time.Minute), providers.ExecRequest{Argv: append([]string{"sh", "-c", script, "sh"}, args...), Stdout: &out})
+		require.NoError(t, err)
+		code, err := pr.Wait()
+		require.NoError(t, err)
+		require.Equal(t, 0, code, "exit of %q", script)
+		return out.String()
+	}
+	for _, f := range []daytonatest.Fault{
+		{Status: http.StatusBadGateway},
+		{Status: http.StatusServiceUnavailable, After: true},
+		{Status: http.StatusGatewayTimeout, After: true},
+	} {
+		t.Run(fmt.Sprintf("%d-after=%v", f.Status, f.After), func(t *testing.T) {
+			text := fmt.Sprintf("at the snapshot %d %v", f.Status, f.After)
+			run(t, b, `printf %s "$1" >"$HOME/snap.txt"`, text)
+			var once atomic.Bool
+			srv.SetFault(func(r *http.Request, n int) daytonatest.Fault {
+				if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/snapshot") && once.CompareAndSwap(false, true) {
+					return f
+				}
+				return daytonatest.Fault{}
+			})
+			defer srv.SetFault(nil)
+			id, err := p.Snapshot(ctxFor(t, time.Minute), b, "lost")
+			require.NoError(t, err, "Snapshot with its first answer %d (after handling: %v)", f.Status, f.After)
+			require.True(t, once.Load(), "the fault was not injected")
+			srv.SetFault(nil)
+			run(t, b, `printf changed >"$HOME/snap.txt"`)
+			nb := newBox(t, p, providers.Spec{Snapshot: id})
+			assert.Equal(t, text, run(t, nb, `cat "$HOME/snap.txt"`), "the file in a box made from the snapshot")
+		})
 	}
 }

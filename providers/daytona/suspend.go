@@ -167,7 +167,16 @@ func (p *Provider) Snapshot(ctx context.Context, b providers.Box, name string) (
 	if err != nil {
 		return "", providers.E(providers.Invalid, op, err)
 	}
-	err = p.c.json(ctx, request{method: http.MethodPost, url: p.c.apiURL("/sandbox/" + url.PathEscape(db.id) + "/snapshot"), body: body, contentType: "application/json"}, nil)
+	// Idempotent by its name, which is this call's own (the suffix): a
+	// retry after a lost answer (no answer, or a 5xx after Daytona took
+	// the snapshot) finds the name taken, or the sandbox snapshotting
+	// still, and either 409 is this call's snapshot. Not retried, a lost
+	// answer would fail a snapshot that was taken and leave it behind.
+	err = p.c.json(ctx, request{method: http.MethodPost, url: p.c.apiURL("/sandbox/" + url.PathEscape(db.id) + "/snapshot"), body: body, contentType: "application/json", idempotent: true}, nil)
+	if statusOf(err) == http.StatusConflict && tries(err) > 1 {
+		p.log.Debug("daytona: a snapshot retried after a lost answer was taken by the first attempt", "box", db.id, "snapshot", snap)
+		err = nil
+	}
 	if err != nil {
 		if statusOf(err) == http.StatusNotFound {
 			return "", providers.Errorf(providers.Gone, op, "sandbox %s is gone", db.id).WithBox(db.id)
