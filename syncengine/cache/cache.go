@@ -1447,26 +1447,7 @@ func (c *Cache) Remove(ctx context.Context, rel string) error {
 	c.files.Delete(rel)
 	// The file lives on under another name of a hard link: an open of the
 	// removed name writes into it there, as on a disk.
-	// A name whose own copy is not in use gives that copy up: the opens
-	// through it may share f (openFileFor).
-	heir := ""
-	var dropped *file
-	if f != nil {
-		for _, o := range others {
-			of := c.file(o)
-			if of != nil {
-				of.mu.Lock()
-				busy := of.inUseLocked()
-				of.mu.Unlock()
-				if busy {
-					continue
-				}
-			}
-			heir, dropped = o, of
-			c.files.Set(o, f)
-			break
-		}
-	}
+	heir, dropped := c.heirLocked(f, others)
 	c.forgetLocked(rel)
 	c.setAttrLocked(rel, attrEntry{at: c.now(), neg: true})
 	c.dirTouchedLocked(rel)
@@ -1482,6 +1463,32 @@ func (c *Cache) Remove(ctx context.Context, rel string) error {
 		f.unlinked(c)
 	}
 	return nil
+}
+
+// heirLocked hands f, the copy of a name of a hard link that went away,
+// on to another of its names (others), and returns that name ("" if none):
+// the file lives on there, and an open of the name that went writes into
+// it, as on a disk. A name whose own copy is not in use gives that copy up
+// (returned as dropped, to be let go once c.mu is free): the opens through
+// it may share f (openFileFor). c.mu held.
+func (c *Cache) heirLocked(f *file, others []string) (heir string, dropped *file) {
+	if f == nil {
+		return "", nil
+	}
+	for _, o := range others {
+		of := c.file(o)
+		if of != nil {
+			of.mu.Lock()
+			busy := of.inUseLocked()
+			of.mu.Unlock()
+			if busy {
+				continue
+			}
+		}
+		c.files.Set(o, f)
+		return o, of
+	}
+	return "", nil
 }
 
 // Rmdir removes an empty directory.
@@ -1528,17 +1535,31 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 		}
 	}
 	c.mu.Lock()
+	var others []string
 	if nok && (nfi.Ino != ofi.Ino || nfi.Dev != ofi.Dev) {
 		// A replaced file with hard links lives on under its other
 		// names, one link fewer: asked of the box.
+		others = c.linkedLocked(newrel, nfi)
 		c.linksChangedLocked(newrel, nfi, false)
 	}
 	var dropped []*file
+	var heir string
+	var inherited *file
 	// Files at or under the target are replaced.
 	for _, k := range append(c.files.Under(newrel), newrel) {
 		if f := c.file(k); f != nil {
 			c.files.Delete(k)
 			c.news.Delete(k)
+			if k == newrel && len(others) > 0 {
+				var gave *file
+				if heir, gave = c.heirLocked(f, others); heir != "" {
+					inherited = f
+					if gave != nil {
+						dropped = append(dropped, gave)
+					}
+					continue
+				}
+			}
 			dropped = append(dropped, f)
 		}
 	}
@@ -1609,6 +1630,10 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 	c.mu.Unlock()
 	for _, f := range dropped {
 		f.unlinked(c)
+	}
+	if inherited != nil {
+		inherited.setRel(heir)
+		inherited.rewriteJournal(c)
 	}
 	for _, f := range moved {
 		f.rewriteJournal(c)

@@ -256,9 +256,16 @@ func TestHardLinkNamesOpenAtOnce(t *testing.T) {
 	}
 }
 
-// A name removed while an open through another name of the same file
-// shares its copy: the writes still reach the box under the name left.
+// A name removed, or replaced by a rename, while an open through another
+// name of the same file shares its copy: the writes still reach the box
+// under the name left.
 func TestHardLinkNameRemovedWhileOpenThroughOther(t *testing.T) {
+	for _, how := range []string{"remove", "rename"} {
+		t.Run(how, func(t *testing.T) { hardLinkNameGoes(t, how) })
+	}
+}
+
+func hardLinkNameGoes(t *testing.T, how string) {
 	c, r := hourCache(t)
 	ctx := t.Context()
 	h := write(t, c, "k1", "k\n")
@@ -283,8 +290,19 @@ func TestHardLinkNameRemovedWhileOpenThroughOther(t *testing.T) {
 	if _, err := a.WriteAt([]byte("via k1\n"), 2); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Remove(ctx, "k1"); err != nil {
-		t.Fatal(err)
+	if how == "remove" {
+		if err := c.Remove(ctx, "k1"); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		o := write(t, c, "other", "other\n")
+		if err := o.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		o.Release(ctx)
+		if err := c.Rename(ctx, "other", "k1"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := b.WriteAt([]byte("via k2\n"), 9); err != nil {
 		t.Fatal(err)
