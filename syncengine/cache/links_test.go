@@ -210,28 +210,46 @@ func hourCache(t *testing.T) (*cache.Cache, cache.Remote) {
 	return c, r
 }
 
+// linkedK opens an hourCache holding "k\n" in k1, pushed, and k2, a hard
+// link to it.
+func linkedK(t *testing.T) (*cache.Cache, cache.Remote) {
+	t.Helper()
+	c, r := hourCache(t)
+	h := write(t, c, "k1", "k\n")
+	closeAll(t, h)
+	if _, err := c.Link(t.Context(), "k1", "k2"); err != nil {
+		t.Fatal(err)
+	}
+	return c, r
+}
+
+// appendTo opens name for appending.
+func appendTo(t *testing.T, c *cache.Cache, name string) *cache.Handle {
+	t.Helper()
+	h, _, err := c.OpenFile(t.Context(), name, syscall.O_WRONLY|syscall.O_APPEND)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// closeAll flushes and releases each handle, as close(2) does.
+func closeAll(t *testing.T, hs ...*cache.Handle) {
+	t.Helper()
+	for _, h := range hs {
+		if err := h.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		h.Release(t.Context())
+	}
+}
+
 // Two names of one file open for appending at once, as the kernel sees
 // them: one inode, whose size the second write starts at. Both writes
 // land in the box's file, as on a disk, whichever close pushes last.
 func TestHardLinkNamesOpenAtOnce(t *testing.T) {
-	c, r := hourCache(t)
-	ctx := t.Context()
-	h := write(t, c, "k1", "k\n")
-	if err := h.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	h.Release(ctx)
-	if _, err := c.Link(ctx, "k1", "k2"); err != nil {
-		t.Fatal(err)
-	}
-	a, _, err := c.OpenFile(ctx, "k1", syscall.O_WRONLY|syscall.O_APPEND)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _, err := c.OpenFile(ctx, "k2", syscall.O_WRONLY|syscall.O_APPEND)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, r := linkedK(t)
+	a, b := appendTo(t, c, "k1"), appendTo(t, c, "k2")
 	// The kernel's size of the one inode: 2, then 9 after the first write.
 	if _, err := a.WriteAt([]byte("via k1\n"), 2); err != nil {
 		t.Fatal(err)
@@ -239,12 +257,7 @@ func TestHardLinkNamesOpenAtOnce(t *testing.T) {
 	if _, err := b.WriteAt([]byte("via k2\n"), 9); err != nil {
 		t.Fatal(err)
 	}
-	for _, h := range []*cache.Handle{a, b} {
-		if err := h.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		h.Release(ctx)
-	}
+	closeAll(t, a, b)
 	const want = "k\nvia k1\nvia k2\n"
 	if got := boxRead(t, r, "k1"); got != want {
 		t.Errorf("box: %q, want %q", got, want)
@@ -266,27 +279,12 @@ func TestHardLinkNameRemovedWhileOpenThroughOther(t *testing.T) {
 }
 
 func hardLinkNameGoes(t *testing.T, how string) {
-	c, r := hourCache(t)
+	c, r := linkedK(t)
 	ctx := t.Context()
-	h := write(t, c, "k1", "k\n")
-	if err := h.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	h.Release(ctx)
-	if _, err := c.Link(ctx, "k1", "k2"); err != nil {
-		t.Fatal(err)
-	}
 	if got, _ := read(t, c, "k2"); got != "k\n" { // k2's own copy, clean
 		t.Fatalf("k2 reads %q", got)
 	}
-	a, _, err := c.OpenFile(ctx, "k1", syscall.O_WRONLY|syscall.O_APPEND)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _, err := c.OpenFile(ctx, "k2", syscall.O_WRONLY|syscall.O_APPEND)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := appendTo(t, c, "k1"), appendTo(t, c, "k2")
 	if _, err := a.WriteAt([]byte("via k1\n"), 2); err != nil {
 		t.Fatal(err)
 	}
@@ -295,11 +293,7 @@ func hardLinkNameGoes(t *testing.T, how string) {
 			t.Fatal(err)
 		}
 	} else {
-		o := write(t, c, "other", "other\n")
-		if err := o.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		o.Release(ctx)
+		closeAll(t, write(t, c, "other", "other\n"))
 		if err := c.Rename(ctx, "other", "k1"); err != nil {
 			t.Fatal(err)
 		}
@@ -307,12 +301,7 @@ func hardLinkNameGoes(t *testing.T, how string) {
 	if _, err := b.WriteAt([]byte("via k2\n"), 9); err != nil {
 		t.Fatal(err)
 	}
-	for _, h := range []*cache.Handle{a, b} {
-		if err := h.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		h.Release(ctx)
-	}
+	closeAll(t, a, b)
 	const want = "k\nvia k1\nvia k2\n"
 	if got := boxRead(t, r, "k2"); got != want {
 		t.Errorf("box k2: %q, want %q", got, want)

@@ -140,7 +140,7 @@ func (r heldStatRemote) WriteFileStat(ctx context.Context, name string, rd io.Re
 }
 
 // answered notes that the answer of a push of version v of p reached the
-// host: from now on the host no longer holds that write as its own
+// host: the host then holds that write as the box's, not its own
 // (F-dirty), even while the rest of its batch is out.
 func (s *sim) answered(p string, v int) {
 	if s.wb.dirty[p] == v {
