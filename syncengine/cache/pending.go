@@ -48,23 +48,15 @@ func (c *Cache) pendingAttrLocked(rel string) (providers.FileInfo, bool) {
 	return providers.FileInfo{}, false
 }
 
-// overlayPendingLocked lays what the host made or changed under dir (its
-// direct children when children, else all below it) over what the cache
-// holds of the box, and gives each directory made here its listing back.
-// c.mu held.
-func (c *Cache) overlayPendingLocked(dir string, children bool) {
-	now := c.now()
-	put := func(p string, fi providers.FileInfo) {
-		c.setAttrLocked(p, attrEntry{fi: fi, at: now})
-		pdir, name := split(p)
-		if d := c.dir(pdir); d != nil {
-			d.entries[name] = fi
-		}
-	}
-	direct := func(p string) bool {
-		pd, _ := split(p)
-		return !children || pd == dir
-	}
+// eachPendingLocked calls fn for what the host made or changed under dir
+// (its direct children when children, else all below it) and the box
+// does not have yet, with what the host shows of it: directories made or
+// changed here (pd set; parents first), files made here, and files
+// holding writes the box lacks (F-dirty: a listing taken after the box
+// removed one still lists it, until its push makes it again), each laid
+// over the listing in(p) gives for its directory (boxless). c.mu held.
+func (c *Cache) eachPendingLocked(dir string, children bool, in func(p string) *dirList, fn func(p string, fi providers.FileInfo, pd *pendingDir)) {
+	direct := func(p string) bool { return !children || pathDir(p) == dir }
 	var dirs []string
 	for _, p := range c.pdirs.Under(dir) {
 		if direct(p) {
@@ -74,30 +66,43 @@ func (c *Cache) overlayPendingLocked(dir string, children bool) {
 	sort.Strings(dirs) // parents first
 	for _, p := range dirs {
 		pd, _ := c.pdirs.Get(p)
-		put(p, pd.fi)
-		if pd.mkdir && c.dir(p) == nil {
-			c.dirs.Set(p, &dirList{entries: map[string]providers.FileInfo{}, local: true})
-		}
+		fn(p, pd.fi, pd)
 	}
 	for _, p := range c.news.Under(dir) {
 		if f, _ := c.news.Get(p); f != nil && direct(p) {
 			if fi, ok := f.localAttr(); ok {
-				put(p, fi)
+				fn(p, fi, nil)
 			}
 		}
 	}
-	// A file holding writes the box lacks shows them, whatever the box
-	// says of it (F-dirty): a listing taken after the box removed it
-	// still lists it, until its push makes it again.
 	for _, f := range c.dirtyFiles() {
 		p := f.path()
 		if c.file(p) != f || !direct(p) || !under(p, dir) {
 			continue
 		}
 		if fi, ok := f.localAttr(); ok {
-			put(p, boxless(c.dir(pathDir(p)), fi))
+			fn(p, boxless(in(p), fi), nil)
 		}
 	}
+}
+
+// overlayPendingLocked lays what the host made or changed under dir (its
+// direct children when children, else all below it) over what the cache
+// holds of the box, and gives each directory made here its listing back.
+// c.mu held.
+func (c *Cache) overlayPendingLocked(dir string, children bool) {
+	now := c.now()
+	listing := func(p string) *dirList { return c.dir(pathDir(p)) }
+	c.eachPendingLocked(dir, children, listing, func(p string, fi providers.FileInfo, pd *pendingDir) {
+		c.setAttrLocked(p, attrEntry{fi: fi, at: now})
+		_, name := split(p)
+		if d := listing(p); d != nil {
+			d.entries[name] = fi
+		}
+		if pd != nil && pd.mkdir && c.dir(p) == nil {
+			c.dirs.Set(p, &dirList{entries: map[string]providers.FileInfo{}, local: true})
+		}
+	})
 }
 
 // withPendingLocked returns d, a listing of dir from the box that is not
@@ -105,36 +110,13 @@ func (c *Cache) overlayPendingLocked(dir string, children bool) {
 // have yet laid over it (a copy, when there is any). c.mu held.
 func (c *Cache) withPendingLocked(dir string, d *dirList) *dirList {
 	var add map[string]providers.FileInfo
-	put := func(p string, fi providers.FileInfo) {
+	c.eachPendingLocked(dir, true, func(string) *dirList { return d }, func(p string, fi providers.FileInfo, _ *pendingDir) {
 		if add == nil {
 			add = map[string]providers.FileInfo{}
 		}
 		_, name := split(p)
 		add[name] = fi
-	}
-	for _, p := range c.pdirs.Under(dir) {
-		if pd, _ := split(p); pd == dir {
-			v, _ := c.pdirs.Get(p)
-			put(p, v.fi)
-		}
-	}
-	for _, p := range c.news.Under(dir) {
-		if f, _ := c.news.Get(p); f != nil {
-			if pd, _ := split(p); pd == dir {
-				if fi, ok := f.localAttr(); ok {
-					put(p, fi)
-				}
-			}
-		}
-	}
-	for _, f := range c.dirtyFiles() {
-		p := f.path()
-		if pd, _ := split(p); pd == dir && c.file(p) == f {
-			if fi, ok := f.localAttr(); ok {
-				put(p, boxless(d, fi))
-			}
-		}
-	}
+	})
 	if add == nil {
 		return d
 	}
