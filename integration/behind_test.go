@@ -301,3 +301,44 @@ func TestWriteBehindRecoverRoundTrips(t *testing.T) {
 	assert.Equal(t, want, sortLines(boxSees(t, b2, "cd many && "+hashScript)))
 	assert.Less(t, trips, 100, "round trips to recover %d files", n)
 }
+
+// git writes each object under a temporary name, links it to its real
+// name and unlinks the temporary one. In write=behind the link of a file
+// the box does not have yet is made on the host and sent with the batch,
+// so a commit of a fresh tree costs round trips per batch, not per
+// object; after a ctl flush the box's own git finds the repository whole.
+func TestWriteBehindGitCommit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("git is not installed on the host: the setup installs it")
+	}
+	m := startMountCfg(t, mountCfg{provider: "docker", opTimeout: 20 * time.Second, attr: time.Minute, write: "behind", behindDelay: time.Hour})
+	b := m.newBox(t, "gc", "provider=docker")
+	repo := filepath.Join(b.work, "repo")
+	const n = 200
+	burst(t, filepath.Join(repo, "src"), n)
+	before := roundTrips(t, b)
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_NOSYSTEM=1", "HOME="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v\n%s", args, out)
+		return string(out)
+	}
+	git("init", "-q")
+	git("add", "-A")
+	git("commit", "-q", "-m", "burst")
+	trips := roundTrips(t, b) - before
+	t.Logf("git init, add and commit of %d files in write=behind: %d round trips", n, trips)
+	// Each of the 200 blobs and 11 trees is linked from a temporary name:
+	// a round trip each would be over 200.
+	assert.Less(t, trips, n/4, "round trips of a commit of %d new files", n)
+	head := strings.TrimSpace(git("rev-parse", "HEAD"))
+
+	require.NoError(t, ctlWrite(filepath.Join(b.dir, "ctl"), "flush\n"))
+	got := boxSees(t, b, "cd repo && git -c safe.directory='*' fsck --full 2>&1 && git -c safe.directory='*' rev-parse HEAD && "+
+		"git -c safe.directory='*' ls-files | wc -l && ls .git/objects/*/ | grep -c tmp_obj; true")
+	assert.Equal(t, fmt.Sprintf("%s\n%d\n0\n", head, n), got, "the box's git after the flush: fsck, HEAD, files, temporary objects")
+}

@@ -984,6 +984,7 @@ func (c *Cache) entriesLocked(rel string, d *dirList) []providers.FileInfo {
 	for name, fi := range d.entries {
 		if f := c.file(join(rel, name)); f != nil {
 			if lfi, ok := f.localAttr(); ok {
+				lfi.Name = name // one of two names made here (linkHere)
 				fi = lfi
 			} else {
 				fi = c.shownLocked(join(rel, name), fi)
@@ -1393,6 +1394,9 @@ func (c *Cache) Symlink(ctx context.Context, target, rel string) (providers.File
 
 // Link makes newrel a hard link to oldrel.
 func (c *Cache) Link(ctx context.Context, oldrel, newrel string) (providers.FileInfo, error) {
+	if fi, done, err := c.linkHere(oldrel, newrel); done {
+		return fi, err
+	}
 	if f := c.localFile(oldrel); f != nil {
 		if err := f.push(ctx, c); err != nil {
 			return providers.FileInfo{}, err

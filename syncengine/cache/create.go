@@ -101,6 +101,11 @@ func (c *Cache) removeHere(rel string) bool {
 		return false
 	}
 	c.mu.Lock()
+	if c.unaliasLocked(f, rel) {
+		c.mu.Unlock()
+		f.content.Unlock()
+		return true
+	}
 	if c.file(rel) == f {
 		c.files.Delete(rel)
 		c.news.Delete(rel)
@@ -130,6 +135,11 @@ func (c *Cache) renameHere(oldrel, newrel string) bool {
 	replaced := c.file(newrel)
 	if replaced == f {
 		replaced = nil
+	}
+	if f.hasAlias() || (replaced != nil && replaced.hasAlias()) {
+		// A name of a link made here: the box makes the link first.
+		c.mu.Unlock()
+		return false
 	}
 	if c.file(oldrel) == f {
 		c.files.Delete(oldrel)
@@ -164,17 +174,24 @@ func (c *Cache) renameHere(oldrel, newrel string) bool {
 func (f *file) lostCreate(c *Cache, rel string, err error) error {
 	f.mu.Lock()
 	f.gone, f.dirty = true, false
+	alias := f.alias
+	f.alias = ""
 	c.clean(f)
 	c.uncharged(f)
 	f.unjournalLocked(c)
 	f.mu.Unlock()
 	c.mu.Lock()
-	if c.file(rel) == f {
-		c.files.Delete(rel)
-		c.news.Delete(rel)
+	for _, p := range []string{rel, alias} {
+		if p != "" && c.file(p) == f {
+			c.files.Delete(p)
+			c.news.Delete(p)
+		}
 	}
 	c.mu.Unlock()
 	c.Forget(rel) // the box's file: asked at the next lookup
+	if alias != "" {
+		c.Forget(alias) // made here as a second name of the file: not made
+	}
 	c.log.Warn("a file made here with O_EXCL was made in the box meanwhile; the host's copy is not pushed", "path", rel)
 	return providers.E(providers.Exists, "cache.push", err).WithBox(c.opts.Box).WithPath(c.abs(rel))
 }

@@ -55,6 +55,9 @@ type file struct {
 	// excl: made with O_EXCL, so its push must not replace a file the box
 	// made meanwhile.
 	created, excl bool
+	// alias is a second name the host gave the file while the box did not
+	// have it (linkHere): the push makes it there after the file.
+	alias string
 	// started is the box file the dirty content started from, when known:
 	// a recovery after a crash checks that the box did not change it since.
 	started *providers.FileInfo

@@ -46,6 +46,9 @@ type journalEntry struct {
 	// Excl says the file was made with O_EXCL and has not reached the box:
 	// it must not replace a file the box made meanwhile.
 	Excl bool `json:"excl,omitempty"`
+	// Link is a second name the host gave the file (linkHere), made in
+	// the box once the file is.
+	Link string `json:"link,omitempty"`
 }
 
 // journalBase is the box file a dirty file's content started from.
@@ -264,7 +267,7 @@ func (j *journal) close() {
 // entryLocked is f's state as a journal line. f.mu held.
 func (f *file) entryLocked() journalEntry {
 	e := journalEntry{ID: f.id, Path: f.rel, Mode: f.mode, Force: f.force, Atime: f.atime, Mtime: f.mtime,
-		New: f.created, Excl: f.excl && !f.inBox}
+		New: f.created, Excl: f.excl && !f.inBox, Link: f.alias}
 	if f.chown {
 		e.Owner = &[2]int{f.uid, f.gid}
 	}
@@ -339,6 +342,11 @@ func (c *Cache) loadJournal() error {
 		c.files.Set(e.Path, f)
 		if e.New {
 			c.news.Set(e.Path, f)
+		}
+		if e.Link != "" && e.New && c.file(e.Link) == nil {
+			f.alias, f.base.Nlink = e.Link, 2
+			c.files.Set(e.Link, f)
+			c.news.Set(e.Link, f)
 		}
 		c.dirtied(f)
 		if e.ID > c.nextID {

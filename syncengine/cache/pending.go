@@ -71,6 +71,7 @@ func (c *Cache) eachPendingLocked(dir string, children bool, in func(p string) *
 	for _, p := range c.news.Under(dir) {
 		if f, _ := c.news.Get(p); f != nil && direct(p) {
 			if fi, ok := f.localAttr(); ok {
+				_, fi.Name = split(p) // one of two names made here (linkHere)
 				fn(p, fi, nil)
 			}
 		}

@@ -46,7 +46,10 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 	} else {
 		fi, err = c.sw.WriteFileStat(ctx, c.abs(j.rel), j.src, j.o)
 	}
-	return j.finish(c, fi, err)
+	if err := j.finish(c, fi, err); err != nil {
+		return err
+	}
+	return c.linkAlias(ctx, f, fi)
 }
 
 // prepare readies a push of f, whose content lock the caller holds: nil
@@ -266,7 +269,10 @@ func (c *Cache) pushAll(ctx context.Context, files []*file, report func(rel stri
 	for i, j := range jobs {
 		j.src.Close()
 		fi, err := result(len(mk) + i)
-		fail(j.rel, j.finish(c, fi, err))
+		if err = j.finish(c, fi, err); err == nil {
+			err = c.linkAlias(ctx, j.f, fi)
+		}
+		fail(j.rel, err)
 		j.f.content.Unlock()
 	}
 	for i, op := range set {
