@@ -48,3 +48,30 @@ func TestDirectChannel(t *testing.T) {
 		})
 	}
 }
+
+// TestDirectChannelOff: with the Docker provider's option direct=off (what
+// a config file's [providers.docker] direct = "off" gives), the agent's
+// requests stay on the exec's stdio although the box could be dialled:
+// facts.json names no direct route and says the option is why, and the
+// file operations, counted on the channel, work over the exec.
+func TestDirectChannelOff(t *testing.T) {
+	m := startMountCfg(t, mountCfg{provider: "docker", opTimeout: 30 * time.Second, attr: time.Second,
+		env: []string{envOptions + "=docker.direct=off"}})
+	b := m.newBox(t, "d")
+
+	require.NoError(t, os.WriteFile(filepath.Join(b.work, "a"), []byte("over the exec\n"), 0o644))
+	assert.Equal(t, "over the exec\n", b.must(t, "cat a"))
+	b.must(t, "mkdir -p t && for i in $(seq 40); do echo $i >t/$i; done")
+	got, err := os.ReadFile(filepath.Join(b.work, "t", "7"))
+	require.NoError(t, err)
+	assert.Equal(t, "7\n", string(got))
+	host(t, b.work, "rm", "-rf", "t")
+	assert.Equal(t, "gone\n", b.must(t, "test -e t || echo gone"))
+
+	agent, ok := factsMap(t, b)["agent"].(map[string]any)
+	require.True(t, ok, "facts.json has no agent counters")
+	assert.Nil(t, agent["direct"], "facts.json agent: %v", agent)
+	off, _ := agent["directOff"].(string)
+	assert.Contains(t, off, "direct=off", "facts.json agent: %v", agent)
+	assert.Greater(t, agent["roundTrips"], float64(40), "the removal's requests are counted on the channel: %v", agent)
+}

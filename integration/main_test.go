@@ -41,6 +41,9 @@ const (
 	envBehind   = "BOXFS_IT_BEHIND_DELAY"  // write-behind's batch delay
 	envBound    = "BOXFS_IT_REQUEST_BOUND" // the bound of one request of the mount
 	envDebug    = "BOXFS_IT_DEBUG"         // "1": log every FUSE request, as mount --debug does
+	// envOptions are provider options, as a config file's
+	// [providers.NAME] gives them: "NAME.KEY=VALUE", space-separated.
+	envOptions = "BOXFS_IT_OPTIONS"
 	// envAllowOther=1 mounts with allow_other: other users get in, as
 	// the modes allow.
 	envAllowOther = "BOXFS_IT_ALLOW_OTHER"
@@ -66,6 +69,21 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// providerOptions returns envOptions' options of provider name.
+func providerOptions(name string) map[string]string {
+	var opts map[string]string
+	for _, o := range strings.Fields(os.Getenv(envOptions)) {
+		kv, ok := strings.CutPrefix(o, name+".")
+		if k, v, eq := strings.Cut(kv, "="); ok && eq {
+			if opts == nil {
+				opts = map[string]string{}
+			}
+			opts[k] = v
+		}
+	}
+	return opts
+}
+
 // serve mounts a namespace and serves it until SIGTERM, then flushes and
 // unmounts.
 func serve(mnt string) error {
@@ -87,7 +105,7 @@ func serve(mnt string) error {
 		StateDir:        state,
 		DefaultProvider: os.Getenv(envProvider),
 		OpenProvider: func(name string) (providers.Provider, error) {
-			cfg := providers.Config{StateDir: filepath.Join(state, "providers", name), Logger: logger}
+			cfg := providers.Config{StateDir: filepath.Join(state, "providers", name), Logger: logger, Options: providerOptions(name)}
 			if open, ok := fakeProviders[name]; ok {
 				return open(cfg)
 			}

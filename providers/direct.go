@@ -1,6 +1,9 @@
 package providers
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // DirectDialer is a box whose processes the host can reach without going
 // through Exec: a container on a network the host is on (its address), or
@@ -11,9 +14,16 @@ import "context"
 // a short bound means the exec path, not an error.
 type DirectDialer interface {
 	// DirectRoutes returns the ways the host may reach a listener in the
-	// box, best first; none (and a nil error) when there is no way.
+	// box, best first; none (and a nil error) when there is no way. An
+	// error wrapping ErrDirectOff says the box is not to be dialled at
+	// all (the user turned the channel off, or the routes could lead to
+	// another machine's listener); its text says why, for facts.json.
 	DirectRoutes(ctx context.Context) ([]DirectRoute, error)
 }
+
+// ErrDirectOff is wrapped by a DirectRoutes error that means the box is
+// deliberately not dialled: its requests stay on the exec.
+var ErrDirectOff = errors.New("direct channel off")
 
 // The networks of a DirectRoute.
 const (

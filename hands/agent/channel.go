@@ -71,7 +71,9 @@ type Stats struct {
 	// Direct names the direct connection the requests take ("unix
 	// /proc/4242/root", "tcp bridge 172.17.0.2"), "" when they go over the
 	// exec's stdio; DirectOff says why a box that offered routes is not
-	// reached by any.
+	// reached by any, or why the box is not dialled at all (the channel
+	// is off by choice: ChannelOptions.NoDirect, or the provider's
+	// providers.ErrDirectOff).
 	Direct    string `json:"direct,omitempty"`
 	DirectOff string `json:"directOff,omitempty"`
 }
@@ -153,7 +155,7 @@ type session struct {
 	finished chan struct{} // closed when the agent is known gone (or could not be killed)
 
 	direct    string // the direct route the requests take, "" over the exec
-	directOff string // why no route was taken, when the box offered some
+	directOff string // why no route was taken, when the box offered some or refused to be dialled
 }
 
 // exitReason describes how the agent ended, with its last stderr.
@@ -548,7 +550,8 @@ func (ch *Channel) start(ctx context.Context, bin binaryInfo, facts providers.Fa
 		exited:   make(chan struct{}),
 		finished: make(chan struct{}),
 	}
-	routes := ch.directRoutes(ctx)
+	var routes []providers.DirectRoute
+	routes, s.directOff = ch.directRoutes(ctx)
 	args := []string{"agent", "-sha256", bin.sha256}
 	if len(routes) > 0 {
 		args = append(args, "-direct")
@@ -659,21 +662,29 @@ func (ch *Channel) watch(s *session) {
 	}
 }
 
-// directRoutes returns the box's direct routes, none when it has none,
-// when the option turns them off, or when the provider cannot say (logged).
-func (ch *Channel) directRoutes(ctx context.Context) []providers.DirectRoute {
+// directRoutes returns the box's direct routes: none when it has none,
+// when the option turns them off or the provider says the box is not to
+// be dialled (off then says why, for facts.json), or when the provider
+// cannot say (logged).
+func (ch *Channel) directRoutes(ctx context.Context) (routes []providers.DirectRoute, off string) {
 	dd, ok := ch.box.(providers.DirectDialer)
-	if !ok || ch.opts.NoDirect {
-		return nil
+	if !ok {
+		return nil, ""
+	}
+	if ch.opts.NoDirect {
+		return nil, providers.ErrDirectOff.Error() + ": the channel's option NoDirect"
 	}
 	ctx, cancel := context.WithTimeout(ctx, directAckTimeout)
 	defer cancel()
 	routes, err := dd.DirectRoutes(ctx)
+	if errors.Is(err, providers.ErrDirectOff) {
+		return nil, err.Error()
+	}
 	if err != nil {
 		ch.log.Info("agent: the box's direct routes are unknown; requests go over the exec", "err", err)
-		return nil
+		return nil, ""
 	}
-	return routes
+	return routes, ""
 }
 
 // dial dials a direct route.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -235,4 +236,50 @@ func TestDialUnixInRefusesSymlink(t *testing.T) {
 		t.Fatalf("dialling the socket itself: %v", err)
 	}
 	c.Close()
+}
+
+// routesBox is a box whose DirectRoutes answers as the test says; nothing
+// else of it is called.
+type routesBox struct {
+	providers.Box
+	routes []providers.DirectRoute
+	err    error
+	asked  int
+}
+
+func (b *routesBox) ID() string { return "routes" }
+
+func (b *routesBox) DirectRoutes(ctx context.Context) ([]providers.DirectRoute, error) {
+	b.asked++
+	return b.routes, b.err
+}
+
+// TestDirectRoutesOff: a box the provider says is not to be dialled, or a
+// channel whose option turns the direct channel off, gets no routes (the
+// agent starts without -direct) and says why for facts.json; a provider
+// that cannot say gets no routes and no reason; routes pass through.
+func TestDirectRoutesOff(t *testing.T) {
+	ctx := context.Background()
+	route := providers.DirectRoute{Network: providers.DirectUnix, Root: "/proc/1/root", Why: "/proc/1/root"}
+	for _, c := range []struct {
+		name     string
+		box      *routesBox
+		noDirect bool
+		routes   int
+		off      string
+	}{
+		{"provider off", &routesBox{err: fmt.Errorf("%w: provider option direct=off", providers.ErrDirectOff)}, false, 0, "direct channel off: provider option direct=off"},
+		{"channel option", &routesBox{routes: []providers.DirectRoute{route}}, true, 0, "direct channel off: the channel's option NoDirect"},
+		{"provider error", &routesBox{err: errors.New("inspect failed")}, false, 0, ""},
+		{"routes", &routesBox{routes: []providers.DirectRoute{route}}, false, 1, ""},
+	} {
+		ch := NewChannel(c.box, ChannelOptions{NoDirect: c.noDirect})
+		routes, off := ch.directRoutes(ctx)
+		if len(routes) != c.routes || off != c.off {
+			t.Errorf("%s: %d routes, off %q; want %d, %q", c.name, len(routes), off, c.routes, c.off)
+		}
+		if c.noDirect && c.box.asked != 0 {
+			t.Errorf("%s: the box was asked for routes with the channel's option off", c.name)
+		}
+	}
 }

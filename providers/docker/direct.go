@@ -3,6 +3,7 @@ package docker
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -16,29 +17,39 @@ var _ providers.DirectDialer = (*Box)(nil)
 // DirectRoutes returns how the host may reach a listener in the container,
 // best first:
 //
-//   - its root under /proc/PID/root, when the daemon runs on this machine,
-//     this process may look into the container's root (root, or the
-//     container's own user) and /proc/PID is that container's process (its
-//     cgroup names the container): a unix socket there needs no network,
-//     so it works with network=none too;
+//   - its root under /proc/PID/root, when this process may look into the
+//     container's root (root, or the container's own user) and /proc/PID
+//     is that container's process (its cgroup names the container): a
+//     unix socket there needs no network, so it works with network=none
+//     too;
 //   - its address on each network Docker attached it to (the default
 //     bridge, a user network), except the host's own network.
 //
-// A user in the docker group on Linux has the bridge address; a daemon
-// that is not on this machine (Docker Desktop's VM, a remote host) or
-// rootless has neither, or routes that do not answer: the agent channel
-// then keeps the exec's stdio, after a bounded dial.
+// Only a daemon on this machine (a unix socket, TCP to loopback) is asked:
+// a remote daemon's PIDs are not this machine's, and its containers'
+// private addresses, dialled from here, could reach another machine's
+// listener. That, and the option direct=off, return an error wrapping
+// providers.ErrDirectOff: the agent's requests stay on the exec. A user
+// in the docker group on Linux has the bridge address; Docker Desktop's VM
+// or a rootless daemon has neither, or routes that do not answer: the
+// agent channel then keeps the exec's stdio, after a bounded dial.
 func (b *Box) DirectRoutes(ctx context.Context) ([]providers.DirectRoute, error) {
 	const op = "docker.DirectRoutes"
 	if err := b.gone(op); err != nil {
 		return nil, err
+	}
+	if b.p.noDirect {
+		return nil, fmt.Errorf("%w: provider option direct=off", providers.ErrDirectOff)
+	}
+	if !b.p.local {
+		return nil, fmt.Errorf("%w: the daemon (%s) is not on this machine", providers.ErrDirectOff, b.p.cli.DaemonHost())
 	}
 	c, err := b.p.cli.ContainerInspect(ctx, b.id)
 	if err != nil {
 		return nil, wrap(op, b.id, err)
 	}
 	var routes []providers.DirectRoute
-	if b.p.local && c.State != nil && c.State.Running && c.State.Pid > 0 {
+	if c.State != nil && c.State.Running && c.State.Pid > 0 {
 		if root, ok := containerRoot(c.State.Pid, c.ID); ok {
 			routes = append(routes, providers.DirectRoute{Network: providers.DirectUnix, Root: root, Why: root})
 		}

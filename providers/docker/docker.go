@@ -81,7 +81,9 @@ type Provider struct {
 	image string
 	pids  int64
 	local bool // the daemon runs on this machine: bind mounts are possible
-	log   *slog.Logger
+	// noDirect: the agent's requests stay on the exec (option direct=off)
+	noDirect bool
+	log      *slog.Logger
 }
 
 var _ providers.Provider = (*Provider)(nil)
@@ -91,11 +93,14 @@ var _ providers.Provider = (*Provider)(nil)
 //	host   the daemon's address (overrides DOCKER_HOST), e.g. unix:///var/run/docker.sock
 //	image  the image of a box whose spec names none (default boxfs-base:latest)
 //	pids   the pids limit of every box (default 4096)
+//	direct "auto" (the default): the agent channel dials the box when the
+//	       daemon is on this machine (Box.DirectRoutes); "off": its
+//	       requests always go over the exec, as with a remote daemon
 //
 // New does not contact the daemon; the first call that needs it does.
 func New(cfg providers.Config) (*Provider, error) {
 	const op = "docker.New"
-	if err := providers.CheckOptions(op, cfg.Options, "host", "image", "pids"); err != nil {
+	if err := providers.CheckOptions(op, cfg.Options, "host", "image", "pids", "direct"); err != nil {
 		return nil, err
 	}
 	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
@@ -119,6 +124,13 @@ func New(cfg providers.Config) (*Provider, error) {
 			return nil, providers.Errorf(providers.Invalid, op, "option pids=%q is not a positive number", v)
 		}
 		p.pids = n
+	}
+	switch v := cfg.Options["direct"]; v {
+	case "", "auto":
+	case "off":
+		p.noDirect = true
+	default:
+		return nil, providers.Errorf(providers.Invalid, op, "option direct=%q: want auto or off", v)
 	}
 	p.local = isLocalHost(cli.DaemonHost())
 	return p, nil
