@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/BurntSushi/toml"
 )
 
 // The manifest the harness expects is the one the box-side script prints.
@@ -225,6 +227,30 @@ func TestReadWatchCounts(t *testing.T) {
 	}
 	if _, _, err := readWatchCounts(filepath.Join(dir, "none")); err == nil {
 		t.Error("a missing facts.json was read")
+	}
+}
+
+// At an added delay boxfs's config turns the Docker agent's direct
+// channel off, and a mount whose facts.json names a direct channel anyway
+// is refused.
+func TestNoDirect(t *testing.T) {
+	var cfg struct {
+		Providers map[string]map[string]any `toml:"providers"`
+	}
+	if _, err := toml.Decode(noDirectConfig, &cfg); err != nil || cfg.Providers["docker"]["direct"] != "off" {
+		t.Errorf("noDirectConfig %q: %+v, %v; want providers.docker.direct = \"off\"", noDirectConfig, cfg, err)
+	}
+	f := filepath.Join(t.TempDir(), "facts.json")
+	for facts, ok := range map[string]bool{
+		`{"provider": "docker", "agent": {"up": true, "directOff": "direct channel off: provider option direct=off"}}`: true,
+		`{"provider": "docker"}`: true,
+		`{"provider": "docker", "agent": {"up": true, "direct": "unix /proc/42/root"}}`: false,
+		`{"provider": "doc`: false,
+	} {
+		os.WriteFile(f, []byte(facts), 0o644)
+		if err := checkNoDirect(f); (err == nil) != ok {
+			t.Errorf("checkNoDirect(%s) = %v, want ok %v", facts, err, ok)
+		}
 	}
 }
 

@@ -414,11 +414,11 @@ func boxfsPeer(r *run, provider, write string) *peer {
 	}
 	switch {
 	case provider == "docker" && write != "":
-		p.about = "boxfs mount -o write=" + write + " (CLI), `attach b provider=docker id=CTR`; Docker API through the delay proxy when a delay is set"
+		p.about = "boxfs mount -o write=" + write + " (CLI), `attach b provider=docker id=CTR`; with a delay, the Docker API through the delay proxy and the agent's direct channel off"
 		p.boxRoot = boxWorkspace
 		p.probe = r.boxProbe
 	case provider == "docker":
-		p.about = "boxfs mount (CLI, defaults), `attach b provider=docker id=CTR`; Docker API through the delay proxy when a delay is set"
+		p.about = "boxfs mount (CLI, defaults), `attach b provider=docker id=CTR`; with a delay, the Docker API through the delay proxy and the agent's direct channel off"
 		p.boxRoot = boxWorkspace
 		p.probe = r.boxProbe
 	case provider == "kubernetes":
@@ -434,13 +434,18 @@ func boxfsPeer(r *run, provider, write string) *peer {
 			os.RemoveAll(state)
 		}
 		env := toolEnv("/")
-		if provider == "docker" && r.proxySock != "" {
+		conf := r.emptyConf
+		delayed := provider == "docker" && r.proxySock != ""
+		if delayed {
+			// Every agent request crosses the delayed Docker API, as
+			// with a remote daemon: the direct channel would bypass it.
 			env = append(env, "DOCKER_HOST=unix://"+r.proxySock)
+			conf = r.noDirectConf
 		}
 		if provider == "kubernetes" {
 			env = append(env, "KUBECONFIG="+r.kubeconfig)
 		}
-		argv := []string{r.boxfsBin, "--state", state, "--config", r.emptyConf, "--log-level", "info", "mount"}
+		argv := []string{r.boxfsBin, "--state", state, "--config", conf, "--log-level", "info", "mount"}
 		if write != "" {
 			argv = append(argv, "-o", "write="+write)
 		}
@@ -476,6 +481,9 @@ func boxfsPeer(r *run, provider, write string) *peer {
 		}
 		if _, err := os.Stat(p.root); err != nil {
 			return fmt.Errorf("the box's work/ after mounting: %v", err)
+		}
+		if delayed {
+			return checkNoDirect(p.facts)
 		}
 		return nil
 	}
@@ -524,6 +532,31 @@ func boxfsPeer(r *run, provider, write string) *peer {
 	// A new group (another delay) starts from a new state directory.
 	p.reset = func() { p.finish(r) }
 	return p
+}
+
+// noDirectConfig is boxfs's config at an added delay: the Docker
+// provider's option that keeps the agent's requests on the exec.
+const noDirectConfig = "[providers.docker]\ndirect = \"off\"\n"
+
+// checkNoDirect fails when the box's facts.json says the agent's requests
+// take a direct channel, which the delay proxy would not see.
+func checkNoDirect(facts string) error {
+	b, err := os.ReadFile(facts)
+	if err != nil {
+		return err
+	}
+	var f struct {
+		Agent struct {
+			Direct string `json:"direct"`
+		} `json:"agent"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return fmt.Errorf("%s: %v", facts, err)
+	}
+	if f.Agent.Direct != "" {
+		return fmt.Errorf("%s: the agent's requests take the direct channel %q, which bypasses the delay", facts, f.Agent.Direct)
+	}
+	return nil
 }
 
 // execFile runs line through a boxfs exec file: write the line, read the

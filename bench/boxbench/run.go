@@ -118,6 +118,9 @@ type run struct {
 	loopbackBin       string
 	emptyConf         string // boxfs --config
 	rcloneConf        string // rclone --config
+	// noDirectConf is boxfs's --config at an added delay: the Docker
+	// agent's requests stay on the exec, through the delay proxy.
+	noDirectConf string
 
 	ctr        string // the bench container's id
 	pod        string // the bench pod's name (boxfs-k8s), and its cluster
@@ -334,6 +337,11 @@ func (r *run) prepare() (unlock func(), err error) {
 			lock.Close()
 			return nil, err
 		}
+	}
+	r.noDirectConf = filepath.Join(r.work, "boxfs-nodirect.toml")
+	if err := os.WriteFile(r.noDirectConf, []byte(noDirectConfig), 0o644); err != nil {
+		lock.Close()
+		return nil, err
 	}
 	if r.rec, err = newRecorder(r.out); err != nil {
 		lock.Close()
