@@ -87,6 +87,9 @@ func testBeneathConfined(t *testing.T) {
 		want("Rename to", b.Rename(ctx, filepath.Join(ws, "d"), in("moved")))
 		want("Lutimes", b.Lutimes(ctx, in("secret"), time.Unix(1, 0), time.Unix(1, 0)))
 		want("Chmod", b.Chmod(ctx, in("secret"), 0o777))
+		want("Chown", b.Chown(ctx, in("secret"), -1, -1))
+		want("Utimes", b.Utimes(ctx, in("secret"), time.Unix(1, 0), time.Unix(1, 0)))
+		want("Lchown", b.Lchown(ctx, in("secret"), -1, -1))
 		want("Truncate", b.Truncate(ctx, in("secret"), 0))
 		_, err = b.WriteAt(ctx, in("secret"), []byte("x"), 0)
 		want("WriteAt", err)
@@ -147,6 +150,106 @@ func testBeneathConfined(t *testing.T) {
 	if _, err := b.Lstat(ctx, filepath.Join(ws, "in", "g")); !providers.IsCode(err, providers.NotFound) {
 		if e, ok := providers.ErrnoOf(err); !ok || e != syscall.ENOENT {
 			t.Errorf("Lstat after Remove: %v, want ENOENT", err)
+		}
+	}
+}
+
+// Chmod, Chown and Utimes take the three-call path (changeBeneath) for a
+// name that is neither a symlink nor a file with other names, and change
+// it as the os.Root would: the mode's special bits, a zero time left
+// alone, a missing name NotFound. A symlink within the box and a file
+// with another name go through the os.Root, which follows the one and
+// judges the other.
+func TestChangeBeneath(t *testing.T) {
+	ctx := context.Background()
+	p := New(t.TempDir())
+	b := newBox(t, p, providers.Spec{})
+	ws := b.Workspace()
+	if err := os.MkdirAll(filepath.Join(ws, "d", "e"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(ws, "d", "e", "f")
+	if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("e/f", filepath.Join(ws, "d", "l")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "a"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(ws, "a"), filepath.Join(ws, "b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Stat(ctx, ws); err != nil {
+		t.Fatal(err)
+	}
+	if b.rootDir() == nil {
+		t.Skip("no openat2 here: every change goes through the os.Root")
+	}
+	noop := func(int, string) error { return nil }
+	for rel, fast := range map[string]bool{"d/e/f": true, "d/e": true, "d/l": false, "b": false} {
+		if ok, err := b.changeBeneath("test", filepath.Join(ws, rel), rel, noop); ok != fast || err != nil {
+			t.Errorf("changeBeneath(%s): ok %v, %v; want ok %v", rel, ok, err, fast)
+		}
+	}
+
+	lstat := func(name string) *syscall.Stat_t {
+		t.Helper()
+		fi, err := os.Lstat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t)
+	}
+	if err := b.Chmod(ctx, f, 0o640|os.ModeSetgid|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	if m := lstat(f).Mode & 0o7777; m != 0o3640 {
+		t.Errorf("mode after Chmod: %o, want 3640", m)
+	}
+	if err := b.Chmod(ctx, filepath.Join(ws, "d", "l"), 0o604); err != nil {
+		t.Fatal(err)
+	}
+	if m := lstat(f).Mode & 0o7777; m != 0o604 {
+		t.Errorf("mode after Chmod through the link: %o, want 604", m)
+	}
+	if m := lstat(filepath.Join(ws, "d", "l")).Mode; m&syscall.S_IFMT != syscall.S_IFLNK {
+		t.Errorf("the link is now %o", m)
+	}
+	atime := time.Unix(lstat(f).Atim.Unix())
+	if err := b.Utimes(ctx, f, time.Time{}, time.Unix(1000, 5)); err != nil {
+		t.Fatal(err)
+	}
+	st := lstat(f)
+	if st.Mtim.Sec != 1000 || st.Mtim.Nsec != 5 || !time.Unix(st.Atim.Unix()).Equal(atime) {
+		t.Errorf("times after Utimes(zero, 1000.000000005): atime %v mtime %v, want atime %v", time.Unix(st.Atim.Unix()), time.Unix(st.Mtim.Unix()), atime)
+	}
+	uid, gid := -1, 4321
+	if os.Geteuid() != 0 {
+		gid = -1
+	}
+	if err := b.Chown(ctx, f, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	if st := lstat(f); gid >= 0 && st.Gid != uint32(gid) {
+		t.Errorf("gid after Chown: %d, want %d", st.Gid, gid)
+	}
+	if err := b.Chmod(ctx, filepath.Join(ws, "b"), 0o644); err != nil {
+		t.Errorf("Chmod of a file with another name in the box: %v", err)
+	}
+	if m := lstat(filepath.Join(ws, "a")).Mode & 0o7777; m != 0o644 {
+		t.Errorf("the other name's mode: %o, want 644", m)
+	}
+	missing := filepath.Join(ws, "d", "missing")
+	for what, err := range map[string]error{
+		"Chmod":  b.Chmod(ctx, missing, 0o644),
+		"Chown":  b.Chown(ctx, missing, -1, -1),
+		"Utimes": b.Utimes(ctx, missing, time.Unix(1, 0), time.Unix(1, 0)),
+		"Lchown": b.Lchown(ctx, missing, -1, -1),
+	} {
+		if !providers.IsCode(err, providers.NotFound) {
+			t.Errorf("%s of a missing name: %v, want NotFound", what, err)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 type Box struct {
 	p       *Provider
 	id, dir string
+	ws      string // the workspace, dir/work: every file call's path starts with it
 	labels  map[string]string
 	created time.Time
 
@@ -29,7 +30,7 @@ type Box struct {
 var _ providers.Box = (*Box)(nil)
 
 func (p *Provider) box(dir string, rec record) *Box {
-	return &Box{p: p, id: rec.ID, dir: dir, labels: rec.Labels, created: rec.Created}
+	return &Box{p: p, id: rec.ID, dir: dir, ws: filepath.Join(dir, "work"), labels: rec.Labels, created: rec.Created}
 }
 
 // ID returns the box's id: 16 hex digits, its directory's name.
@@ -39,7 +40,7 @@ func (b *Box) ID() string { return b.id }
 func (b *Box) Dir() string { return b.dir }
 
 // Workspace returns the host path of the box's workspace.
-func (b *Box) Workspace() string { return filepath.Join(b.dir, "work") }
+func (b *Box) Workspace() string { return b.ws }
 
 // Labels returns the caller's labels plus boxfs.provider=local.
 func (b *Box) Labels() map[string]string {

@@ -718,11 +718,74 @@ func (b *Box) Rename(ctx context.Context, oldname, newname string) error {
 	return nil
 }
 
+// changeBeneath is a change of rel's attributes (chmod, chown, utimes) in
+// three system calls: rel's parent opened by openat2, an lstat of the
+// name in it, and fn on the name there, which fn must not follow
+// (AT_SYMLINK_NOFOLLOW). It takes only the case it can answer as the
+// os.Root path would: the name is not a symlink (which the os.Root follows
+// within the box), and not a regular file with more than one name (which
+// linkedOutside must judge). ok is false when the caller must go through
+// the os.Root: for those, when openat2 did not open the parent, and when
+// fn failed other than with the name missing.
+func (b *Box) changeBeneath(op, name, rel string, fn func(dirfd int, base string) error) (ok bool, err error) {
+	dfd, base, ok := b.parent(rel)
+	if !ok {
+		return false, nil
+	}
+	defer unix.Close(dfd)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if final(err) {
+			return true, b.pathErr(op, name, err)
+		}
+		return false, nil
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		return false, nil
+	case unix.S_IFREG:
+		if st.Nlink > 1 {
+			return false, nil
+		}
+	}
+	for {
+		err = fn(dfd, base)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	switch {
+	case err == nil:
+		return true, nil
+	case final(err):
+		return true, b.pathErr(op, name, err)
+	}
+	// Any other failure is the os.Root path's to answer, as openat2's
+	// are: EOPNOTSUPP (chmod without fchmodat2, before Linux 6.6), EPERM
+	// (a seccomp filter's refusal looks like an owner's).
+	return false, nil
+}
+
+// utimeSpec is t for utimensat(2): UTIME_OMIT for the zero time, which
+// leaves that time alone.
+func utimeSpec(t time.Time) unix.Timespec {
+	if t.IsZero() {
+		return unix.Timespec{Nsec: unix.UTIME_OMIT}
+	}
+	return unix.NsecToTimespec(t.UnixNano())
+}
+
 // Chmod sets name's mode bits (permissions, setuid, setgid, sticky).
 func (b *Box) Chmod(ctx context.Context, name string, mode providers.FileMode) error {
 	const op = "local.Chmod"
 	r, rel, err := b.open(ctx, op, name)
 	if err != nil {
+		return err
+	}
+	m := providers.UnixMode(mode&specialBits) & 0o7777
+	if ok, err := b.changeBeneath(op, name, rel, func(dirfd int, base string) error {
+		return syscall.Fchmodat(dirfd, base, m, unix.AT_SYMLINK_NOFOLLOW)
+	}); ok {
 		return err
 	}
 	if err := b.notLinkedOutside(r, op, name, rel); err != nil {
@@ -741,6 +804,11 @@ func (b *Box) Chown(ctx context.Context, name string, uid, gid int) error {
 	if err != nil {
 		return err
 	}
+	if ok, err := b.changeBeneath(op, name, rel, func(dirfd int, base string) error {
+		return unix.Fchownat(dirfd, base, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
+	}); ok {
+		return err
+	}
 	if err := b.notLinkedOutside(r, op, name, rel); err != nil {
 		return err
 	}
@@ -755,6 +823,12 @@ func (b *Box) Utimes(ctx context.Context, name string, atime, mtime time.Time) e
 	const op = "local.Utimes"
 	r, rel, err := b.open(ctx, op, name)
 	if err != nil {
+		return err
+	}
+	ts := []unix.Timespec{utimeSpec(atime), utimeSpec(mtime)}
+	if ok, err := b.changeBeneath(op, name, rel, func(dirfd int, base string) error {
+		return unix.UtimesNanoAt(dirfd, base, ts, unix.AT_SYMLINK_NOFOLLOW)
+	}); ok {
 		return err
 	}
 	if err := b.notLinkedOutside(r, op, name, rel); err != nil {
@@ -773,6 +847,13 @@ func (b *Box) Lchown(ctx context.Context, name string, uid, gid int) error {
 	r, rel, err := b.open(ctx, op, name)
 	if err != nil {
 		return err
+	}
+	if dfd, base, ok := b.parent(rel); ok {
+		defer unix.Close(dfd)
+		if err := unix.Fchownat(dfd, base, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return b.pathErr(op, name, err)
+		}
+		return nil
 	}
 	if err := r.Lchown(rel, uid, gid); err != nil {
 		return b.pathErr(op, name, err)
@@ -796,13 +877,7 @@ func (b *Box) Lutimes(ctx context.Context, name string, atime, mtime time.Time) 
 		return b.pathErr(op, name, err)
 	}
 	defer d.Close()
-	ts := func(t time.Time) unix.Timespec {
-		if t.IsZero() {
-			return unix.Timespec{Nsec: unix.UTIME_OMIT}
-		}
-		return unix.NsecToTimespec(t.UnixNano())
-	}
-	if err := unix.UtimesNanoAt(int(d.Fd()), path.Base(rel), []unix.Timespec{ts(atime), ts(mtime)}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := unix.UtimesNanoAt(int(d.Fd()), path.Base(rel), []unix.Timespec{utimeSpec(atime), utimeSpec(mtime)}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return b.pathErr(op, name, err)
 	}
 	return nil
