@@ -21,10 +21,15 @@ const watchMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MODIFY | unix.IN_ATT
 	unix.IN_MOVE_SELF | unix.IN_DONT_FOLLOW | unix.IN_ONLYDIR | unix.IN_EXCL_UNLINK
 
 // Batching: Watch waits coalesce for more events before it reports what
-// it has, and reports a steady trickle at least every maxDelay.
+// it has, and reports a steady trickle at least every maxDelay. While a
+// batch is open it lets events gather for gather after each read, so that
+// a stream of changes (an untar, a loop of creates, each a few events) is
+// taken in a few large reads rather than a wake-up per event, which would
+// take CPU from the writer that makes them.
 const (
 	coalesce = 10 * time.Millisecond
 	maxDelay = Latency - coalesce
+	gather   = time.Millisecond
 )
 
 // Watch watches every directory under root with inotify and reports each
@@ -111,6 +116,11 @@ func Watch(ctx context.Context, root string, opts Options) error {
 		if !batchStart.IsZero() && time.Since(batchStart) >= maxDelay {
 			w.flush()
 			batchStart = time.Time{}
+		}
+		if !batchStart.IsZero() {
+			// A sleep, not a poll: the goroutine holds no thread or P
+			// meanwhile. A stop during it is seen by the poll after.
+			time.Sleep(gather)
 		}
 	}
 }
