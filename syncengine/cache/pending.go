@@ -110,20 +110,74 @@ func (c *Cache) overlayPendingLocked(dir string, children bool) {
 // installed, with what the host made or wrote there and the box does not
 // have yet laid over it (a copy, when there is any). c.mu held.
 func (c *Cache) withPendingLocked(dir string, d *dirList) *dirList {
-	var add map[string]providers.FileInfo
-	c.eachPendingLocked(dir, true, func(string) *dirList { return d }, func(p string, fi providers.FileInfo, _ *pendingDir) {
-		if add == nil {
-			add = map[string]providers.FileInfo{}
-		}
-		_, name := split(p)
-		add[name] = fi
-	})
+	add := c.pendingEntriesLocked(dir).over(d)
 	if add == nil {
 		return d
 	}
 	nd := &dirList{entries: maps.Clone(d.entries), fetched: d.fetched}
 	maps.Copy(nd.entries, add)
 	return nd
+}
+
+// pendingEntries is what the host shows of a directory's children the
+// box does not have yet, by name; dirty names the files among them the
+// box had (boxless applies).
+type pendingEntries struct {
+	fi    map[string]providers.FileInfo
+	dirty map[string]bool
+}
+
+// pendingEntriesLocked returns what the host shows of dir's direct
+// children and the box does not have yet (eachPendingLocked). c.mu held.
+func (c *Cache) pendingEntriesLocked(dir string) pendingEntries {
+	pe := pendingEntries{dirty: map[string]bool{}}
+	// eachPendingLocked asks for a listing only to lay a dirty file over
+	// it: the file is noted, and boxless applied once the listing comes.
+	dirty := func(p string) *dirList {
+		_, name := split(p)
+		pe.dirty[name] = true
+		return nil
+	}
+	c.eachPendingLocked(dir, true, dirty, func(p string, fi providers.FileInfo, _ *pendingDir) {
+		if pe.fi == nil {
+			pe.fi = map[string]providers.FileInfo{}
+		}
+		_, name := split(p)
+		pe.fi[name] = fi
+	})
+	return pe
+}
+
+// over returns pe's entries laid over d, a listing of their directory
+// from the box: a dirty file's inode is the box's only where d has it
+// (boxless). nil when pe is empty.
+func (pe pendingEntries) over(d *dirList) map[string]providers.FileInfo {
+	if pe.fi == nil {
+		return nil
+	}
+	out := make(map[string]providers.FileInfo, len(pe.fi))
+	for name, fi := range pe.fi {
+		if pe.dirty[name] {
+			fi = boxless(d, fi)
+		}
+		out[name] = fi
+	}
+	return out
+}
+
+// shownHereLocked reports whether the host shows rel from what it holds
+// itself: a directory made or changed here, or a file it writes or holds
+// writes of the box lacks. c.mu held.
+func (c *Cache) shownHereLocked(rel string) bool {
+	if c.pdirs.Has(rel) {
+		return true
+	}
+	f := c.file(rel)
+	if f == nil {
+		return false
+	}
+	_, ok := f.localAttr()
+	return ok
 }
 
 // boxless is fi, a dirty file's attributes laid over the listing d: where
