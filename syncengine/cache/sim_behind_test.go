@@ -243,13 +243,17 @@ func (s *sim) acked(op *simOp, p string, ver int) {
 	s.pushed()
 }
 
-// landed notes that a host call put version v in the box at p (F-order).
-func (s *sim) landed(p string, v int) {
+// landed notes that a host call put version v in the box at p (F-order):
+// a push, or a rename that moved v there (moved). F-order is about
+// pushes: a host rename moving a file back over its old name, which the
+// host acknowledged a later write of, replaces that write (F-dirty: the
+// host's rename is a change of its own), as on a disk.
+func (s *sim) landed(p string, v int, moved bool) {
 	w := &s.wb
 	if !w.on || v <= 0 {
 		return
 	}
-	if seq, ok := w.ackSeq[v]; ok && w.ackPath[v] == p && seq < w.newest[p] {
+	if seq, ok := w.ackSeq[v]; ok && !moved && w.ackPath[v] == p && seq < w.newest[p] {
 		s.fail("F-order", "a push put %s v%d in the box after the host acknowledged a later version of it (%s)", p, v, s.describe(p))
 	}
 	w.landed[v] = true
@@ -287,6 +291,9 @@ func (s *sim) hostMoved(op *simOp, from, to string) {
 	}
 	delete(s.wb.dirty, from)
 	s.wb.dirty[to] = v
+	// The host's newest version of to is now the one it moved there,
+	// whatever it acknowledged there before (F-order).
+	s.wb.ackPath[v], s.wb.newest[to] = to, s.wb.ackSeq[v]
 	_, fromInBox := op.applied[from]
 	if _, toInBox := op.applied[to]; !toInBox && !fromInBox {
 		// Renamed on the host only (the box never had the file): the

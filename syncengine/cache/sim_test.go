@@ -136,6 +136,7 @@ type simOp struct {
 	paths   []string // content locks it may take
 	writes  string   // the file it writes
 	ver     int      // the version it writes there
+	wrote   int      // the idx of the state it writes (from its start)
 	goid    uint64
 	parked  bool
 	done    bool
@@ -231,15 +232,20 @@ func (s *sim) applied() {
 	s.mu.Lock()
 	op := s.byGo[goid()]
 	s.mu.Unlock()
+	before := maps.Clone(s.boxv)
+	now := map[string]int{}
 	for _, p := range simPaths {
-		v := s.boxVersion(p)
+		now[p] = s.boxVersion(p)
+	}
+	for _, p := range simPaths {
+		v := now[p]
 		if v != s.boxv[p] {
 			s.boxv[p] = v
 			idx := s.add(p, v, true)
 			if op != nil {
 				op.applied[p] = idx
 			}
-			s.landed(p, v)
+			s.landed(p, v, movedHere(before, now, p))
 			// The watch reports the host's changes too, with their
 			// attributes: the cache drops them as echoes (F-echo).
 			s.report(p)
@@ -251,6 +257,22 @@ func (s *sim) applied() {
 			}
 		}
 	}
+}
+
+// movedHere reports whether the version the box holds at p now (after) was
+// at another path before the call and is there no more: a rename moved
+// it, no push wrote it (versions are unique to their write).
+func movedHere(before, after map[string]int, p string) bool {
+	v := after[p]
+	if v <= 0 {
+		return false
+	}
+	for q, bv := range before {
+		if q != p && bv == v && after[q] != v {
+			return true
+		}
+	}
+	return false
 }
 
 // heldRemote holds every answer of the box until the scheduler lets it go.
@@ -519,14 +541,23 @@ func (s *sim) startOp(op *simOp, fn func(op *simOp)) {
 	op.dirty = maps.Clone(s.wb.dirty)
 	op.startIdx = s.idx
 	// A host change in flight when the look begins may show in it, even
-	// where it reached the box before the look began (F-dirty).
+	// where it reached the box before the look began (F-dirty): what its
+	// calls made in the box, and the state a write in flight makes,
+	// which the host shows once its close returns (F-own), maybe while
+	// the look is out.
 	op.dirtyFrom = map[string]int{}
 	s.mu.Lock()
 	for p := range op.dirty {
 		op.dirtyFrom[p] = s.idx + 1
 		for _, o := range s.ops {
-			if idx, ok := o.applied[p]; ok && !o.done && idx < op.dirtyFrom[p] {
+			if o.done {
+				continue
+			}
+			if idx, ok := o.applied[p]; ok && idx < op.dirtyFrom[p] {
 				op.dirtyFrom[p] = idx
+			}
+			if o.writes == p && o.wrote > 0 && o.wrote < op.dirtyFrom[p] {
+				op.dirtyFrom[p] = o.wrote
 			}
 		}
 	}
@@ -731,8 +762,8 @@ func (s *sim) hostWrite(p string) {
 	// The host's new state exists from its write: a look meanwhile may
 	// show it (it is dirty on the host), and its close makes it the
 	// newest state in the box too.
-	s.add(p, ver, true)
-	s.startOp(&simOp{name: fmt.Sprintf("write %s v%d", p, ver), paths: []string{p}, writes: p, ver: ver}, func(op *simOp) {
+	wrote := s.add(p, ver, true)
+	s.startOp(&simOp{name: fmt.Sprintf("write %s v%d", p, ver), paths: []string{p}, writes: p, ver: ver, wrote: wrote}, func(op *simOp) {
 		h, _, err := s.c.Create(s.ctx, p, syscall.O_CREAT|syscall.O_WRONLY|syscall.O_TRUNC, 0o644)
 		if err != nil {
 			// The box changed the path under the create (removed it
@@ -823,23 +854,23 @@ func (s *sim) hostRename(from, to string) {
 			if idx, ok := op.applied[from]; ok {
 				s.seen[from] = max(s.seen[from], idx)
 			}
-			at, ok := op.applied[to]
-			if !ok {
-				return
-			}
-			var moved []state
-			for _, st := range s.hist[from] {
-				if st.idx >= op.bound[from].idx && st.ver != 0 {
-					moved = append(moved, state{idx: at, ver: st.ver, at: s.clk.Now(), byHost: true})
+			if at, ok := op.applied[to]; ok {
+				var moved []state
+				for _, st := range s.hist[from] {
+					if st.idx >= op.bound[from].idx && st.ver != 0 {
+						moved = append(moved, state{idx: at, ver: st.ver, at: s.clk.Now(), byHost: true})
+					}
 				}
+				i := slices.IndexFunc(s.hist[to], func(st state) bool { return st.idx == at })
+				s.hist[to] = slices.Insert(s.hist[to], i+1, moved...)
+				s.seen[to] = at
+				s.floor[to] = simBound{}
 			}
-			i := slices.IndexFunc(s.hist[to], func(st state) bool { return st.idx == at })
-			s.hist[to] = slices.Insert(s.hist[to], i+1, moved...)
-			s.seen[to] = at
-			s.floor[to] = simBound{}
 			if v, ok := s.wb.dirty[to]; ok && s.wb.on {
 				// write=behind: the host's write the box lacks moved
-				// with the name, and the host shows it there.
+				// with the name, and the host shows it there, also
+				// where the box's version of the new name did not
+				// change (both names held a file of no version).
 				s.add(to, v, true)
 			}
 		}
