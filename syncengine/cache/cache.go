@@ -919,13 +919,13 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 			attrs[p] = fi
 		}
 	}
-	if v := c.fm.judge(rel, t); v == stale || v == hostWins {
-		// A gap of the watch, or a walk begun after this listing was
-		// asked, came first, or the host changed the directory itself
-		// meanwhile: the listing is answered, not installed (F-gap,
-		// F-noundo); the walk's, when it has the directory, is the
-		// newer answer.
-		if nd := c.dir(rel); nd != nil && uint64(t) < c.fm.walkAt && c.usable(nd) {
+	if v, newer := c.fm.judge(rel, t), c.fm.listedAfter(rel, t); v == stale || v == hostWins || newer {
+		// A gap of the watch, or a walk or listing begun after this
+		// one was asked, came first, or the host changed the directory
+		// itself meanwhile: the listing is answered, not installed
+		// (F-gap, F-mono, F-noundo); the walk's or listing's, when it
+		// has the directory, is the newer answer.
+		if nd := c.dir(rel); nd != nil && (uint64(t) < c.fm.walkAt || newer) && c.usable(nd) {
 			d = nd
 		} else {
 			// The box's answer, with what the host changed since it

@@ -226,6 +226,12 @@ func (m *model) dirListed(dir string, t ticket) {
 	}
 }
 
+// listedAfter reports whether a listing of dir begun after t was
+// installed (F-mono: t's answer is older).
+func (m *model) listedAfter(dir string, t ticket) bool {
+	return m.listed[dir] > uint64(t) && m.bug != bugInstallOld
+}
+
 // listedSince returns the directories a listing begun after t was
 // installed for.
 func (m *model) listedSince(t ticket) []string {
