@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/boxfs/boxfs/internal/pathmap"
 	"github.com/boxfs/boxfs/providers"
 )
 
@@ -56,33 +57,42 @@ func (c *Cache) pendingAttrLocked(rel string) (providers.FileInfo, bool) {
 // removed one still lists it, until its push makes it again), each laid
 // over the listing in(p) gives for its directory (boxless). c.mu held.
 func (c *Cache) eachPendingLocked(dir string, children bool, in func(p string) *dirList, fn func(p string, fi providers.FileInfo, pd *pendingDir)) {
-	direct := func(p string) bool { return !children || pathDir(p) == dir }
-	var dirs []string
-	for _, p := range c.pdirs.Under(dir) {
-		if direct(p) {
-			dirs = append(dirs, p)
-		}
-	}
+	dirs := kept(c.pdirs, dir, children)
 	sort.Strings(dirs) // parents first
 	for _, p := range dirs {
 		pd, _ := c.pdirs.Get(p)
 		fn(p, pd.fi, pd)
 	}
-	for _, p := range c.news.Under(dir) {
-		if f, _ := c.news.Get(p); f != nil && direct(p) {
+	for _, p := range kept(c.news, dir, children) {
+		if f, _ := c.news.Get(p); f != nil {
 			if fi, ok := f.localAttr(); ok {
 				_, fi.Name = split(p) // one of two names made here (linkHere)
 				fn(p, fi, nil)
 			}
 		}
 	}
-	for _, f := range c.dirtyFiles() {
-		p := f.path()
-		if c.file(p) != f || !direct(p) || !under(p, dir) {
-			continue
+	dirty := func(p string, f *file) {
+		if !f.isDirty() {
+			return
 		}
 		if fi, ok := f.localAttr(); ok {
+			_, fi.Name = split(p)
 			fn(p, boxless(in(p), fi), nil)
+		}
+	}
+	if children {
+		// A listing's overlay costs the directory's files the cache
+		// holds, not every dirty file of the box.
+		for _, p := range kept(c.files, dir, true) {
+			if f := c.file(p); f != nil {
+				dirty(p, f)
+			}
+		}
+		return
+	}
+	for _, f := range c.dirtyFiles() {
+		if p := f.path(); c.file(p) == f && under(p, dir) {
+			dirty(p, f)
 		}
 	}
 }
@@ -371,4 +381,15 @@ func (c *Cache) settle(ctx context.Context, rels ...string) error {
 		return nil
 	}
 	return c.FlushAll(ctx)
+}
+
+// kept returns the paths m holds under dir: its direct children when
+// children (at the cost of their number), else all below it.
+func kept[V any](m *pathmap.Map[V], dir string, children bool) []string {
+	if !children {
+		return m.Under(dir)
+	}
+	var out []string
+	m.Children(dir, func(name string) { out = append(out, join(dir, name)) })
+	return out
 }
