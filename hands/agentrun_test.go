@@ -237,6 +237,65 @@ func TestAgentRunStreamLost(t *testing.T) {
 	}
 }
 
+// TestAgentRunClose: Close returns once the commands still running on the
+// command stream are ended; an idle command agent, which Close does not
+// wait for, exits by itself at its stdin's EOF.
+func TestAgentRunClose(t *testing.T) {
+	for _, b := range agentRunBoxes {
+		t.Run(b.name, func(t *testing.T) {
+			box := b.box(t)
+			look := newScriptHands(t, box, 0)
+			ctx := context.Background()
+
+			h := agentHands(t, box, 10*time.Second)
+			p, err := h.Run(ctx, hands.Command{Line: `echo $$ > busy.tmp && mv busy.tmp busy.pid && exec sleep 300`, Stdout: io.Discard})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid := boxPid(t, look, "busy.pid")
+			if err := h.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if boxRuns(t, look, pid) {
+				t.Errorf("the command %s still runs when Close returns", pid)
+			}
+			p.Wait()
+
+			// Idle, then running only the watch, stopped as Close is
+			// called (as a box's close does): the agent ends by itself.
+			for _, watching := range []bool{false, true} {
+				h = agentHands(t, box, 10*time.Second)
+				agent := commandAgents(t, h)[0]
+				stop, ended := func() {}, make(chan struct{})
+				if watching {
+					wctx, cancel := context.WithCancel(ctx)
+					ready := make(chan struct{})
+					go func() {
+						defer close(ended)
+						h.Watch(wctx, h.Facts().Workspace, func() { close(ready) }, func([]providers.Change, bool) {})
+					}()
+					<-ready
+					stop = cancel
+				} else {
+					close(ended)
+				}
+				stop()
+				if err := h.Close(); err != nil {
+					t.Fatal(err)
+				}
+				<-ended
+				deadline := time.Now().Add(20 * time.Second)
+				for boxRuns(t, look, agent) && time.Now().Before(deadline) {
+					time.Sleep(100 * time.Millisecond)
+				}
+				if boxRuns(t, look, agent) {
+					t.Errorf("the command agent %s (watching %v) outlived Close by 20 s", agent, watching)
+				}
+			}
+		})
+	}
+}
+
 // commandAgents returns the pid of the box's command agent (by argv; the
 // file channel's agent has no -commands), and fails unless there is one.
 func commandAgents(t *testing.T, h *hands.Hands) []string {

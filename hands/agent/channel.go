@@ -180,7 +180,9 @@ func (ch *Channel) Open(ctx context.Context) error {
 }
 
 // Close ends the agent cleanly (its stdin closes and it exits), or kills
-// it; later calls are Invalid.
+// it; later calls are Invalid. It returns once the file agent has exited
+// and the command agent has ended the commands callers started on it; a
+// command agent with none is left to exit by itself.
 func (ch *Channel) Close() error {
 	ch.mu.Lock()
 	if ch.closed {
@@ -197,14 +199,22 @@ func (ch *Channel) Close() error {
 	ch.cmdMu.Unlock()
 	// Both sessions are closed first and waited for after, so that
 	// closing costs the box's round trip once, not once per session.
+	// The command agent is waited for only while it has commands to end
+	// that a caller started: it kills their groups and confirms them gone
+	// before it exits. An idle one, or one running only the channel's
+	// watch, ends that and exits at its stdin's EOF unasked (and were this
+	// process to end first, its exec's end would close that stdin);
+	// waiting for it would confirm nothing and cost the stream's end and
+	// the exec's exit status, the better part of an unmount.
+	confirm := false
 	if c != nil {
-		// The agent ends the commands still running, then exits.
 		c.close()
+		confirm = c.endsToConfirm()
 	}
 	if s != nil {
 		s.cl.Close()
 	}
-	if c != nil {
+	if confirm {
 		select {
 		case <-c.done:
 		case <-time.After(closeGrace + killTimeout):

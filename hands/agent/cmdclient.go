@@ -34,6 +34,12 @@ type Record struct {
 // gone), TransportLost when the stream broke under it (the agent then ends
 // the groups it started, as it does when the host goes away).
 func (ch *Channel) Exec(ctx context.Context, req providers.ExecRequest, rec *Record) (providers.Process, error) {
+	return ch.execCmd(ctx, req, rec, false)
+}
+
+// execCmd is Exec; an own command is the channel's (its watch): Close does
+// not wait for the agent to end it.
+func (ch *Channel) execCmd(ctx context.Context, req providers.ExecRequest, rec *Record, own bool) (providers.Process, error) {
 	const op = "agent.Exec"
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
 		return nil, providers.Errorf(providers.Invalid, op, "empty argv").WithBox(ch.box.ID())
@@ -62,7 +68,7 @@ func (ch *Channel) Exec(ctx context.Context, req providers.ExecRequest, rec *Rec
 		}
 		return nil, &providers.Error{Code: providers.Unavailable, Op: op, Box: ch.box.ID(), Err: err}
 	}
-	p, err := conn.run(ctx, req, rec)
+	p, err := conn.run(ctx, req, rec, own)
 	if err != nil {
 		return nil, providers.E(0, op, err).WithBox(ch.box.ID())
 	}
@@ -386,6 +392,26 @@ func (c *cmdConn) close() {
 	}()
 }
 
+// endsToConfirm reports whether the stream has commands still running or
+// kills still unanswered whose end a caller waits on: the channel's own
+// commands (its watch) are not. Once the stream's stdin is closed no
+// command starts on it, so after close the answer can only turn false.
+func (c *cmdConn) endsToConfirm() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.procs {
+		if !p.own {
+			return true
+		}
+	}
+	for id := range c.kills {
+		if p := c.procs[id]; p == nil || !p.own {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *cmdConn) forget(id uint32) {
 	c.mu.Lock()
 	delete(c.procs, id)
@@ -393,7 +419,7 @@ func (c *cmdConn) forget(id uint32) {
 }
 
 // run starts one command and waits for the agent to say it started.
-func (c *cmdConn) run(ctx context.Context, req providers.ExecRequest, rec *Record) (*agentProc, error) {
+func (c *cmdConn) run(ctx context.Context, req providers.ExecRequest, rec *Record, own bool) (*agentProc, error) {
 	const op = "agent.Exec"
 	st := cmdStart{Argv: toBytes(req.Argv), Dir: []byte(req.Dir), Stdin: req.Stdin != nil, Stdout: req.Stdout != nil, Stderr: req.Stderr != nil}
 	if req.Stdout != nil && req.Stdout == req.Stderr {
@@ -410,7 +436,7 @@ func (c *cmdConn) run(ctx context.Context, req providers.ExecRequest, rec *Recor
 		return nil, providers.E(providers.Invalid, op, err)
 	}
 	p := &agentProc{
-		c: c, stdout: req.Stdout, stderr: req.Stderr,
+		c: c, own: own, stdout: req.Stdout, stderr: req.Stderr,
 		started: make(chan struct{}), done: make(chan struct{}),
 		out: newFrameQueue(),
 	}
@@ -485,6 +511,7 @@ func (p *agentProc) abandon() {
 type agentProc struct {
 	c              *cmdConn
 	id             uint32
+	own            bool // the channel's own command (its watch), see execCmd
 	stdout, stderr io.Writer
 	inCredit       *credit
 	out            *frameQueue

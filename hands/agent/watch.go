@@ -39,12 +39,12 @@ func (ch *Channel) Watch(ctx context.Context, root string, limit int, ready func
 	defer cancel()
 	pr, pw := io.Pipe()
 	stderr := &tailBuffer{max: 2048}
-	p, err := ch.Exec(ctx, providers.ExecRequest{
+	p, err := ch.execCmd(ctx, providers.ExecRequest{
 		Argv:   []string{dest, "agent", "-watch", root, "-watch-limit", strconv.Itoa(limit)},
 		Dir:    "/",
 		Stdout: pw,
 		Stderr: stderr,
-	}, nil)
+	}, nil, true)
 	if err != nil {
 		return err
 	}
