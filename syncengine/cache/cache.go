@@ -808,7 +808,15 @@ func (c *Cache) linksChangedLocked(rel string, fi providers.FileInfo, exact bool
 	for _, p := range c.linkedLocked(rel, fi) {
 		o := fi
 		_, o.Name = split(p)
-		c.touchLocked(p)
+		if exact {
+			c.touchLocked(p)
+		} else {
+			// What the host knows of p is a guess (the box may have
+			// made another file there since): a fetch in flight is
+			// kept, and p asked again, as for a report of it.
+			c.fm.boxReported(p)
+			c.fm.noteHost(p, now)
+		}
 		c.setAttrLocked(p, attrEntry{fi: o, at: now, stale: !exact})
 		dir, name := split(p)
 		if d := c.dir(dir); d != nil {
@@ -1411,6 +1419,12 @@ func (c *Cache) Link(ctx context.Context, oldrel, newrel string) (providers.File
 	if fi, done, err := c.linkHere(oldrel, newrel); done {
 		return fi, err
 	}
+	if f := c.localFile(newrel); c.behind != nil && f != nil && f.isDirty() {
+		// The host shows its queued write of newrel (F-dirty), also when
+		// the box removed the file meanwhile, and link(2) never replaces
+		// a file: the box, which may lack it, is not asked.
+		return providers.FileInfo{}, providers.PathError("cache.Link", c.opts.Box, c.abs(newrel), syscall.EEXIST)
+	}
 	if f := c.localFile(oldrel); f != nil {
 		if err := f.push(ctx, c); err != nil {
 			return providers.FileInfo{}, err
@@ -1420,6 +1434,7 @@ func (c *Cache) Link(ctx context.Context, oldrel, newrel string) (providers.File
 		return providers.FileInfo{}, err
 	}
 	defer c.intend(oldrel, newrel)()
+	before, known := c.knownAttr(oldrel)
 	if err := c.remote.Link(ctx, c.abs(oldrel), c.abs(newrel)); err != nil {
 		return providers.FileInfo{}, err
 	}
@@ -1430,7 +1445,8 @@ func (c *Cache) Link(ctx context.Context, oldrel, newrel string) (providers.File
 		c.linksChangedLocked(newrel, fi, true) // one link more, on every name
 	}
 	c.mu.Unlock()
-	if err == nil {
+	switch {
+	case err == nil && known && before.Ino == fi.Ino && before.Dev == fi.Dev:
 		// One inode under two names: oldrel's link count changed the same
 		// way, with no second round trip (git links every object it writes).
 		old := fi
@@ -1439,7 +1455,13 @@ func (c *Cache) Link(ctx context.Context, oldrel, newrel string) (providers.File
 		// The kernel takes the answer for the one inode of both names:
 		// the times oldrel is shown with.
 		fi = c.shown(oldrel, fi)
-	} else {
+	case err == nil:
+		// Another inode (a file the box made at newrel since the link),
+		// or oldrel's not known: oldrel is asked at its next use.
+		c.mu.Lock()
+		c.staleLocked(oldrel, c.now())
+		c.mu.Unlock()
+	default:
 		c.forget(oldrel)
 	}
 	return fi, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -175,4 +176,55 @@ func TestBehindLinkNameTakenInTheBox(t *testing.T) {
 	got, _ := read(t, c, "objects/b")
 	assert.Equal(t, "box", got)
 	assert.NoError(t, c.FlushAll(context.Background()), "a second barrier")
+}
+
+// link(2) over a name whose host write is queued is EEXIST, also when the
+// box removed the file meanwhile: the host shows its write (F-dirty), and
+// the barrier pushes it.
+func TestBehindLinkOverQueuedWrite(t *testing.T) {
+	c, r, p := behindLinkCache(t)
+	ctx := t.Context()
+	boxWrite(t, r, "objects/a", "a")
+	boxWrite(t, r, "objects/b", "box")
+	h := write(t, c, "objects/b", "host")
+	require.NoError(t, h.Flush(ctx))
+	h.Release(ctx)
+	require.NoError(t, r.Remove(ctx, path.Join(root, "objects/b")))
+	p.ResetCalls()
+	_, err := c.Link(ctx, "objects/a", "objects/b")
+	assert.True(t, errors.Is(err, syscall.EEXIST), "link over the host's queued write: %v", err)
+	for _, call := range p.Calls() {
+		assert.NotEqual(t, "Link", call.Op, "the box was asked to link")
+	}
+	require.NoError(t, c.FlushAll(ctx))
+	assert.Equal(t, "host", boxRead(t, r, "objects/b"))
+	assert.Equal(t, "a", boxRead(t, r, "objects/a"))
+}
+
+// replacedRemote has the box replace the new name of each link right
+// after making it, before the cache stats it.
+type replacedRemote struct{ cache.Remote }
+
+func (r replacedRemote) Link(ctx context.Context, oldname, newname string) error {
+	if err := r.Remote.Link(ctx, oldname, newname); err != nil {
+		return err
+	}
+	return r.Remote.WriteFile(ctx, newname, strings.NewReader("another file"), 0o644)
+}
+
+// A link's new name the box replaced before its stat is another file: the
+// old name is not shown with that file's attributes.
+func TestLinkNewNameReplacedInTheBox(t *testing.T) {
+	_, _, inner := fakeBox(t)
+	c := open(t, replacedRemote{inner}, t.TempDir())
+	ctx := t.Context()
+	boxWrite(t, inner, "x", "x's bytes")
+	_, err := c.Lookup(ctx, "x")
+	require.NoError(t, err)
+	_, err = c.Link(ctx, "x", "y")
+	require.NoError(t, err)
+	fi, err := c.Lookup(ctx, "x")
+	require.NoError(t, err)
+	assert.EqualValues(t, len("x's bytes"), fi.Size, "x's size")
+	assert.EqualValues(t, 1, fi.Nlink, "x's links")
 }

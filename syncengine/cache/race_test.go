@@ -3,6 +3,7 @@ package cache_test
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -114,5 +115,63 @@ func TestListingOlderThanHostChanges(t *testing.T) {
 				t.Errorf("box has %q", s)
 			}
 		})
+	}
+}
+
+// armedRemote holds listings as lateRemote does once armed, and answers
+// them at once before.
+type armedRemote struct {
+	lateRemote
+	armed atomic.Bool
+}
+
+func (r *armedRemote) ReadDir(ctx context.Context, name string) ([]providers.FileInfo, error) {
+	if !r.armed.Load() {
+		return r.Remote.ReadDir(ctx, name)
+	}
+	return r.lateRemote.ReadDir(ctx, name)
+}
+
+// A remove of a name of a hard link, while a listing is out, does not
+// show the link's other name, which the box removed meanwhile, in the
+// listing's answer: what the host knew of it was a guess, not a change
+// of its own.
+func TestListingAfterRemoveOfLinkedName(t *testing.T) {
+	_, _, inner := fakeBox(t)
+	r := &armedRemote{lateRemote: lateRemote{Remote: inner, asked: make(chan struct{}), release: make(chan struct{})}}
+	now := time.Unix(1000, 0)
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	boxWrite(t, inner, "x", "x")
+	if _, err := c.Lookup(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Link(ctx, "x", "y"); err != nil {
+		t.Fatal(err)
+	}
+	if err := inner.Remove(ctx, root+"/y"); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Hour) // the listing the lookup fetched is old: ReadDir asks the box
+	r.armed.Store(true)
+	done := make(chan []providers.FileInfo, 1)
+	go func() {
+		l, err := c.ReadDir(ctx, "")
+		if err != nil {
+			t.Error(err)
+		}
+		done <- l
+	}()
+	<-r.asked // the box's answer is taken: x alone
+	if err := c.Remove(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	r.release <- struct{}{}
+	if got := names(<-done); slices.Contains(got, "y") {
+		t.Errorf("listing %v shows y, which the box removed before it was asked", got)
 	}
 }
