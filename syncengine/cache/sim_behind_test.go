@@ -35,6 +35,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"io"
 	"log/slog"
@@ -83,6 +84,10 @@ type simBehind struct {
 	replaced map[int]bool
 	// refuse: the box refuses the host's writes (ENOSPC).
 	refuse bool
+	// linkedHere: names linkmoves gave files on the host alone; the box
+	// makes a file under one of them more often than under other paths
+	// (another writer of the same git object).
+	linkedHere []string
 	// batches, barriers, refusals and failed barriers: counted for the
 	// test's log.
 	stats simBehindStats
@@ -90,6 +95,11 @@ type simBehind struct {
 
 type simBehindStats struct {
 	batches, barriers, failedBarriers, refused, overwrites int
+	// linkmoves that moved the file, that link(2) refused (EEXIST), and
+	// names a link made on the host that the box took meanwhile (lost)
+	linkMoves, linkExists, lost int
+	// linkmoves the host made alone (no box call at the link's name)
+	linkHere int
 }
 
 // behindOptions sets o for write=behind, with every timer of the pusher
@@ -131,6 +141,9 @@ func (r heldStatRemote) WriteFileStat(ctx context.Context, name string, rd io.Re
 	rel := strings.TrimPrefix(name, simRoot+"/")
 	v := r.s.boxv[rel]
 	r.s.hold("write " + name)
+	if o.Exclusive && providers.IsCode(err, providers.Exists) {
+		r.s.lost(rel)
+	}
 	r.s.answered(rel, v)
 	return fi, err
 }
@@ -202,16 +215,44 @@ func (r heldBatchRemote) WriteFiles(ctx context.Context, files []providers.FileW
 	}
 	r.s.applied()
 	r.s.hold("batch " + strings.Join(names, ","))
+	for i, f := range files {
+		if f.Options.Exclusive && providers.IsCode(out[i].Err, providers.Exists) {
+			r.s.lost(names[i])
+		}
+	}
 	return out, nil
 }
 
 // locks returns the paths whose content locks an op on paths may take: in
-// write=behind a rename may push every dirty file first (Cache.settle).
+// write=behind a rename or link may push every dirty file first
+// (Cache.settle), and names of one file share its content lock (shared).
 func (s *sim) locks(paths ...string) []string {
-	if s.wb.on && len(paths) > 1 {
+	if s.wb.on && (len(paths) > 1 || s.shared()) {
 		return simPaths
 	}
 	return paths
+}
+
+// shared reports whether two paths may be names of one file, whose
+// content lock the cache takes for either (Cache.openFileFor): the box
+// holds two names of one file, or the cache knows of one that did.
+func (s *sim) shared() bool {
+	s.c.mu.Lock()
+	n := len(s.c.links)
+	s.c.mu.Unlock()
+	if n > 0 {
+		return true
+	}
+	inos := map[uint64]bool{}
+	for _, p := range simPaths {
+		if fi, err := s.box.Lstat(s.ctx, simRoot+"/"+p); err == nil {
+			if inos[fi.Ino] {
+				return true
+			}
+			inos[fi.Ino] = true
+		}
+	}
+	return false
 }
 
 // hostState is the idx of the host's state ver of p.
@@ -305,6 +346,165 @@ func (s *sim) hostMoved(op *simOp, from, to string) {
 	}
 }
 
+// lost notes that the box refused, with Exists, the exclusive push of p,
+// a name a link gave the file on the host (linkHere) while the box made a
+// file there meanwhile: link(2) never replaces a file. The answer has
+// reached the host, which drops its write (never pushed) and shows the
+// box's file from now on.
+func (s *sim) lost(p string) {
+	if op := s.opOf(); op != nil {
+		op.lost = append(op.lost, p)
+	}
+	s.wb.stats.lost++
+	if v, ok := s.wb.dirty[p]; ok {
+		s.wb.replaced[v] = true
+		delete(s.wb.dirty, p)
+	}
+	s.add(p, s.boxv[p], false)
+	s.logf("the box made %s meanwhile: the host's linked name is dropped", p)
+}
+
+// linkOdds is one in how many host ops is a linkmove: one in two while
+// the host has a file the box lacks and nothing is in flight (git's
+// object, linked on the host alone), else one in six.
+func (s *sim) linkOdds() int {
+	if !s.busy(simPaths...) && len(s.hostOnly()) > 0 {
+		return 2
+	}
+	return 6
+}
+
+// hostOnly returns the paths of files the host made and the box does not
+// have yet.
+func (s *sim) hostOnly() []string {
+	var out []string
+	for _, p := range simPaths {
+		if f := s.c.localFile(p); f != nil && !f.hasAlias() && !s.inBox(f) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// linkMoveOp starts a linkmove, mostly as git does one: of a file the
+// host made and the box does not have yet, to a name of its directory the
+// host last made or saw absent; the rest of the time, of any two paths.
+func (s *sim) linkMoveOp() {
+	from := s.hostOnly()
+	if len(from) == 0 || s.rng.Intn(4) == 0 {
+		from = simPaths
+	}
+	p := s.pick(from)
+	to := simPaths
+	if s.rng.Intn(4) != 0 {
+		var free []string
+		s.c.mu.Lock()
+		for _, q := range simPaths {
+			d, name := split(q)
+			if l := s.c.dir(d); d == pathDir(p) && q != p && s.c.usable(l) && s.c.file(q) == nil {
+				if _, taken := l.entries[name]; !taken {
+					free = append(free, q) // linkHere's case
+				}
+			}
+		}
+		s.c.mu.Unlock()
+		if len(free) == 0 {
+			for _, q := range simPaths {
+				if pathDir(q) == pathDir(p) && q != p && s.current(q).ver == 0 {
+					free = append(free, q)
+				}
+			}
+		}
+		if len(free) > 0 {
+			to = free
+		}
+	}
+	q := s.pick(to)
+	if p != q && !s.busy(s.locks(p, q)...) {
+		s.hostLinkMove(p, q)
+	}
+}
+
+// linkedTarget returns a name a linkmove gave a file on the host alone,
+// which the box lacks yet, for half the box's changes; "" for the rest.
+func (s *sim) linkedTarget() string {
+	var live []string
+	for _, q := range s.wb.linkedHere {
+		if _, ok := s.wb.dirty[q]; ok {
+			live = append(live, q)
+		}
+	}
+	if len(live) == 0 || s.rng.Intn(2) == 0 {
+		return ""
+	}
+	return s.pick(live)
+}
+
+// hostLinkMove is git's write of an object: link(p, q), then unlink(p).
+// It is a rename that link(2)'s rule bounds: it fails with EEXIST when q
+// exists on the host, and the name it gives never replaces a file the box
+// made at q meanwhile (lost). In write=behind a file the box lacks is
+// linked on the host alone (linkHere), and the batch makes q, never p; a
+// box change to p meanwhile is another file, which the unlink leaves.
+func (s *sim) hostLinkMove(p, q string) {
+	s.start("linkmove "+p+" "+q, s.locks(p, q), func(op *simOp) {
+		_, lerr := s.c.Link(s.ctx, p, q)
+		var rerr error
+		if lerr == nil {
+			rerr = s.c.Remove(s.ctx, p)
+		}
+		op.check = func() {
+			switch {
+			case errors.Is(lerr, syscall.EEXIST):
+				s.wb.stats.linkExists++
+				s.logf("link %s %s: %v", p, q, lerr)
+				return
+			case lerr != nil:
+				s.logf("link %s %s: %v", p, q, lerr)
+				return
+			case rerr != nil:
+				// The box removed p meanwhile: q is the file's only
+				// name, as the box's link made it.
+				s.logf("unlink %s: %v", p, rerr)
+				s.sawOwnOf(op, q)
+				return
+			}
+			s.wb.stats.linkMoves++
+			if _, inBox := op.applied[q]; !inBox {
+				s.wb.stats.linkHere++
+				s.wb.linkedHere = append(s.wb.linkedHere, q)
+			}
+			if v, ok := s.wb.dirty[q]; ok {
+				// link(2) does not replace a file the host has.
+				s.fail("F-dirty", "link %s %s succeeded over the host's write %s v%d", p, q, q, v)
+				return
+			}
+			// Both names, between the link and the unlink, were the
+			// box's calls and states when the box made them (applied);
+			// made on the host alone, the op took no round trip and
+			// no look saw them.
+			s.hostMoved(op, p, q)
+			s.sawOwnOf(op, p, q)
+		}
+	})
+}
+
+// inBox reports whether the box has f (a push made it there).
+func (s *sim) inBox(f *file) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inBox
+}
+
+// sawOwnOf notes the states op made in the box at paths (F-own).
+func (s *sim) sawOwnOf(op *simOp, paths ...string) {
+	for _, p := range paths {
+		if idx, ok := op.applied[p]; ok {
+			s.seen[p] = max(s.seen[p], idx)
+		}
+	}
+}
+
 // batch is a batch's timer firing: the pusher's round (behind.run) on a
 // goroutine of the simulator's.
 func (s *sim) batch() {
@@ -316,11 +516,11 @@ func (s *sim) batch() {
 	}
 	b.mu.Unlock()
 	slices.Sort(paths)
-	if len(paths) == 0 || s.busy(paths...) {
+	if len(paths) == 0 || s.busy(s.locks(paths...)...) {
 		return
 	}
 	s.wb.stats.batches++
-	s.start("batch "+strings.Join(paths, ","), paths, func(op *simOp) {
+	s.start("batch "+strings.Join(paths, ","), s.locks(paths...), func(op *simOp) {
 		b.mu.Lock()
 		files := make([]*file, 0, len(b.pending))
 		for f := range b.pending {
@@ -349,7 +549,7 @@ func (s *sim) batch() {
 
 // barrier is a flush, fsync, command, release or umount: FlushAll.
 func (s *sim) barrier() {
-	paths := append(s.c.Dirty(), slices.Collect(maps.Keys(s.wb.dirty))...)
+	paths := s.locks(append(s.c.Dirty(), slices.Collect(maps.Keys(s.wb.dirty))...)...)
 	if s.busy(paths...) {
 		return
 	}
@@ -364,8 +564,8 @@ func (s *sim) barrier() {
 			if err != nil {
 				s.wb.stats.failedBarriers++
 				s.logf("barrier: %v", err)
-				if len(op.refused) == 0 {
-					s.fail("F-barrier", "the barrier failed with no write refused: %v", err)
+				if len(op.refused) == 0 && len(op.lost) == 0 {
+					s.fail("F-barrier", "the barrier failed with no write refused and no linked name lost: %v", err)
 				}
 				return
 			}
@@ -434,8 +634,13 @@ func TestSimulatorBehind(t *testing.T) {
 	defer func() {
 		t.Logf("%d schedules in %v: %d batches, %d barriers (%d failed), %d writes refused, %d box changes overwritten and logged",
 			len(seeds), time.Since(start).Round(time.Millisecond), st.batches, st.barriers, st.failedBarriers, st.refused, st.overwrites)
+		t.Logf("links: %d moved a file (%d on the host alone), %d refused (EEXIST), %d linked names the box took meanwhile",
+			st.linkMoves, st.linkHere, st.linkExists, st.lost)
 		if len(seeds) > 100 && (st.failedBarriers == 0 || st.refused == 0 || st.batches == 0) {
 			t.Error("the schedules do not exercise batches, refusals and failed barriers")
+		}
+		if len(seeds) > 100 && (st.linkMoves == 0 || st.linkHere == 0 || st.linkExists == 0 || st.lost == 0) {
+			t.Error("the schedules do not exercise links (made on the host alone too), refused links and linked names the box took")
 		}
 		if len(counts) > 0 {
 			t.Errorf("violations by rule: %v", counts)
@@ -450,6 +655,10 @@ func TestSimulatorBehind(t *testing.T) {
 		st.failedBarriers += s.wb.stats.failedBarriers
 		st.refused += s.wb.stats.refused
 		st.overwrites += s.wb.stats.overwrites
+		st.linkMoves += s.wb.stats.linkMoves
+		st.linkExists += s.wb.stats.linkExists
+		st.lost += s.wb.stats.lost
+		st.linkHere += s.wb.stats.linkHere
 		s.judge(t, "TestSimulatorBehind", seed, counts)
 	}
 }

@@ -122,6 +122,8 @@ type sim struct {
 
 	// write=behind (sim_behind_test.go); the zero value is write=through.
 	wb simBehind
+	// linking: the host call being applied is a link.
+	linking bool
 }
 
 type simReport struct {
@@ -155,6 +157,7 @@ type simOp struct {
 	dirtyFrom map[string]int // per dirty path, the oldest state F-dirty lets a look show besides the write
 	refused   []string
 	told      []string
+	lost      []string // linked names the box made meanwhile (sim.lost)
 }
 
 // simBound is the oldest state a look may show, and the rule that says so.
@@ -245,7 +248,7 @@ func (s *sim) applied() {
 			if op != nil {
 				op.applied[p] = idx
 			}
-			s.landed(p, v, movedHere(before, now, p))
+			s.landed(p, v, s.linking || movedHere(before, now, p))
 			// The watch reports the host's changes too, with their
 			// attributes: the cache drops them as echoes (F-echo).
 			s.report(p)
@@ -363,6 +366,17 @@ func (r heldRemote) Rename(ctx context.Context, o, n string) error {
 	err := r.Remote.Rename(ctx, o, n)
 	r.s.applied()
 	r.s.hold("rename " + o + " " + n)
+	return err
+}
+
+func (r heldRemote) Link(ctx context.Context, o, n string) error {
+	err := r.Remote.Link(ctx, o, n)
+	// A link gives the file at o a second name: what it puts at n is
+	// not a push (F-order), as for a rename.
+	r.s.linking = true
+	r.s.applied()
+	r.s.linking = false
+	r.s.hold("link " + o + " " + n)
 	return err
 }
 
@@ -667,7 +681,7 @@ func (s *sim) pick(list []string) string { return list[s.rng.Intn(len(list))] }
 // The host's operations.
 
 func (s *sim) hostRead(p string) {
-	s.start("read "+p, []string{p}, func(op *simOp) {
+	s.start("read "+p, s.locks(p), func(op *simOp) {
 		h, _, err := s.c.OpenFile(s.ctx, p, syscall.O_RDONLY)
 		if err != nil {
 			op.check = func() {
@@ -763,7 +777,7 @@ func (s *sim) hostWrite(p string) {
 	// show it (it is dirty on the host), and its close makes it the
 	// newest state in the box too.
 	wrote := s.add(p, ver, true)
-	s.startOp(&simOp{name: fmt.Sprintf("write %s v%d", p, ver), paths: []string{p}, writes: p, ver: ver, wrote: wrote}, func(op *simOp) {
+	s.startOp(&simOp{name: fmt.Sprintf("write %s v%d", p, ver), paths: s.locks(p), writes: p, ver: ver, wrote: wrote}, func(op *simOp) {
 		h, _, err := s.c.Create(s.ctx, p, syscall.O_CREAT|syscall.O_WRONLY|syscall.O_TRUNC, 0o644)
 		if err != nil {
 			// The box changed the path under the create (removed it
@@ -911,6 +925,9 @@ func (s *sim) boxVersion(p string) int {
 func (s *sim) boxChange() {
 	p := s.pick(simPaths)
 	q := s.pick(simPaths)
+	if t := s.linkedTarget(); t != "" {
+		p = t
+	}
 	if s.writing(p) || s.writing(q) {
 		// Two writers of one file at once give bytes of both, as on a
 		// disk: the contract orders whole states, and the schedule
@@ -940,6 +957,12 @@ func (s *sim) boxChange() {
 	default:
 		v := s.boxVersion(p)
 		if q == p || v == 0 || s.box.Rename(s.ctx, simRoot+"/"+p, simRoot+"/"+q) != nil {
+			return
+		}
+		if s.boxVersion(p) != 0 {
+			// p and q were two names of one file (a host's link in
+			// write=behind): rename(2) does nothing.
+			s.logf("box renames %s %s, two names of one file: nothing", p, q)
 			return
 		}
 		s.add(q, v, false)
@@ -1127,10 +1150,16 @@ func (s *sim) step() {
 }
 
 func (s *sim) hostOp() {
+	if s.wb.on && s.rng.Intn(s.linkOdds()) == 0 {
+		// Drawn in write=behind only: write=through's schedules stay
+		// as they were.
+		s.linkMoveOp()
+		return
+	}
 	p := s.pick(simPaths)
 	switch k := s.rng.Intn(10); {
 	case k < 3:
-		if !s.busy(p) {
+		if !s.busy(s.locks(p)...) {
 			s.hostRead(p)
 		}
 	case k < 5:
@@ -1140,11 +1169,11 @@ func (s *sim) hostOp() {
 			s.hostList(s.pick([]string{"", "d"}))
 		}
 	case k < 8:
-		if !s.busy(p) {
+		if !s.busy(s.locks(p)...) {
 			s.hostWrite(p)
 		}
 	case k < 9:
-		if !s.busy(p) {
+		if !s.busy(s.locks(p)...) {
 			s.hostRemove(p)
 		}
 	default:
