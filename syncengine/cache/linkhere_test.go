@@ -228,3 +228,31 @@ func TestLinkNewNameReplacedInTheBox(t *testing.T) {
 	assert.EqualValues(t, len("x's bytes"), fi.Size, "x's size")
 	assert.EqualValues(t, 1, fi.Nlink, "x's links")
 }
+
+// A daemon that stopped after the batch made the file but before its
+// answer was journaled leaves the second name to the recovery, which
+// finds the file there and makes the link.
+func TestBehindLinkRecoveredAfterPushLanded(t *testing.T) {
+	_, _, inner := fakeBox(t)
+	r := &batchRemote{Remote: inner}
+	o := cache.Options{Dir: t.TempDir(), Root: root, Box: "test", WriteBehind: true, BehindDelay: time.Hour, BehindMaxWait: time.Hour}
+	c, err := cache.Open(r, o)
+	require.NoError(t, err)
+	ctx := t.Context()
+	_, err = c.Mkdir(ctx, "objects", 0o755)
+	require.NoError(t, err)
+	require.NoError(t, c.FlushAll(ctx))
+	linkedObject(t, c, "objects/a", "objects/b", "landed")
+	require.NoError(t, c.Close())
+	boxWrite(t, r, "objects/a", "landed") // the push the journal did not note
+
+	c, err = cache.Open(r, o)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.Recover(ctx))
+	a, err := r.Lstat(ctx, path.Join(root, "objects/a"))
+	require.NoError(t, err)
+	b, err := r.Lstat(ctx, path.Join(root, "objects/b"))
+	require.NoError(t, err, "the second name after the recovery")
+	assert.Equal(t, a.Ino, b.Ino)
+}

@@ -46,10 +46,7 @@ func (f *file) push(ctx context.Context, c *Cache) error {
 	} else {
 		fi, err = c.sw.WriteFileStat(ctx, c.abs(j.rel), j.src, j.o)
 	}
-	if err := j.finish(c, fi, err); err != nil {
-		return err
-	}
-	return c.linkAlias(ctx, f, fi)
+	return j.finish(ctx, c, fi, err)
 }
 
 // prepare readies a push of f, whose content lock the caller holds: nil
@@ -118,9 +115,10 @@ func (f *file) prepare(ctx context.Context, c *Cache, scans dirScans) (*pushJob,
 }
 
 // finish records the outcome of j's write: what the box answered (fi), or
-// its error, which leaves the file dirty. It returns the error close(2)
+// its error, which leaves the file dirty; a file the box has now gets the
+// second name the host gave it (linkAlias). It returns the error close(2)
 // reports.
-func (j *pushJob) finish(c *Cache, fi providers.FileInfo, err error) error {
+func (j *pushJob) finish(ctx context.Context, c *Cache, fi providers.FileInfo, err error) error {
 	f, rel := j.f, j.rel
 	if err != nil {
 		if j.o.Exclusive && providers.IsCode(err, providers.Exists) {
@@ -163,7 +161,7 @@ func (j *pushJob) finish(c *Cache, fi providers.FileInfo, err error) error {
 	}
 	c.linksChangedLocked(rel, fi, true)
 	c.mu.Unlock()
-	return nil
+	return c.linkAlias(ctx, f, fi)
 }
 
 // pushAll pushes files and what is pending of directories (made first,
@@ -238,7 +236,7 @@ func (c *Cache) pushAll(ctx context.Context, files []*file, report func(rel stri
 				j.inPlace = false
 			}
 			j.src.Close()
-			fail(j.rel, j.finish(c, fi, err))
+			fail(j.rel, j.finish(ctx, c, fi, err))
 			f.content.Unlock()
 			continue
 		}
@@ -269,10 +267,7 @@ func (c *Cache) pushAll(ctx context.Context, files []*file, report func(rel stri
 	for i, j := range jobs {
 		j.src.Close()
 		fi, err := result(len(mk) + i)
-		if err = j.finish(c, fi, err); err == nil {
-			err = c.linkAlias(ctx, j.f, fi)
-		}
-		fail(j.rel, err)
+		fail(j.rel, j.finish(ctx, c, fi, err))
 		j.f.content.Unlock()
 	}
 	for i, op := range set {

@@ -51,7 +51,7 @@ func (c *Cache) recoverCheck(ctx context.Context, f *file, scans dirScans) error
 	if changed && !missing && fi.IsRegular() && c.sameContent(ctx, f, fi) {
 		// The push landed before the daemon died (it was killed between
 		// the box's answer and the journal's note of it).
-		return (&pushJob{f: f, rel: rel}).finish(c, fi, nil)
+		return (&pushJob{f: f, rel: rel}).finish(ctx, c, fi, nil)
 	}
 	if !changed {
 		if missing && created && d.mayLack() {
