@@ -541,17 +541,13 @@ const noDirectConfig = "[providers.docker]\ndirect = \"off\"\n"
 // checkNoDirect fails when the box's facts.json says the agent's requests
 // take a direct channel, which the delay proxy would not see.
 func checkNoDirect(facts string) error {
-	b, err := os.ReadFile(facts)
-	if err != nil {
-		return err
-	}
 	var f struct {
 		Agent struct {
 			Direct string `json:"direct"`
 		} `json:"agent"`
 	}
-	if err := json.Unmarshal(b, &f); err != nil {
-		return fmt.Errorf("%s: %v", facts, err)
+	if err := readFacts(facts, &f); err != nil {
+		return err
 	}
 	if f.Agent.Direct != "" {
 		return fmt.Errorf("%s: the agent's requests take the direct channel %q, which bypasses the delay", facts, f.Agent.Direct)

@@ -910,20 +910,28 @@ type watchCounts struct {
 // readWatchCounts reads the counts from a box's facts.json; ok is false
 // when it has none (the box has no cache).
 func readWatchCounts(path string) (c watchCounts, ok bool, err error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return c, false, err
-	}
 	var f struct {
 		WatchReports *watchCounts `json:"watchReports"`
 	}
-	if err := json.Unmarshal(b, &f); err != nil {
-		return c, false, fmt.Errorf("%s: %v", path, err)
+	if err := readFacts(path, &f); err != nil {
+		return c, false, err
 	}
 	if f.WatchReports == nil {
 		return c, false, nil
 	}
 	return *f.WatchReports, true, nil
+}
+
+// readFacts reads a box's facts.json at path into v.
+func readFacts(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %v", path, err)
+	}
+	return nil
 }
 
 // watch counts the watch's reports during a write workload on a boxfs

@@ -155,7 +155,7 @@ type session struct {
 	finished chan struct{} // closed when the agent is known gone (or could not be killed)
 
 	direct    string // the direct route the requests take, "" over the exec
-	directOff string // why no route was taken, when the box offered some or refused to be dialled
+	directOff string // why the requests go over the exec though the box offers routes, or is not to be dialled
 }
 
 // exitReason describes how the agent ended, with its last stderr.
