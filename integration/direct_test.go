@@ -29,16 +29,7 @@ func TestDirectChannel(t *testing.T) {
 			m := startMount(t, "docker", 30*time.Second)
 			b := m.newBox(t, "d", tc.args...)
 
-			// Host writes, read in the box by a command.
-			require.NoError(t, os.WriteFile(filepath.Join(b.work, "a"), []byte("from the host\n"), 0o644))
-			assert.Equal(t, "from the host\n", b.must(t, "cat a"))
-			// A tree made in the box, read and removed through the mount.
-			b.must(t, "mkdir -p t/sub && for i in $(seq 40); do echo $i >t/$i; echo $i >t/sub/$i; done")
-			got, err := os.ReadFile(filepath.Join(b.work, "t", "sub", "7"))
-			require.NoError(t, err)
-			assert.Equal(t, "7\n", string(got))
-			host(t, b.work, "rm", "-rf", "t")
-			assert.Equal(t, "gone\n", b.must(t, "test -e t || echo gone"))
+			agentWork(t, b, "mkdir -p t/sub && for i in $(seq 40); do echo $i >t/$i; echo $i >t/sub/$i; done", "t/sub/7")
 
 			agent, ok := factsMap(t, b)["agent"].(map[string]any)
 			require.True(t, ok, "facts.json has no agent counters")
@@ -59,14 +50,7 @@ func TestDirectChannelOff(t *testing.T) {
 		env: []string{envOptions + "=docker.direct=off"}})
 	b := m.newBox(t, "d")
 
-	require.NoError(t, os.WriteFile(filepath.Join(b.work, "a"), []byte("over the exec\n"), 0o644))
-	assert.Equal(t, "over the exec\n", b.must(t, "cat a"))
-	b.must(t, "mkdir -p t && for i in $(seq 40); do echo $i >t/$i; done")
-	got, err := os.ReadFile(filepath.Join(b.work, "t", "7"))
-	require.NoError(t, err)
-	assert.Equal(t, "7\n", string(got))
-	host(t, b.work, "rm", "-rf", "t")
-	assert.Equal(t, "gone\n", b.must(t, "test -e t || echo gone"))
+	agentWork(t, b, "mkdir -p t && for i in $(seq 40); do echo $i >t/$i; done", "t/7")
 
 	agent, ok := factsMap(t, b)["agent"].(map[string]any)
 	require.True(t, ok, "facts.json has no agent counters")
@@ -74,4 +58,20 @@ func TestDirectChannelOff(t *testing.T) {
 	off, _ := agent["directOff"].(string)
 	assert.Contains(t, off, "direct=off", "facts.json agent: %v", agent)
 	assert.Greater(t, agent["roundTrips"], float64(40), "the removal's requests are counted on the channel: %v", agent)
+}
+
+// agentWork is file work on the agent's channel: a host write read in the
+// box by a command, then a tree the box makes (mk, a script making files
+// t/... holding their own name) read at seven (a file holding "7") and
+// removed through the mount.
+func agentWork(t *testing.T, b *boxT, mk, seven string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(filepath.Join(b.work, "a"), []byte("from the host\n"), 0o644))
+	assert.Equal(t, "from the host\n", b.must(t, "cat a"))
+	b.must(t, mk)
+	got, err := os.ReadFile(filepath.Join(b.work, filepath.FromSlash(seven)))
+	require.NoError(t, err)
+	assert.Equal(t, "7\n", string(got))
+	host(t, b.work, "rm", "-rf", "t")
+	assert.Equal(t, "gone\n", b.must(t, "test -e t || echo gone"))
 }
