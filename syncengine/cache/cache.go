@@ -872,13 +872,7 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 		c.mu.Unlock()
 	}
 	now := c.now() // what the listing brings is as old as its ask
-	c.mu.Lock()
-	t := c.fm.begin()
-	// What the host showed of the children the box lacked when the
-	// listing was asked: the box's answer may be from before a push
-	// that answers meanwhile, so it stands for that moment (F-dirty).
-	asked := c.pendingEntriesLocked(rel)
-	c.mu.Unlock()
+	t := c.beginFetch()
 	list, err := c.listRemote(ctx, rel)
 	if err != nil {
 		c.mu.Lock()
@@ -919,14 +913,6 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 		attrs[join(rel, fi.Name)] = fi
 	}
 	c.mu.Lock()
-	// What is still pending is laid over the listing below as it is
-	// now; what was pushed or removed meanwhile, as it was at the ask.
-	for name, fi := range asked.over(d) {
-		if p := join(rel, name); !c.shownHereLocked(p) {
-			d.entries[name] = fi
-			attrs[p] = fi
-		}
-	}
 	if v, newer := c.fm.judge(rel, t), c.fm.listedAfter(rel, t); v == stale || v == hostWins || newer {
 		// A gap of the watch, or a walk or listing begun after this
 		// one was asked, came first, or the host changed the directory

@@ -175,21 +175,6 @@ func (pe pendingEntries) over(d *dirList) map[string]providers.FileInfo {
 	return out
 }
 
-// shownHereLocked reports whether the host shows rel from what it holds
-// itself: a directory made or changed here, or a file it writes or holds
-// writes of the box lacks. c.mu held.
-func (c *Cache) shownHereLocked(rel string) bool {
-	if c.pdirs.Has(rel) {
-		return true
-	}
-	f := c.file(rel)
-	if f == nil {
-		return false
-	}
-	_, ok := f.localAttr()
-	return ok
-}
-
 // boxless is fi, a dirty file's attributes laid over the listing d: where
 // d lacks the name, the box has no file there now, and the inode number
 // fi carries from the box's last word is another file's or none (a box
