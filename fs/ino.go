@@ -21,14 +21,21 @@ import (
 // inode under several names, as link(2) promises (git clone of a local
 // repository checks that the link it made has its source's inode number).
 //
-// The table holds only what the kernel holds: a path is kept from the
-// lookup that made its node until the kernel forgets that node (forget),
-// which also frees a retired number. A path looked up again after that is
+// The table holds what the kernel holds: a path is kept from the lookup
+// that made its node until the kernel forgets that node (forget), which
+// also frees a retired number. A path looked up again after that is
 // hashed again and gets its number back, unless the hash was taken when it
 // was first numbered (then it gets the next free one, as it would on a
-// remount). A directory listing numbers its entries without keeping them
-// (peekFile): the kernel makes no node for them. So the table's size
-// follows the kernel's inode cache, not every path ever listed.
+// remount). A renamed file's number is not its path's hash: forgetting its
+// node (a watch's report drops the kernel's name of a file, and the kernel
+// then forgets it) would give it another number at its next lookup, while
+// a disk keeps a file's number as long as the file lives (a program that
+// kept it, git's index, sees another file). So that number stays with
+// the path (parked) until the path is removed, renamed over or made anew,
+// up to maxParked of them, the oldest given up first. A directory listing
+// numbers its entries without keeping them (peekFile): the kernel makes no
+// node for them. So the table's size follows the kernel's inode cache and
+// the renamed files it forgot, not every path ever listed.
 //
 // Every operation costs the depth of the path (and a removed or renamed
 // directory the size of what is below it), not the number of paths known.
@@ -46,11 +53,22 @@ type inoTable struct {
 	// another file) is not handed to a new file.
 	byBox map[boxIno]uint64
 	names map[uint64]*linkNames
+	// parked holds the numbers of renamed paths whose nodes the kernel
+	// forgot (used still holds each with its one path), and parkOrder
+	// them oldest first, with numbers since taken back left in it.
+	parked    map[uint64]struct{}
+	parkOrder []uint64
+	// moved holds the numbers a rename gave another path.
+	moved map[uint64]struct{}
 	// high is the most numbers used since the maps were last built: a Go
 	// map keeps its buckets when its entries go, so forget builds them
 	// again once they hold a quarter of that.
 	high int
 }
+
+// maxParked is the most numbers of forgotten renamed paths kept: at ~100
+// bytes each, a few MiB for a tree's worth of git's renamed objects.
+var maxParked = 1 << 16
 
 // compactMin is the fewest numbers used at the high mark that make forget
 // build the maps again and hand the memory back, once they hold a quarter.
@@ -67,7 +85,8 @@ type boxIno struct{ dev, ino uint64 }
 
 func newInoTable(seed string) *inoTable {
 	return &inoTable{seed: seed, byPath: pathmap.New[uint64](), used: map[uint64][]string{},
-		byBox: map[boxIno]uint64{}, names: map[uint64]*linkNames{}}
+		byBox: map[boxIno]uint64{}, names: map[uint64]*linkNames{},
+		parked: map[uint64]struct{}{}, moved: map[uint64]struct{}{}}
 }
 
 func (t *inoTable) hash(parts ...[]byte) uint64 {
@@ -126,11 +145,55 @@ func (t *inoTable) unsetLocked(rel string) (uint64, bool) {
 	return ino, true
 }
 
+// unparkLocked notes that the kernel may hold ino again. t.mu held.
+func (t *inoTable) unparkLocked(ino uint64) {
+	delete(t.parked, ino)
+}
+
+// releaseLocked frees ino if it is parked: a number no node holds, which
+// no forget will free, once its path no longer holds it. t.mu held.
+func (t *inoTable) releaseLocked(ino uint64) {
+	if _, ok := t.parked[ino]; ok {
+		delete(t.parked, ino)
+		delete(t.moved, ino)
+		delete(t.used, ino)
+	}
+}
+
+// parkLocked keeps ino, the number of rel whose node the kernel forgot,
+// for rel's next lookup, giving up the oldest parked number past
+// maxParked. t.mu held.
+func (t *inoTable) parkLocked(ino uint64) {
+	t.parked[ino] = struct{}{}
+	t.parkOrder = append(t.parkOrder, ino)
+	for len(t.parked) > maxParked && len(t.parkOrder) > 0 {
+		old := t.parkOrder[0]
+		t.parkOrder = t.parkOrder[1:]
+		if _, ok := t.parked[old]; ok {
+			for _, p := range t.used[old] {
+				t.byPath.Delete(p)
+			}
+			t.releaseLocked(old)
+		}
+	}
+	if len(t.parkOrder) > 2*len(t.parked)+1024 {
+		// Mostly numbers since taken back: kept to what is parked.
+		order := make([]uint64, 0, len(t.parked))
+		for _, n := range t.parkOrder {
+			if _, ok := t.parked[n]; ok {
+				order = append(order, n)
+			}
+		}
+		t.parkOrder = order
+	}
+}
+
 // get returns rel's number, giving it one on first use.
 func (t *inoTable) get(rel string) uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if ino, ok := t.byPath.Get(rel); ok {
+		t.unparkLocked(ino)
 		return ino
 	}
 	ino := t.freshLocked(t.hash([]byte(rel)))
@@ -184,10 +247,18 @@ func (t *inoTable) forget(ino uint64) {
 		t.mu.Unlock()
 		return
 	}
+	_, linked := t.names[ino]
+	if _, moved := t.moved[ino]; moved && !linked && len(paths) == 1 {
+		// A renamed file: its path keeps the number (see inoTable).
+		t.parkLocked(ino)
+		t.mu.Unlock()
+		return
+	}
 	for _, p := range paths {
 		t.byPath.Delete(p)
 	}
 	delete(t.used, ino)
+	delete(t.moved, ino)
 	if ln, ok := t.names[ino]; ok {
 		delete(t.names, ino)
 		if t.byBox[ln.key] == ino {
@@ -217,6 +288,16 @@ func (t *inoTable) compactLocked() {
 		used[ino] = paths
 	}
 	t.used = used
+	parked := make(map[uint64]struct{}, len(t.parked))
+	for ino := range t.parked {
+		parked[ino] = struct{}{}
+	}
+	t.parked = parked
+	movedNums := make(map[uint64]struct{}, len(t.moved))
+	for ino := range t.moved {
+		movedNums[ino] = struct{}{}
+	}
+	t.moved = movedNums
 	t.high = len(used)
 }
 
@@ -245,6 +326,9 @@ func (t *inoTable) getFile(rel string, fi providers.FileInfo) uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	cur, have := t.byPath.Get(rel)
+	if have {
+		t.unparkLocked(cur)
+	}
 	ino, ok := t.byBox[k]
 	switch {
 	case ok && have && cur == ino:
@@ -262,6 +346,7 @@ func (t *inoTable) getFile(rel string, fi providers.FileInfo) uint64 {
 	if have {
 		t.unsetLocked(rel)
 		t.dropLocked(cur)
+		t.releaseLocked(cur)
 	}
 	t.setLocked(rel, ino)
 	t.names[ino].n++
@@ -303,6 +388,7 @@ func (t *inoTable) removeLocked(rel string) {
 	for _, p := range append(t.byPath.Under(rel), rel) {
 		if ino, ok := t.unsetLocked(p); ok {
 			t.dropLocked(ino)
+			t.releaseLocked(ino)
 		}
 	}
 }
@@ -320,6 +406,7 @@ func (t *inoTable) rename(oldrel, newrel string) {
 	}
 	for k, ino := range moved {
 		t.setLocked(k, ino)
+		t.moved[ino] = struct{}{}
 	}
 }
 

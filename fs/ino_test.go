@@ -137,13 +137,63 @@ func TestInoTableForget(t *testing.T) {
 	assert.NotEqual(t, peeked, b.peekFile("d/f", providers.FileInfo{}))
 	assert.Equal(t, b.peekFile("d/f", providers.FileInfo{}), b.get("d/f"))
 
-	// A renamed path is forgotten under its new name.
+}
+
+// A renamed file keeps its number when the kernel forgets its node and
+// looks it up again (as a disk keeps a file's number while it lives), and
+// gives it up when its path is removed, renamed over or made anew.
+func TestInoTableForgetRenamed(t *testing.T) {
+	a := newInoTable("local/x")
+	r := a.get("dir/r")
+	m := a.get("moved/r") // the node of the file about to be replaced
+	a.rename("dir", "moved")
+	a.forget(m)
+	a.forget(r)
+	assert.Equal(t, r, a.get("moved/r"), "a renamed file came back with another number")
+	assert.Equal(t, r, a.peekFile("moved/r", providers.FileInfo{}))
+
+	// Forgotten again and then removed: the number is free, and the path
+	// is its own again.
+	a.forget(r)
+	a.remove("moved/r")
+	paths, numbers := a.size()
+	assert.Zero(t, paths+numbers, "a removed parked path kept its number")
+	own := a.get("moved/r")
+	assert.NotEqual(t, r, own)
+	assert.Equal(t, a.hash([]byte("moved/r"))&^(1<<63), own, "a removed renamed path did not get its own number back")
+
+	// Renamed over: the parked number goes. Found to be a name of a hard
+	// link: the link takes it (the first name seen keeps its number).
+	b := newInoTable("local/x")
+	s := b.get("s")
+	b.rename("s", "t")
+	b.forget(s)
+	b.rename("u", "t")
+	_, numbers = b.size()
+	assert.Zero(t, numbers, "a renamed-over parked number was kept")
+	s = b.get("s")
+	b.rename("s", "t")
+	b.forget(s)
+	linked := providers.FileInfo{Dev: 7, Ino: 42, Nlink: 2}
+	assert.Equal(t, s, b.getFile("t", linked))
+	assert.Empty(t, b.parked, "a number the kernel holds again is parked")
+
+	// At most maxParked are kept, the oldest given up first.
+	defer func(n int) { maxParked = n }(maxParked)
+	maxParked = 2
 	c := newInoTable("local/x")
-	r := c.get("dir/r")
-	c.rename("dir", "moved")
-	c.forget(r)
-	paths, _ = c.size()
-	assert.Zero(t, paths, "a moved path outlived its node")
+	var nums []uint64
+	for _, p := range []string{"a", "b", "c"} {
+		n := c.get(p)
+		c.rename(p, p+"2")
+		c.forget(n)
+		nums = append(nums, n)
+	}
+	paths, numbers = c.size()
+	assert.Equal(t, 2, paths)
+	assert.Equal(t, 2, numbers)
+	assert.NotEqual(t, nums[0], c.get("a2"), "the oldest parked number was kept past the bound")
+	assert.Equal(t, nums[2], c.get("c2"))
 }
 
 // Forgetting the node of a hard link drops all its names and the box
