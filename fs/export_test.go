@@ -31,3 +31,20 @@ func (f *FS) DropEntry(name, rel string) {
 		n.NotifyEntry(base)
 	}
 }
+
+// Parked is how many numbers of renamed work/ paths whose nodes the kernel
+// forgot the namespace keeps for the box name.
+func (f *FS) Parked(name string) int {
+	b := f.m.Lookup(name)
+	if b == nil {
+		return 0
+	}
+	v := f.viewOf(b)
+	if v == nil {
+		return 0
+	}
+	t := v.inos()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.parked)
+}

@@ -58,3 +58,34 @@ func ino(t *testing.T, name string) uint64 {
 	require.NoError(t, err)
 	return fi.Sys().(*syscall.Stat_t).Ino
 }
+
+// A renamed file keeps its inode number after the kernel forgets its node
+// (a watch's report of a changed file drops its name) and looks it up
+// again, as on a disk; go-fuse's posix test RenameOverwriteDestExist
+// checks the number after a rename over another file.
+func TestRenamedKeepsInoAfterForget(t *testing.T) {
+	mnt, f := mountFS(t, boxfs.MountOptions{})
+	work := filepath.Join(newBox(t, mnt, "a"), "work")
+	src, dst := filepath.Join(work, "src"), filepath.Join(work, "dst")
+	require.NoError(t, os.WriteFile(src, []byte("hello"), 0o644))
+	require.NoError(t, os.WriteFile(dst, []byte("xx"), 0o644))
+	want := ino(t, src)
+	require.NoError(t, os.Rename(src, dst))
+	require.Equal(t, want, ino(t, dst))
+
+	f.DropEntry("a", "dst")
+	deadline := time.Now().Add(10 * time.Second)
+	for f.Parked("a") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the kernel did not forget the renamed file")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Equal(t, want, ino(t, dst), "the renamed file's number after the kernel forgot it")
+	require.Zero(t, f.Parked("a"))
+
+	// Removed and made again, the path has a number of its own.
+	require.NoError(t, os.Remove(dst))
+	require.NoError(t, os.WriteFile(dst, nil, 0o644))
+	require.NotEqual(t, want, ino(t, dst))
+}
