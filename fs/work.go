@@ -495,7 +495,7 @@ func (n *workNode) Create(ctx context.Context, name string, flags uint32, mode u
 	}
 	n.v.inos().remove(rel) // a new file: never the number of one that was here
 	ch := n.child(ctx, rel, fi, out)
-	wh := n.newHandle(h)
+	wh := ch.Operations().(*workNode).newHandle(h) // the new file's open, not its directory's
 	wh.remember(fi)
 	return ch, wh, 0, 0
 }
