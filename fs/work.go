@@ -451,8 +451,11 @@ func (n *workNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if keep {
 		fuseFlags |= fuse.FOPEN_KEEP_CACHE
 	}
+	// What the open reads, not what its name held at the stat above: a
+	// rename over the name in between (a symbolic link, then a file
+	// again) leaves the stat describing another file.
 	wh := n.newHandle(h)
-	if fi, ok := h.Attr(); ok {
+	if fi, ok := h.Opened(); ok {
 		wh.remember(fi)
 	} else if haveBefore {
 		if int(flags)&syscall.O_TRUNC != 0 {
@@ -712,8 +715,15 @@ func (wh *workHandle) lastSeen() (providers.FileInfo, bool) {
 	return wh.st.last, wh.st.have
 }
 
-// remember keeps fi as what this open knows of its file.
+// remember keeps fi as what this open knows of its file. Attributes of
+// another kind of file are of another file that took its name, never its
+// own: go-fuse answers a getattr with the node's type over whatever mode
+// we give, so a symbolic link's would show as a regular file of the link's
+// size, and they are not kept.
 func (wh *workHandle) remember(fi providers.FileInfo) {
+	if !wh.n.sameKind(fi) {
+		return
+	}
 	wh.st.mu.Lock()
 	wh.st.last, wh.st.have = fi, true
 	wh.st.mu.Unlock()

@@ -585,6 +585,28 @@ func (h *Handle) Attr() (providers.FileInfo, bool) {
 	return h.f.localAttr()
 }
 
+// Opened is the box file this open reads, as the open found it: Attr's
+// answer when it has one, else the attributes its copy was fetched or
+// checked with, with the copy's size. A stat of the name taken before the
+// open may have found another file there (a symbolic link renamed over
+// it, then a file again): these are the attributes of the file the copy
+// holds. ok is false when the cache holds no copy (a streamed read).
+func (h *Handle) Opened() (providers.FileInfo, bool) {
+	if fi, ok := h.Attr(); ok {
+		return fi, true
+	}
+	f := h.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.valid || f.base.Mtime.IsZero() || !f.base.IsRegular() {
+		return providers.FileInfo{}, false
+	}
+	fi := f.base
+	_, fi.Name = split(f.rel)
+	fi.Size = f.boxSize
+	return fi, true
+}
+
 // Holds reports whether the file holds changes made through the mount
 // that the box's other views of it must hear of at its close: writes not
 // pushed yet, or writes made in the box's own file.
