@@ -60,6 +60,14 @@ type inoTable struct {
 	parkOrder []uint64
 	// moved holds the numbers a rename gave another path.
 	moved map[uint64]struct{}
+	// gens is the generation of each number used: go-fuse takes two
+	// lookups with one number and generation to be one node (the names of
+	// a hard link), so a number handed out again gets a new generation and
+	// never joins a node the kernel may still hold of the file that had it
+	// (go-fuse drops a node before it tells us, so a lookup racing the
+	// forget can hold a number the table has freed).
+	gens    map[uint64]uint64
+	lastGen uint64
 	// high is the most numbers used since the maps were last built: a Go
 	// map keeps its buckets when its entries go, so forget builds them
 	// again once they hold a quarter of that.
@@ -86,7 +94,7 @@ type boxIno struct{ dev, ino uint64 }
 func newInoTable(seed string) *inoTable {
 	return &inoTable{seed: seed, byPath: pathmap.New[uint64](), used: map[uint64][]string{},
 		byBox: map[boxIno]uint64{}, names: map[uint64]*linkNames{},
-		parked: map[uint64]struct{}{}, moved: map[uint64]struct{}{}}
+		parked: map[uint64]struct{}{}, moved: map[uint64]struct{}{}, gens: map[uint64]uint64{}}
 }
 
 func (t *inoTable) hash(parts ...[]byte) uint64 {
@@ -115,6 +123,8 @@ func (t *inoTable) unusedLocked(h uint64) uint64 {
 func (t *inoTable) freshLocked(h uint64) uint64 {
 	ino := t.unusedLocked(h)
 	t.used[ino] = nil
+	t.lastGen++
+	t.gens[ino] = t.lastGen
 	t.high = max(t.high, len(t.used))
 	return ino
 }
@@ -157,6 +167,7 @@ func (t *inoTable) releaseLocked(ino uint64) {
 		delete(t.parked, ino)
 		delete(t.moved, ino)
 		delete(t.used, ino)
+		delete(t.gens, ino)
 	}
 }
 
@@ -192,6 +203,11 @@ func (t *inoTable) parkLocked(ino uint64) {
 func (t *inoTable) get(rel string) uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.getLocked(rel)
+}
+
+// getLocked is get. t.mu held.
+func (t *inoTable) getLocked(rel string) uint64 {
 	if ino, ok := t.byPath.Get(rel); ok {
 		t.unparkLocked(ino)
 		return ino
@@ -259,6 +275,7 @@ func (t *inoTable) forget(ino uint64) {
 	}
 	delete(t.used, ino)
 	delete(t.moved, ino)
+	delete(t.gens, ino)
 	if ln, ok := t.names[ino]; ok {
 		delete(t.names, ino)
 		if t.byBox[ln.key] == ino {
@@ -298,6 +315,11 @@ func (t *inoTable) compactLocked() {
 		movedNums[ino] = struct{}{}
 	}
 	t.moved = movedNums
+	gens := make(map[uint64]uint64, len(t.gens))
+	for ino, g := range t.gens {
+		gens[ino] = g
+	}
+	t.gens = gens
 	t.high = len(used)
 }
 
@@ -319,12 +341,25 @@ func linkedKey(fi providers.FileInfo) (boxIno, bool) {
 // getFile returns the number of rel, whose box file fi describes: for a
 // name of a hard link, the number all its names share.
 func (t *inoTable) getFile(rel string, fi providers.FileInfo) uint64 {
-	k, linked := linkedKey(fi)
-	if !linked {
-		return t.get(rel)
-	}
+	ino, _ := t.node(rel, fi)
+	return ino
+}
+
+// node returns getFile's number with its generation: the identity of
+// rel's go-fuse node.
+func (t *inoTable) node(rel string, fi providers.FileInfo) (ino, gen uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	ino = t.fileLocked(rel, fi)
+	return ino, t.gens[ino]
+}
+
+// fileLocked is getFile. t.mu held.
+func (t *inoTable) fileLocked(rel string, fi providers.FileInfo) uint64 {
+	k, linked := linkedKey(fi)
+	if !linked {
+		return t.getLocked(rel)
+	}
 	cur, have := t.byPath.Get(rel)
 	if have {
 		t.unparkLocked(cur)

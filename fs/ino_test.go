@@ -235,3 +235,25 @@ func TestInoTableCompacts(t *testing.T) {
 	assert.Equal(t, 2, a.high, "the maps were not built again")
 	assert.Equal(t, nums[9], a.get("j"), "a path kept lost its number in the rebuild")
 }
+
+// A number handed out again has a new generation: go-fuse takes one
+// number and generation to be one node, and the kernel may still hold the
+// node of the file that had the number (a lookup racing its forget).
+func TestInoTableGenerations(t *testing.T) {
+	a := newInoTable("local/x")
+	none := providers.FileInfo{}
+	x, g := a.node("f", none)
+	y, h := a.node("f", none)
+	assert.Equal(t, x, y)
+	assert.Equal(t, g, h, "two lookups of one file are two nodes")
+	linked := providers.FileInfo{Dev: 7, Ino: 42, Nlink: 2}
+	l1, lg1 := a.node("l1", linked)
+	l2, lg2 := a.node("l2", linked)
+	assert.Equal(t, l1, l2)
+	assert.Equal(t, lg1, lg2, "two names of a hard link are two nodes")
+
+	a.forget(x)
+	z, k := a.node("f", none)
+	assert.Equal(t, x, z, "the path's own number, once no node holds it")
+	assert.NotEqual(t, g, k, "a number handed out again joins the node the kernel may hold")
+}

@@ -152,10 +152,10 @@ func fillAttr(a *fuse.Attr, fi providers.FileInfo, ino uint64) {
 
 // child returns the node for rel, of the kind fi says.
 func (n *workNode) child(ctx context.Context, rel string, fi providers.FileInfo, out *fuse.EntryOut) *gofs.Inode {
-	ino := n.v.inos().getFile(rel, fi)
+	ino, gen := n.v.inos().node(rel, fi)
 	n.v.fillAttr(&out.Attr, fi, ino)
 	mode := providers.UnixMode(fi.Mode) & syscall.S_IFMT
-	return n.NewInode(ctx, &workNode{v: n.v}, gofs.StableAttr{Mode: mode, Ino: ino})
+	return n.NewInode(ctx, &workNode{v: n.v}, gofs.StableAttr{Mode: mode, Ino: ino, Gen: gen})
 }
 
 // OnForget lets the box's inode numbers drop the node's paths and number
