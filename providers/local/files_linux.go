@@ -526,18 +526,37 @@ func (b *Box) Create(ctx context.Context, name string, perm providers.FileMode, 
 }
 
 // create makes name (or truncates it, unless exclusive) and returns it
-// open with the access mode acc.
+// open with the access mode acc. A file it makes has exactly perm's mode
+// bits (no umask).
 func (b *Box) create(ctx context.Context, op, name string, acc int, perm providers.FileMode, exclusive bool) (*os.File, error) {
+	f, made, err := b.createOpen(ctx, op, name, acc, perm, exclusive)
+	if err == nil && made {
+		if err = f.Chmod(perm & specialBits); err != nil {
+			f.Close()
+			return nil, b.pathErr(op, name, err)
+		}
+	}
+	return f, err
+}
+
+// createOpen is create without the last step: a file it makes (made) has
+// perm's permission bits less the daemon's umask, and none of its
+// set-user-ID, set-group-ID and sticky bits; the caller gives it its
+// mode. One whose mode it then reads needs no fchmod when the umask took
+// nothing (OpenHostWrite: a create through the mount).
+func (b *Box) createOpen(ctx context.Context, op, name string, acc int, perm providers.FileMode, exclusive bool) (f *os.File, made bool, err error) {
 	r, rel, err := b.open(ctx, op, name)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	var f *os.File
+	// Born with its permission bits, less the umask: never more open than
+	// perm asks for, and usually what it asks for already.
+	birth := uint32(perm & fs.ModePerm)
 	if dfd, base, ok := b.parent(rel); ok {
 		// The new name in its parent, as os.Root's OpenFile makes it.
 		var fd int
 		for {
-			fd, err = unix.Openat(dfd, base, acc|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+			fd, err = unix.Openat(dfd, base, acc|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, birth)
 			if err != unix.EINTR {
 				break
 			}
@@ -549,21 +568,21 @@ func (b *Box) create(ctx context.Context, op, name string, acc int, perm provide
 			err = &fs.PathError{Op: "openat", Path: rel, Err: err}
 		}
 	} else {
-		f, err = r.OpenFile(rel, acc|os.O_CREATE|os.O_EXCL, 0o600)
+		f, err = r.OpenFile(rel, acc|os.O_CREATE|os.O_EXCL, fs.FileMode(birth))
 	}
 	if errors.Is(err, fs.ErrExist) && !exclusive {
 		if target, ok := b.danglingTarget(r, rel); ok {
 			// open(2) without O_EXCL creates a dangling symlink's target.
 			rel = target
-			f, err = r.OpenFile(rel, acc|os.O_CREATE|os.O_EXCL, 0o600)
+			f, err = r.OpenFile(rel, acc|os.O_CREATE|os.O_EXCL, fs.FileMode(birth))
 		}
 	}
 	switch {
 	case err == nil:
-		err = f.Chmod(perm & specialBits)
+		made = true
 	case errors.Is(err, fs.ErrExist) && !exclusive:
 		if err = b.notLinkedOutside(r, op, name, rel); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		// O_NONBLOCK: a FIFO under the name answers at once.
 		f, err = b.openFile(r, rel, acc|os.O_TRUNC|syscall.O_NONBLOCK, 0)
@@ -572,9 +591,9 @@ func (b *Box) create(ctx context.Context, op, name string, acc int, perm provide
 		if f != nil {
 			f.Close()
 		}
-		return nil, b.pathErr(op, name, err)
+		return nil, false, b.pathErr(op, name, err)
 	}
-	return f, nil
+	return f, made, nil
 }
 
 // danglingTarget follows rel while it is a symlink (within the box, at

@@ -195,9 +195,10 @@ func (b *Box) OpenHostWrite(ctx context.Context, name string, flags int, perm pr
 	const op = "local.OpenHostWrite"
 	acc := flags & syscall.O_ACCMODE
 	var f *os.File
+	made := false
 	if flags&syscall.O_CREAT != 0 {
 		var err error
-		if f, err = b.create(ctx, op, name, acc, perm, flags&syscall.O_EXCL != 0); err != nil {
+		if f, made, err = b.createOpen(ctx, op, name, acc, perm, flags&syscall.O_EXCL != 0); err != nil {
 			return nil, providers.FileInfo{}, err
 		}
 	} else {
@@ -221,6 +222,15 @@ func (b *Box) OpenHostWrite(ctx context.Context, name string, flags int, perm pr
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		f.Close()
 		return nil, providers.FileInfo{}, providers.PathError(op, b.id, name, syscall.EINVAL)
+	}
+	// A file made here has perm exactly, as create gives it: a chmod only
+	// when the umask took bits or perm has special ones.
+	if want := providers.UnixMode(perm&specialBits) & 0o7777; made && st.Mode&0o7777 != want {
+		if err := unix.Fchmod(int(f.Fd()), want); err != nil {
+			f.Close()
+			return nil, providers.FileInfo{}, b.pathErr(op, name, err)
+		}
+		st.Mode = st.Mode&^0o7777 | want
 	}
 	return f, fileInfo(path.Base(name), &st), nil
 }

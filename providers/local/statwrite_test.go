@@ -59,3 +59,33 @@ func TestWriteFileStat(t *testing.T) {
 	_, err = sw.WriteFileStat(ctx, filepath.Join(facts.Workspace, "missing", "f"), strings.NewReader("x"), providers.WriteOptions{Perm: 0o644})
 	assert.ErrorIs(t, err, syscall.ENOENT)
 }
+
+// A file OpenHostWrite makes has exactly the mode asked for, whatever the
+// daemon's umask takes from it, special bits included, and answers that
+// mode; an existing file opened with O_CREAT keeps its own.
+func TestOpenHostWriteCreateMode(t *testing.T) {
+	old := syscall.Umask(0o022)
+	t.Cleanup(func() { syscall.Umask(old) })
+	p := local.New(t.TempDir())
+	box, err := p.Create(t.Context(), providers.Spec{})
+	require.NoError(t, err)
+	t.Cleanup(func() { box.Destroy(t.Context()) })
+	hw := box.(providers.HostWriter)
+	facts, err := box.Facts(t.Context())
+	require.NoError(t, err)
+	for i, perm := range []providers.FileMode{0o644, 0o666, 0o600, 0, 0o777 | os.ModeSetgid, 0o755 | os.ModeSetuid} {
+		name := filepath.Join(facts.Workspace, "f"+string(rune('a'+i)))
+		f, fi, err := hw.OpenHostWrite(t.Context(), name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+		require.NoError(t, err, "perm %v", perm)
+		f.Close()
+		assert.Equal(t, perm, fi.Mode, "answered mode of a file made with %v", perm)
+		st, err := os.Lstat(name)
+		require.NoError(t, err)
+		assert.Equal(t, perm, st.Mode(), "mode on disk of a file made with %v", perm)
+	}
+	name := filepath.Join(facts.Workspace, "fa")
+	f, fi, err := hw.OpenHostWrite(t.Context(), name, os.O_WRONLY|os.O_CREATE, 0o600)
+	require.NoError(t, err)
+	f.Close()
+	assert.Equal(t, providers.FileMode(0o644), fi.Mode, "an existing file keeps its mode")
+}
