@@ -861,12 +861,22 @@ func (wh *workHandle) size() int64 {
 	return 0
 }
 
+// pushSize is how many bytes a flush, fsync or release of this open may
+// push: none for an open writing the box's own file in place (its writes
+// are there already), so that one asks no fstat for it.
+func (wh *workHandle) pushSize() int64 {
+	if wh.h.InPlace() {
+		return 0
+	}
+	return wh.size()
+}
+
 // Flush is close(2): the box has the file's bytes when it returns, or the
 // error says why not (the data stays dirty and journaled).
 func (wh *workHandle) Flush(ctx context.Context) syscall.Errno {
 	b := wh.n.v.b
 	dirty := wh.h.Holds()
-	err := b.Do(ctx, true, transferTime(wh.size()), wh.h.Flush)
+	err := b.Do(ctx, true, transferTime(wh.pushSize()), wh.h.Flush)
 	if err != nil {
 		b.SetErr(providers.E(0, "close", err))
 		return toErrno(err)
@@ -880,7 +890,7 @@ func (wh *workHandle) Flush(ctx context.Context) syscall.Errno {
 func (wh *workHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	b := wh.n.v.b
 	dirty := wh.h.Holds()
-	if err := b.Do(ctx, true, transferTime(wh.size()), wh.h.Fsync); err != nil {
+	if err := b.Do(ctx, true, transferTime(wh.pushSize()), wh.h.Fsync); err != nil {
 		b.SetErr(providers.E(0, "fsync", err))
 		return toErrno(err)
 	}
@@ -914,7 +924,7 @@ func (wh *workHandle) pushed(ctx context.Context, inPlace bool) {
 }
 
 func (wh *workHandle) Release(ctx context.Context) syscall.Errno {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wh.n.v.fs.m.Options().OpTimeout+transferTime(wh.size()))
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wh.n.v.fs.m.Options().OpTimeout+transferTime(wh.pushSize()))
 	defer cancel()
 	wh.h.Release(rctx)
 	return 0

@@ -611,6 +611,18 @@ func (h *Handle) Opened() (providers.FileInfo, bool) {
 // that the box's other views of it must hear of at its close: writes not
 // pushed yet, or writes made in the box's own file.
 func (h *Handle) Holds() bool {
+	if d := h.direct; d != nil && d.write {
+		// The box's file, written here: while d is open it holds writes
+		// until its name goes, with no fstat to ask (localAttr's answer).
+		d.mu.Lock()
+		open := d.f != nil
+		d.mu.Unlock()
+		if open {
+			h.f.mu.Lock()
+			defer h.f.mu.Unlock()
+			return !h.f.gone
+		}
+	}
 	_, ok := h.f.localAttr()
 	return ok
 }

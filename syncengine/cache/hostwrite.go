@@ -334,20 +334,28 @@ func (c *Cache) setattrDirect(ctx context.Context, rel string, op func() error) 
 
 // HostFile is the descriptor of the box's own file this open uses, and
 // that file's attributes; ok false when it uses the cache's copy. The
-// descriptor stays open until Release.
+// descriptor stays open until Release. An open for writing answers with
+// the fstat it was opened with (the kernel asks at once, at its create or
+// open); an open for reading, whose attributes came from before its
+// open, with a new one.
 func (h *Handle) HostFile() (fd int, fi providers.FileInfo, ok bool) {
 	d := h.direct
 	if d == nil {
 		return 0, fi, false
 	}
-	fi, err := d.stat()
-	if err != nil {
-		return 0, fi, false
+	if !d.write {
+		var err error
+		if fi, err = d.stat(); err != nil {
+			return 0, fi, false
+		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.f == nil {
 		return 0, fi, false
+	}
+	if d.write {
+		fi = d.fi
 	}
 	return int(d.f.Fd()), fi, true
 }
