@@ -338,10 +338,14 @@ func (h *Hands) ReadSmall(ctx context.Context, dir string, names []string, max i
 }
 
 // RenameStat renames and returns the attributes the rename left, in one
-// round trip over the agent channel; on other paths it is Unsupported and
-// renames nothing.
+// round trip over the agent channel, and through the box's own files
+// where they answer so (a local box); on other paths it is Unsupported
+// and renames nothing.
 func (h *Hands) RenameStat(ctx context.Context, oldname, newname string) (providers.FileInfo, []providers.FileInfo, error) {
 	if h.channel == nil {
+		if rs, ok := h.files.(providers.RenameStater); ok {
+			return rs.RenameStat(ctx, oldname, newname)
+		}
 		return providers.FileInfo{}, nil, providers.Errorf(providers.Unsupported, "hands.RenameStat", "the %s path renames without attributes", h.via)
 	}
 	fi, dirs, err := h.channel.RenameStat(ctx, oldname, newname)

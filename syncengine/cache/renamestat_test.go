@@ -81,3 +81,33 @@ func TestRenameAnsweredWithAttributes(t *testing.T) {
 	}
 	assert.Equal(t, "content of a/.f.tmp", readWhole(t, c, "a/f"))
 }
+
+// A rename over a file whose answer carries what it left: the watch's
+// reports of the new name (its change time moved) and of the old one
+// (gone) are the rename's echoes, dropped; the directories' are taken.
+// A box change to the new name right after is taken (F-echo, F-watch).
+func TestRenameOverFileEchoes(t *testing.T) {
+	_, _, inner := fakeBox(t)
+	c, _ := watchedCache(t, &renameStater{Remote: inner})
+	ctx := t.Context()
+	_, err := c.Mkdir(ctx, "dir", 0o755)
+	require.NoError(t, err)
+	write(t, c, "file", "moved").Release(ctx)
+	write(t, c, "dir/renamed", "replaced").Release(ctx)
+	for _, p := range []string{"file", "dir/renamed"} {
+		_, err := c.Getattr(ctx, p)
+		require.NoError(t, err)
+	}
+	before := c.Reports()
+
+	require.NoError(t, c.Rename(ctx, "file", "dir/renamed"))
+	c.Reported([]providers.Change{boxChange(t, inner, "file"), boxChange(t, inner, "dir/renamed")}, false)
+	assert.Equal(t, before.Echoes+2, c.Reports().Echoes, "the rename's echoes")
+	assert.Equal(t, before.Taken, c.Reports().Taken, "reports of the rename taken")
+
+	boxWrite(t, inner, "dir/renamed", "the box's, later")
+	assert.Equal(t, []string{"dir/renamed"}, c.Reported([]providers.Change{boxChange(t, inner, "dir/renamed")}, false))
+	fi, err := c.Getattr(ctx, "dir/renamed")
+	require.NoError(t, err)
+	assert.Equal(t, int64(len("the box's, later")), fi.Size)
+}
