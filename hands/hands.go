@@ -105,6 +105,7 @@ var (
 	_ providers.CappedWalker = (*Hands)(nil)
 	_ providers.BatchWriter  = (*Hands)(nil)
 	_ providers.RenameStater = (*Hands)(nil)
+	_ providers.RemoveStater = (*Hands)(nil)
 )
 
 // New reads box's facts once and picks the fastest path they allow (see the
@@ -353,6 +354,16 @@ func (h *Hands) RenameStat(ctx context.Context, oldname, newname string) (provid
 		fi.Target, err = h.channel.Readlink(ctx, newname)
 	}
 	return fi, dirs, err
+}
+
+// RemoveStat unlinks name and returns the attributes the file keeps
+// under its other names, where the box's own files answer so (a local
+// box); on other paths it is Unsupported and removes nothing.
+func (h *Hands) RemoveStat(ctx context.Context, name string) (providers.FileInfo, error) {
+	if rs, ok := h.files.(providers.RemoveStater); ok && h.channel == nil {
+		return rs.RemoveStat(ctx, name)
+	}
+	return providers.FileInfo{}, providers.Errorf(providers.Unsupported, "hands.RemoveStat", "the %s path removes without attributes", h.via)
 }
 
 // CreateStat makes an empty regular file and returns its attributes: one

@@ -102,6 +102,7 @@ type Cache struct {
 	remote Remote
 	sw     providers.StatWriter   // remote's, answering mutations with attributes
 	rs     providers.RenameStater // remote's, when it answers renames with attributes (c.mu)
+	rms    providers.RemoveStater // remote's, when it answers unlinks with attributes (c.mu)
 	sr     providers.SmallReader  // remote's, if it has one (c.mu); nil once it said Unsupported
 	cold   map[string]int         // directory -> files fetched from it (c.mu)
 	ahead  *readAhead             // the read-ahead below scanned directories (prefetch.go)
@@ -222,10 +223,12 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 		return nil, providers.Errorf(providers.Invalid, op, "workspace root %q is not absolute", opts.Root)
 	}
 	rs, _ := remote.(providers.RenameStater)
+	rms, _ := remote.(providers.RemoveStater)
 	c := &Cache{
 		remote:  remote,
 		sw:      providers.AsStatWriter(remote),
 		rs:      rs,
+		rms:     rms,
 		cold:    map[string]int{},
 		ahead:   newReadAhead(),
 		reap:    newReaper(),
@@ -1459,15 +1462,37 @@ func (c *Cache) Remove(ctx context.Context, rel string) error {
 	if c.removeHere(rel) {
 		return nil
 	}
-	defer c.intend(rel)()
-	if err := c.remote.Remove(ctx, c.abs(rel)); err != nil {
+	// A file the host knows under other names keeps them, with one link
+	// fewer and a new change time: where the remote answers the unlink
+	// with those, they are recorded, and a report of another name while
+	// the unlink is in flight is judged against them (F-echo).
+	c.mu.Lock()
+	rels := []string{rel}
+	if fi, ok := c.knownAttrLocked(rel); ok && c.rms != nil {
+		rels = append(rels, c.linkedLocked(rel, fi)...)
+	}
+	c.mu.Unlock()
+	defer c.intend(rels...)()
+	left, err := c.removeStat(ctx, rel, len(rels) > 1)
+	if err != nil {
 		return err
 	}
 	c.mu.Lock()
 	var others []string
 	if fi, ok := c.knownAttrLocked(rel); ok {
 		others = c.linkedLocked(rel, fi)
-		c.linksChangedLocked(rel, fi, false) // one link fewer: asked of the box
+		if left != nil && left.Nlink > 0 && left.Ino == fi.Ino && left.Dev == fi.Dev {
+			// The other names, as the unlink left them.
+			now := c.now()
+			for _, p := range others {
+				o := *left
+				_, o.Name = split(p)
+				c.touchLocked(p)
+				c.recordLocked(p, o, now)
+			}
+		} else {
+			c.linksChangedLocked(rel, fi, false) // one link fewer: asked of the box
+		}
 	}
 	f := c.file(rel)
 	c.files.Delete(rel)
@@ -1489,6 +1514,28 @@ func (c *Cache) Remove(ctx context.Context, rel string) error {
 		f.unlinked(c)
 	}
 	return nil
+}
+
+// removeStat unlinks rel in the box and, when withStat is set and the
+// remote answers an unlink with what it left (providers.RemoveStater),
+// returns the attributes the file keeps under its other names.
+func (c *Cache) removeStat(ctx context.Context, rel string, withStat bool) (*providers.FileInfo, error) {
+	c.mu.Lock()
+	rs := c.rms
+	c.mu.Unlock()
+	if withStat && rs != nil {
+		fi, err := rs.RemoveStat(ctx, c.abs(rel))
+		if err == nil {
+			return &fi, nil
+		}
+		if !providers.IsCode(err, providers.Unsupported) {
+			return nil, err
+		}
+		c.mu.Lock()
+		c.rms = nil
+		c.mu.Unlock()
+	}
+	return nil, c.remote.Remove(ctx, c.abs(rel))
 }
 
 // heirLocked hands f, the copy of a name of a hard link that went away,
