@@ -95,6 +95,9 @@ type mark struct {
 	// newer is the tick of the last host change, fetched the ticket of
 	// the newest fetch installed, box the tick of the last report.
 	newer, fetched, box uint64
+	// pushed is the tick a push of the host's writes of the path was
+	// recorded at, pushBegan the tick that push began at (pushEnded).
+	pushed, pushBegan uint64
 	// began is when the host change recorded at newer began (0: known
 	// to be newer than any fetch begun before newer). A fetch begun
 	// after it began may have seen its effect, or a box change after
@@ -179,7 +182,7 @@ func (m *model) prune() {
 	m.marks = 0
 	for dir, names := range m.since {
 		for name, mk := range names {
-			if max(mk.newer, mk.fetched, mk.box) < oldest {
+			if max(mk.newer, mk.fetched, mk.box, mk.pushed) < oldest {
 				delete(names, name)
 			} else {
 				m.marks++
@@ -206,6 +209,16 @@ func (m *model) hostChanged(rel string) {
 	m.tick++
 	if p := m.markOf(rel); p != nil {
 		p.newer, p.began = m.tick, m.hostOps[rel]
+	}
+}
+
+// pushEnded notes that the push of the host's writes of rel was recorded
+// (after hostChanged, which noted when it began): what a fetch begun
+// before the push brought of rel does not replace what the push recorded
+// (judgeMark).
+func (m *model) pushEnded(rel string) {
+	if p := m.markOf(rel); p != nil {
+		p.pushed, p.pushBegan = m.tick, p.began
 	}
 }
 
@@ -439,6 +452,15 @@ func (m *model) newsSince(rel string, t ticket, echo uint64) bool {
 // the cache holds wins when it is certainly newer and no report came after
 // it; a report after the fetch began, or a host change that may overlap
 // the fetch, makes the answer installed stale.
+//
+// A push begun after the fetch began and recorded since is the exception:
+// the fetch's answer for its path may be from before the push, which the
+// host showed unpushed (F-dirty), and a report since (the push's own
+// echo, or a box change after it) does not make the answer win either:
+// what the cache holds is then the report's state, or stale and asked
+// again at its next use (F-watch). A push out before the fetch began may
+// have landed before it, and a box change after it with it: that answer
+// stays reported, as for any host change overlapping the fetch.
 func (m *model) judgeMark(mk *mark, t ticket) verdict {
 	if mk == nil {
 		return install
@@ -448,6 +470,8 @@ func (m *model) judgeMark(mk *mark, t ticket) verdict {
 	}
 	newer := mk.newer > uint64(t)
 	switch {
+	case mk.pushed > uint64(t) && mk.pushBegan > uint64(t):
+		return hostWins
 	case newer && (mk.began == 0 || mk.began > uint64(t)) && mk.box <= mk.newer,
 		mk.fetched > uint64(t) && mk.box <= mk.fetched:
 		return hostWins

@@ -40,3 +40,52 @@ func TestModelMarksStayBounded(t *testing.T) {
 		t.Errorf("a fetch begun before the host changed late: %v, want hostWins", v)
 	}
 }
+
+// A push begun after a fetch and recorded before its answer wins over the
+// answer for its path, also when the watch reported the path since (the
+// push's echo); a push or another host change out when the fetch began
+// makes the answer stale instead (its write may have landed first, and a
+// box change after it).
+func TestModelPushWinsOverFetch(t *testing.T) {
+	for _, tc := range []struct {
+		name                    string
+		pushFirst, report, push bool
+		want                    verdict
+	}{
+		{"push out before the fetch", true, false, true, reported},
+		{"push out before the fetch, echo", true, true, true, reported},
+		{"push begun after the fetch", false, false, true, hostWins},
+		{"push begun after the fetch, echo", false, true, true, hostWins},
+		{"change out before the fetch", true, false, false, reported},
+		{"change begun after the fetch, report", false, true, false, reported},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newModel()
+			rels := []string{"d/f"}
+			var h, fetch ticket
+			if tc.pushFirst {
+				h = m.hostBegin(rels)
+				fetch = m.begin()
+			} else {
+				fetch = m.begin()
+				h = m.hostBegin(rels)
+			}
+			m.hostChanged("d/f")
+			if tc.push {
+				m.pushEnded("d/f")
+			}
+			m.hostEnd(rels, h)
+			if tc.report {
+				m.boxReported("d/f")
+			}
+			if v := m.judge("d/f", fetch); v != tc.want {
+				t.Errorf("judge: %v, want %v", v, tc.want)
+			}
+			got := map[string]verdict{}
+			m.changedIn("d", fetch, func(name string, v verdict) { got[name] = v })
+			if got["f"] != tc.want {
+				t.Errorf("changedIn: %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -155,6 +155,7 @@ func (j *pushJob) finish(ctx context.Context, c *Cache, fi providers.FileInfo, e
 		c.news.Delete(rel)
 	}
 	c.touchLocked(rel)
+	c.fm.pushEnded(rel)
 	c.recordLocked(rel, fi, now)
 	if !j.inPlace {
 		c.dirTouchedLocked(rel) // the push renamed a temporary name over rel

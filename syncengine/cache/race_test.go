@@ -175,3 +175,63 @@ func TestListingAfterRemoveOfLinkedName(t *testing.T) {
 		t.Errorf("listing %v shows y, which the box removed before it was asked", got)
 	}
 }
+
+// A listing asked while the host holds a write the box lacks, and answered
+// after that write's push, shows the host's write, not the box's state
+// from before the push, also when the watch reported the path since (the
+// push's own echo): F-dirty.
+func TestListingAnsweredAfterPush(t *testing.T) {
+	for _, report := range []string{"none", "echo", "bare"} {
+		t.Run(report, func(t *testing.T) {
+			_, _, inner := fakeBox(t)
+			r := &armedRemote{lateRemote: lateRemote{Remote: inner, asked: make(chan struct{}), release: make(chan struct{})}}
+			now := time.Unix(1000, 0)
+			c := behindCache(t, r, cache.Options{BehindDelay: time.Hour, BehindMaxWait: time.Hour, Now: func() time.Time { return now }})
+			ctx := t.Context()
+			boxWrite(t, inner, "f", "box")
+			if _, err := c.Lookup(ctx, "f"); err != nil {
+				t.Fatal(err)
+			}
+			const host = "the host's f"
+			h := write(t, c, "f", host)
+			if err := h.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			h.Release(ctx)
+			now = now.Add(time.Hour) // what the cache listed is old: ReadDir asks the box
+			r.armed.Store(true)
+			done := make(chan []providers.FileInfo, 1)
+			go func() {
+				l, err := c.ReadDir(ctx, "")
+				if err != nil {
+					t.Error(err)
+				}
+				done <- l
+			}()
+			<-r.asked // the box's answer is taken: f as the box had it
+			if err := c.FlushAll(ctx); err != nil {
+				t.Fatal(err)
+			}
+			fi, err := inner.Lstat(ctx, root+"/f")
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch report {
+			case "echo":
+				c.Reported([]providers.Change{{Path: "f", Info: &fi}}, false)
+			case "bare":
+				c.BoxChanged([]string{"f"}, false)
+			}
+			r.release <- struct{}{}
+			for _, fi := range <-done {
+				if fi.Name == "f" && fi.Size != int64(len(host)) {
+					t.Errorf("the listing shows f of %d bytes, want the host's %d", fi.Size, len(host))
+				}
+			}
+			r.armed.Store(false)
+			if fi, err := c.Lookup(ctx, "f"); err != nil || fi.Size != int64(len(host)) {
+				t.Errorf("lookup of f after the listing: %v, %d bytes, want %d", err, fi.Size, len(host))
+			}
+		})
+	}
+}
