@@ -1130,10 +1130,10 @@ func (c *Cache) Reported(changes []providers.Change, all bool) []string {
 			continue
 		}
 		if c.echoLocked(ch) {
-			// No news for what the cache holds, but a fetch in flight
-			// may bring an older state: it is judged against the
-			// report all the same.
-			c.fm.boxReported(ch.Path)
+			// No news: the box shows what the cache holds. A fetch in
+			// flight is not judged against it: begun before the host's
+			// change, its answer is older than the echo's state, and
+			// begun after, no older.
 			c.fm.reports.Echoes++
 			continue
 		}

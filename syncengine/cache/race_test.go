@@ -235,3 +235,44 @@ func TestListingAnsweredAfterPush(t *testing.T) {
 		})
 	}
 }
+
+// A listing asked before the host renamed a file, and answered after the
+// watch reported the rename's echo (the old name gone), does not show the
+// old name: the echo is the state the rename left, not news a fetch begun
+// before it may carry (F-noundo).
+func TestListingAnsweredAfterRenameEcho(t *testing.T) {
+	_, _, inner := fakeBox(t)
+	r := &armedRemote{lateRemote: lateRemote{Remote: inner, asked: make(chan struct{}), release: make(chan struct{})}}
+	now := time.Unix(1000, 0)
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	boxWrite(t, inner, "f", "f")
+	if _, err := c.Lookup(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Hour) // what the cache listed is old: ReadDir asks the box
+	r.armed.Store(true)
+	done := make(chan []providers.FileInfo, 1)
+	go func() {
+		l, err := c.ReadDir(ctx, "")
+		if err != nil {
+			t.Error(err)
+		}
+		done <- l
+	}()
+	<-r.asked // the box's answer is taken: f
+	if err := c.Rename(ctx, "f", "g"); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Reported([]providers.Change{{Path: "f", Gone: true}}, false); len(got) != 0 {
+		t.Fatalf("the rename's echo made %q stale", got)
+	}
+	r.release <- struct{}{}
+	if got := names(<-done); slices.Contains(got, "f") {
+		t.Errorf("listing %v shows f, which the host renamed after it was asked", got)
+	}
+}

@@ -56,7 +56,7 @@ var (
 	// a write the box lacks, answered after that write's push, is where
 	// write=behind is most easily wrong (F-dirty). -sim.behind.lists=false
 	// leaves them out.
-	simBehindLists = flag.Bool("sim.behind.lists", false, "TestSimulatorBehind's schedules list directories too")
+	simBehindLists = flag.Bool("sim.behind.lists", true, "TestSimulatorBehind's schedules list directories too")
 	// simBehindPlant plants a bug in the simulator's own barrier or
 	// batch, to show the checker finds it: "noflush" (a barrier that
 	// pushes nothing), "untold" (a refused batch not told to PushFailed).
