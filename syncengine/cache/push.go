@@ -280,14 +280,22 @@ func (c *Cache) pushAll(ctx context.Context, files []*file, report func(rel stri
 
 // writeLinked writes src over rel, a name of a file with several, in
 // place. Where the box will not (another of its names is outside the
-// workspace: Unsafe), the name is replaced instead and leaves the link;
+// workspace: Unsafe), the name is replaced instead and leaves the link,
+// and where the name is gone from the box it is made again with src;
 // replaced says so.
 func (c *Cache) writeLinked(ctx context.Context, rel string, src *os.File, o providers.WriteOptions) (fi providers.FileInfo, replaced bool, err error) {
 	fi, err = c.writeInPlace(ctx, c.abs(rel), src, o)
-	if !providers.IsCode(err, providers.Unsafe) {
+	switch {
+	case providers.IsCode(err, providers.NotFound):
+		// The box removed or renamed the name meanwhile: the host's
+		// writes win there (F-dirty), as a file of its own, as a push
+		// of a file with one name makes it.
+		c.log.Warn("a hard-linked file's name is gone from the box; the host's copy is written under it", "path", rel)
+	case providers.IsCode(err, providers.Unsafe):
+		c.log.Warn("a hard-linked file with a name outside the workspace is replaced, not written in place", "path", rel, "err", err)
+	default:
 		return fi, false, err
 	}
-	c.log.Warn("a hard-linked file with a name outside the workspace is replaced, not written in place", "path", rel, "err", err)
 	fi, err = c.sw.WriteFileStat(ctx, c.abs(rel), io.NewSectionReader(src, 0, 1<<62), o)
 	return fi, true, err
 }

@@ -201,3 +201,40 @@ func TestHardLinkWriteKeepsTheLink(t *testing.T) {
 		})
 	}
 }
+
+// A name of a hard link that the box removes while the host holds writes
+// to it gets the host's copy back at the push, as a file of its own
+// (F-dirty): not a failed close.
+func TestHardLinkNameGoneBeforePush(t *testing.T) {
+	_, _, r := fakeBox(t)
+	c := open(t, r, t.TempDir())
+	ctx := t.Context()
+	h := write(t, c, "f", "a\n")
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.Release(ctx)
+	if _, err := c.Link(ctx, "f", "g"); err != nil {
+		t.Fatal(err)
+	}
+	g, _, err := c.OpenFile(ctx, "g", syscall.O_WRONLY|syscall.O_TRUNC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.WriteAt([]byte("more\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Remove(ctx, path.Join(root, "g")); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Flush(ctx); err != nil {
+		t.Fatalf("close after the box removed the name: %v", err)
+	}
+	g.Release(ctx)
+	if s := boxRead(t, r, "g"); s != "more\n" {
+		t.Errorf("box g = %q, want the host's copy", s)
+	}
+	if s := boxRead(t, r, "f"); s != "a\n" {
+		t.Errorf("box f = %q, want it as it was", s)
+	}
+}
