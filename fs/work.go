@@ -453,9 +453,13 @@ func (n *workNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	}
 	// What the open reads, not what its name held at the stat above: a
 	// rename over the name in between (a symbolic link, then a file
-	// again) leaves the stat describing another file.
+	// again) leaves the stat describing another file. The stat, when it
+	// is of the file the open reads, as it was shown (the times the host
+	// reported of a file it wrote, not the box's of its push).
 	wh := n.newHandle(h)
-	if fi, ok := h.Opened(); ok {
+	if fi, ok := h.Attr(); ok {
+		wh.remember(fi)
+	} else if fi, ok := h.Opened(); ok && !(haveBefore && sameFile(before, fi)) {
 		wh.remember(fi)
 	} else if haveBefore {
 		if int(flags)&syscall.O_TRUNC != 0 {
@@ -713,6 +717,12 @@ func (wh *workHandle) lastSeen() (providers.FileInfo, bool) {
 	wh.st.mu.Lock()
 	defer wh.st.mu.Unlock()
 	return wh.st.last, wh.st.have
+}
+
+// sameFile reports whether two stats of a name found one file: its kind,
+// inode and size (the times shown of it may be the host's).
+func sameFile(a, b providers.FileInfo) bool {
+	return a.Mode.Type() == b.Mode.Type() && a.Ino == b.Ino && a.Dev == b.Dev && a.Size == b.Size
 }
 
 // remember keeps fi as what this open knows of its file. Attributes of
