@@ -276,3 +276,88 @@ func TestListingAnsweredAfterRenameEcho(t *testing.T) {
 		t.Errorf("listing %v shows f, which the host renamed after it was asked", got)
 	}
 }
+
+// gatedRemote holds the answers of the calls its gates name (ReadDir,
+// Walk, Remove) until let go: each call is made in the box at once, then
+// says so on asked and waits for its release.
+type gatedRemote struct {
+	cache.Remote
+	gates map[string]*gate
+}
+
+type gate struct{ asked, release chan struct{} }
+
+func newGate() *gate { return &gate{asked: make(chan struct{}), release: make(chan struct{})} }
+
+func (r *gatedRemote) wait(call string) {
+	if g := r.gates[call]; g != nil {
+		g.asked <- struct{}{}
+		<-g.release
+	}
+}
+
+func (r *gatedRemote) ReadDir(ctx context.Context, name string) ([]providers.FileInfo, error) {
+	l, err := r.Remote.ReadDir(ctx, name)
+	r.wait("readdir")
+	return l, err
+}
+
+func (r *gatedRemote) Walk(ctx context.Context, root string) ([]providers.FileInfo, error) {
+	l, err := r.Remote.Walk(ctx, root)
+	r.wait("walk")
+	return l, err
+}
+
+func (r *gatedRemote) Remove(ctx context.Context, name string) error {
+	err := r.Remote.Remove(ctx, name)
+	r.wait("remove")
+	return err
+}
+
+// A listing asked before the host removed a file, answered after a walk
+// that began while the remove was out and was installed after it, does
+// not show the file: the walk found it missing, and that absence, which
+// the remove left, is what the listing's answer is laid under (F-noundo;
+// F-dirty where the file held writes the box lacked).
+func TestListingOlderThanWalkAfterRemove(t *testing.T) {
+	_, _, inner := fakeBox(t)
+	r := &gatedRemote{Remote: inner, gates: map[string]*gate{"readdir": newGate(), "walk": newGate(), "remove": newGate()}}
+	now := time.Unix(1000, 0)
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	boxWrite(t, inner, "b", "b")
+	listed := make(chan []providers.FileInfo, 1)
+	go func() {
+		l, err := c.ReadDir(ctx, "")
+		if err != nil {
+			t.Error(err)
+		}
+		listed <- l
+	}()
+	<-r.gates["readdir"].asked // the box's answer is taken: b
+	removed := make(chan error, 1)
+	go func() { removed <- c.Remove(ctx, "b") }()
+	<-r.gates["remove"].asked // the box removed b; its answer is out
+	walked := make(chan error, 1)
+	go func() {
+		_, err := c.Refresh(ctx)
+		walked <- err
+	}()
+	<-r.gates["walk"].asked // the walk's answer is taken: no b
+	r.gates["remove"].release <- struct{}{}
+	if err := <-removed; err != nil {
+		t.Fatal(err)
+	}
+	r.gates["walk"].release <- struct{}{}
+	if err := <-walked; err != nil {
+		t.Fatal(err)
+	}
+	r.gates["readdir"].release <- struct{}{}
+	if got := names(<-listed); slices.Contains(got, "b") {
+		t.Errorf("listing %v shows b, which the host removed after it was asked", got)
+	}
+}

@@ -167,6 +167,24 @@ func (c *Cache) installWalk(t ticket, now time.Time, list []providers.FileInfo) 
 	for rel, a := range host {
 		c.setAttrLocked(rel, a)
 	}
+	// A name the walk found missing, which the host changed or the watch
+	// reported while it was out, is kept as missing (and made stale with
+	// the rest of again), not left unknown: a fetch begun before the host
+	// changed it and answered after the walk lays the host's state over
+	// its answer for the name, and an unknown name keeps what the box had
+	// when that fetch was asked (overlayOneLocked), which the host's
+	// change undid (F-noundo, F-dirty).
+	for _, p := range again {
+		if _, ok := attrs[p]; ok || p == "" {
+			continue
+		}
+		if _, kept := host[p]; kept {
+			continue
+		}
+		if dir, _ := split(p); dirs[dir] != nil {
+			c.setAttrLocked(p, attrEntry{at: now, neg: true, trust: trust})
+		}
+	}
 	if haveRoot {
 		root.at = time.Time{}
 		c.attrs.Set("", root)
