@@ -21,8 +21,8 @@ import (
 //     that was installed first: nothing of it is installed (stale);
 //   - the host changed the path (or a directory above it) since, and
 //     began that change after the fetch began, or a fetch begun later was
-//     installed for it first, with no report after either: what the
-//     cache holds wins (hostWins);
+//     installed for it first with no report after it: what the cache
+//     holds wins (hostWins), stale where a report made it so;
 //   - the watch reported the path since, or a host change overlapped the
 //     fetch: the answer is installed, then made stale again, so the path
 //     is asked of the box at its next use (reported);
@@ -449,9 +449,17 @@ func (m *model) newsSince(rel string, t ticket, echo uint64) bool {
 }
 
 // judgeMark judges a fetch with ticket t against one path's mark: what
-// the cache holds wins when it is certainly newer and no report came after
-// it; a report after the fetch began, or a host change that may overlap
-// the fetch, makes the answer installed stale.
+// the cache holds wins when it is certainly newer; a report after the
+// fetch began, or a host change that may overlap the fetch, makes the
+// answer installed stale.
+//
+// A host change begun after the fetch began is newer than the fetch's
+// answer whatever the watch reported since: the answer is from before
+// the change, and installing it would undo the change (F-noundo; F-dirty
+// for a file holding writes the box lacks). A report after the change
+// made what the cache holds stale, so it is asked again at its next use
+// (F-watch). What a fetch installed later holds wins only with no report
+// after it: it is the box's word, not the host's own change.
 //
 // A push begun after the fetch began and recorded since is the exception:
 // the fetch's answer for its path may be from before the push, which the
@@ -472,7 +480,7 @@ func (m *model) judgeMark(mk *mark, t ticket) verdict {
 	switch {
 	case mk.pushed > uint64(t) && mk.pushBegan > uint64(t):
 		return hostWins
-	case newer && (mk.began == 0 || mk.began > uint64(t)) && mk.box <= mk.newer,
+	case newer && (mk.began == 0 || mk.began > uint64(t)),
 		mk.fetched > uint64(t) && mk.box <= mk.fetched:
 		return hostWins
 	case newer, mk.fetched > uint64(t), mk.box > uint64(t):

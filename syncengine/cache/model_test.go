@@ -45,7 +45,9 @@ func TestModelMarksStayBounded(t *testing.T) {
 // answer for its path, also when the watch reported the path since (the
 // push's echo); a push or another host change out when the fetch began
 // makes the answer stale instead (its write may have landed first, and a
-// box change after it).
+// box change after it). Any host change begun after the fetch wins over
+// its answer, also when the watch reported the path after the change:
+// the answer is older than the change (F-noundo).
 func TestModelPushWinsOverFetch(t *testing.T) {
 	for _, tc := range []struct {
 		name                    string
@@ -57,7 +59,8 @@ func TestModelPushWinsOverFetch(t *testing.T) {
 		{"push begun after the fetch", false, false, true, hostWins},
 		{"push begun after the fetch, echo", false, true, true, hostWins},
 		{"change out before the fetch", true, false, false, reported},
-		{"change begun after the fetch, report", false, true, false, reported},
+		{"change begun after the fetch", false, false, false, hostWins},
+		{"change begun after the fetch, report", false, true, false, hostWins},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newModel()

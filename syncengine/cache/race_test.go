@@ -361,3 +361,50 @@ func TestListingOlderThanWalkAfterRemove(t *testing.T) {
 		t.Errorf("listing %v shows b, which the host removed after it was asked", got)
 	}
 }
+
+// A listing asked before the host removed a file, and answered after the
+// watch reported a box change of the name made after the remove, does not
+// show the file as it was when the listing was asked: that answer is
+// older than the remove (F-noundo), and the report makes the name be
+// asked again at its next use (F-watch).
+func TestListingOlderThanRemoveAndReport(t *testing.T) {
+	_, _, inner := fakeBox(t)
+	r := &gatedRemote{Remote: inner, gates: map[string]*gate{"readdir": newGate()}}
+	now := time.Unix(1000, 0)
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	const old, newer = "old", "the box's newer b"
+	boxWrite(t, inner, "b", old)
+	listed := make(chan []providers.FileInfo, 1)
+	go func() {
+		l, err := c.ReadDir(ctx, "")
+		if err != nil {
+			t.Error(err)
+		}
+		listed <- l
+	}()
+	<-r.gates["readdir"].asked // the box's answer is taken: b as it was
+	if err := c.Remove(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	boxWrite(t, inner, "b", newer)
+	fi, err := inner.Lstat(ctx, root+"/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Reported([]providers.Change{{Path: "b", Info: &fi}}, false)
+	r.gates["readdir"].release <- struct{}{}
+	for _, fi := range <-listed {
+		if fi.Name == "b" && fi.Size == int64(len(old)) {
+			t.Errorf("the listing shows b as the box had it before the host removed it")
+		}
+	}
+	delete(r.gates, "readdir")
+	if fi, err := c.Lookup(ctx, "b"); err != nil || fi.Size != int64(len(newer)) {
+		t.Errorf("lookup of b after the listing: %v, %d bytes, want the box's newer %d", err, fi.Size, len(newer))
+	}
+}
