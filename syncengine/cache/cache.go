@@ -124,6 +124,7 @@ type Cache struct {
 
 	dataDir string
 	jnl     *journal
+	shownd  *shownLog // the times shown of files pushed, kept across mounts (shownlog.go)
 
 	mu    sync.Mutex
 	dirs  *pathmap.Map[*dirList]  // rel of a directory -> its listing
@@ -261,6 +262,7 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 	if err := c.loadJournal(); err != nil {
 		return nil, err
 	}
+	c.shownd = openShownLog(filepath.Join(opts.Dir, shownName))
 	if opts.WriteBehind {
 		c.behind = newBehind(c)
 	}
@@ -443,13 +445,19 @@ func (c *Cache) shown(rel string, fi providers.FileInfo) providers.FileInfo {
 }
 
 func (c *Cache) shownLocked(rel string, fi providers.FileInfo) providers.FileInfo {
-	f := c.file(rel)
-	if f == nil || !fi.IsRegular() {
+	if !fi.IsRegular() {
 		return fi
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.shownLocked(fi)
+	if f := c.file(rel); f != nil {
+		f.mu.Lock()
+		out, ok := f.shownLocked(fi)
+		f.mu.Unlock()
+		if ok {
+			return out
+		}
+	}
+	// A file an earlier process pushed (a remount): the times it showed.
+	return c.shownd.show(rel, fi)
 }
 
 // shownAfter is what a change of rel's attributes answers: fi, the
@@ -993,13 +1001,15 @@ func (c *Cache) ReadDir(ctx context.Context, rel string) ([]providers.FileInfo, 
 func (c *Cache) entriesLocked(rel string, d *dirList) []providers.FileInfo {
 	out := make([]providers.FileInfo, 0, len(d.entries))
 	for name, fi := range d.entries {
+		local := false
 		if f := c.file(join(rel, name)); f != nil {
 			if lfi, ok := f.localAttr(); ok {
 				lfi.Name = name // one of two names made here (linkHere)
-				fi = lfi
-			} else {
-				fi = c.shownLocked(join(rel, name), fi)
+				fi, local = lfi, true
 			}
+		}
+		if !local {
+			fi = c.shownLocked(join(rel, name), fi)
 		}
 		out = append(out, fi)
 	}
@@ -1477,6 +1487,7 @@ func (c *Cache) Remove(ctx context.Context, rel string) error {
 	if err != nil {
 		return err
 	}
+	c.shownd.drop(rel)
 	c.mu.Lock()
 	var others []string
 	if fi, ok := c.knownAttrLocked(rel); ok {
@@ -1607,6 +1618,7 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 			return nil
 		}
 	}
+	c.shownd.move(oldrel, newrel)
 	c.mu.Lock()
 	var others []string
 	if nok && (nfi.Ino != ofi.Ino || nfi.Dev != ofi.Dev) {

@@ -878,24 +878,10 @@ func (f *file) localAttrLocked() (providers.FileInfo, bool) {
 
 // shownLocked returns fi, the box's attributes of the file, with the
 // times the host reported of it while it was dirty when fi is the file the
-// push made with its content unchanged since (same inode, size and
-// modification time). A change of attributes since (chmod, chown, a link)
-// moved the change time in the box: that one is the box's. f.mu held.
-func (f *file) shownLocked(fi providers.FileInfo) providers.FileInfo {
-	b := f.boxTimes
-	if f.shownCtime.IsZero() || b.Ctime.IsZero() || fi.Ino != b.Ino || fi.Dev != b.Dev ||
-		!fi.Mtime.Equal(b.Mtime) || fi.Size != b.Size {
-		return fi
-	}
-	fi.Mtime = f.shownMtime
-	if fi.Ctime.Equal(b.Ctime) {
-		fi.Ctime = f.shownCtime
-	}
-	// The access time too, until the box reads the file.
-	if fi.Atime.Equal(b.Atime) && !f.shownAtime.IsZero() {
-		fi.Atime = f.shownAtime
-	}
-	return fi
+// push made with its content unchanged since (showTimes); ok says it was.
+// f.mu held.
+func (f *file) shownLocked(fi providers.FileInfo) (providers.FileInfo, bool) {
+	return showTimes(fi, f.boxTimes, f.shownMtime, f.shownCtime, f.shownAtime)
 }
 
 // markDirtyLocked notes unpushed writes and journals them once. f.mu held.
@@ -994,6 +980,7 @@ func (c *Cache) Close() error {
 		b.forgetCache(c)
 	}
 	defer c.jnl.close()
+	defer c.shownd.close()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.files.Range(func(_ string, f *file) bool {

@@ -209,8 +209,11 @@ func TestJournalIsOneAppendOnlyFile(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	assert.ElementsMatch(t, []string{"data", "journal.log"}, names, "no file per dirty file")
-	st, err := os.Stat(filepath.Join(dir, "journal.log"))
+	assert.ElementsMatch(t, []string{"data", "journal.log", "shown.log"}, names, "no file per dirty file")
+	st, err := os.Stat(filepath.Join(dir, "shown.log"))
+	require.NoError(t, err)
+	assert.Less(t, st.Size(), int64(1<<20), "the times shown of 3,000 pushes of one file")
+	st, err = os.Stat(filepath.Join(dir, "journal.log"))
 	require.NoError(t, err)
 	assert.Less(t, st.Size(), int64(2<<20), "the journal of 3,000 pushed files")
 

@@ -162,6 +162,7 @@ func (j *pushJob) finish(ctx context.Context, c *Cache, fi providers.FileInfo, e
 	}
 	c.linksChangedLocked(rel, fi, true)
 	c.mu.Unlock()
+	c.shownd.put(rel, fi, j.shownMtime, j.shownCtime, j.shownAtime)
 	return c.linkAlias(ctx, f, fi)
 }
 

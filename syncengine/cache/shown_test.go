@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -130,4 +131,79 @@ func TestSetattrAnswersTheTimesShown(t *testing.T) {
 			assert.True(t, after.Mtime.Equal(fi.Mtime), "getattr's mtime %v, the answer's %v", after.Mtime, fi.Mtime)
 		})
 	}
+}
+
+// The times the host reported of a file it wrote stay what it reports in
+// the next process that opens the cache (a remount): git's index holds
+// them, and a change time moved to the push's makes git read every file
+// again at the next git status. A change the box makes since shows, and
+// the record of the file then goes.
+func TestTimesShownStayAcrossReopen(t *testing.T) {
+	start := time.Date(2026, 12, 3, 0, 0, 0, 999_000_000, time.UTC)
+	boxClock := fake.NewClock(start)
+	p := fake.New(fake.WithClock(boxClock))
+	box, err := p.Create(t.Context(), providers.Spec{})
+	require.NoError(t, err)
+	r := &readCounter{Remote: box.(cache.Remote)}
+	if err := r.Mkdir(t.Context(), root, 0o755); err != nil && !errors.Is(err, syscall.EEXIST) {
+		t.Fatal(err)
+	}
+	hostNow := start
+	opts := cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Second, WriteBehind: true,
+		BehindDelay: time.Hour, BehindMaxWait: time.Hour, // batches go at FlushAll alone
+		Now: func() time.Time { return hostNow }}
+	c, err := cache.Open(r, opts)
+	require.NoError(t, err)
+	ctx := t.Context()
+
+	var before []providers.FileInfo
+	for _, name := range []string{"a", "b"} {
+		h := write(t, c, name, "checked out "+name+"\n")
+		fi, ok := h.Attr()
+		require.True(t, ok, "a dirty file's attributes are the host's")
+		require.NoError(t, h.Flush(ctx))
+		h.Release(ctx)
+		before = append(before, fi)
+	}
+	boxClock.Advance(1500 * time.Millisecond) // the batch lands in a later second
+	require.NoError(t, c.FlushAll(ctx))
+	require.NoError(t, c.Close())
+
+	same := func(c *cache.Cache, name string, want providers.FileInfo) {
+		t.Helper()
+		got, err := c.Getattr(ctx, name)
+		require.NoError(t, err)
+		assert.True(t, got.Mtime.Equal(want.Mtime), "%s: mtime %v, before the close %v", name, got.Mtime, want.Mtime)
+		assert.True(t, got.Ctime.Equal(want.Ctime), "%s: ctime %v, before the close %v", name, got.Ctime, want.Ctime)
+		assert.Equal(t, want.Size, got.Size)
+	}
+	hostNow = hostNow.Add(time.Minute)
+	c, err = cache.Open(r, opts)
+	require.NoError(t, err)
+	same(c, "a", before[0])
+	list, err := c.ReadDir(ctx, "")
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	for i, fi := range list {
+		assert.True(t, fi.Ctime.Equal(before[i].Ctime), "listed %s: ctime %v, before the close %v", fi.Name, fi.Ctime, before[i].Ctime)
+	}
+	got, _ := read(t, c, "b")
+	assert.Equal(t, "checked out b\n", got)
+	same(c, "b", before[1])
+
+	// The box rewrites a: its own times show, in this process and the next.
+	boxClock.Advance(time.Second)
+	require.NoError(t, r.WriteFile(ctx, root+"/a", strings.NewReader("box's\n"), 0o644))
+	hostNow = hostNow.Add(2 * time.Second)
+	changed, err := c.Getattr(ctx, "a")
+	require.NoError(t, err)
+	assert.True(t, changed.Ctime.After(before[0].Ctime.Add(time.Second)), "ctime after the box's write %v", changed.Ctime)
+	require.NoError(t, c.Close())
+	c, err = cache.Open(r, opts)
+	require.NoError(t, err)
+	defer c.Close()
+	again, err := c.Getattr(ctx, "a")
+	require.NoError(t, err)
+	assert.True(t, again.Ctime.Equal(changed.Ctime), "ctime in the next process %v, the box's %v", again.Ctime, changed.Ctime)
+	same(c, "b", before[1])
 }
