@@ -201,9 +201,19 @@ func TestTimesShownStayAcrossReopen(t *testing.T) {
 	require.NoError(t, c.Close())
 	c, err = cache.Open(r, opts)
 	require.NoError(t, err)
-	defer c.Close()
 	again, err := c.Getattr(ctx, "a")
 	require.NoError(t, err)
 	assert.True(t, again.Ctime.Equal(changed.Ctime), "ctime in the next process %v, the box's %v", again.Ctime, changed.Ctime)
 	same(c, "b", before[1])
+
+	// The host renames b: the file keeps the modification time shown, in
+	// the next process too (the rename moved its change time in the box).
+	require.NoError(t, c.Rename(ctx, "b", "c"))
+	require.NoError(t, c.Close())
+	c, err = cache.Open(r, opts)
+	require.NoError(t, err)
+	defer c.Close()
+	moved, err := c.Getattr(ctx, "c")
+	require.NoError(t, err)
+	assert.True(t, moved.Mtime.Equal(before[1].Mtime), "c: mtime %v, b's before the close %v", moved.Mtime, before[1].Mtime)
 }
