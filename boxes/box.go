@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"sync"
@@ -269,6 +270,7 @@ func (b *Box) openCache(h *hands.Hands, rec record) (*cache.Cache, error) {
 	}
 	return cache.Open(h, cache.Options{
 		Dir:           b.m.cacheDir(rec),
+		ShownPath:     b.m.shownPath(rec),
 		Root:          root,
 		Box:           b.name,
 		AttrTimeout:   b.m.opts.AttrTimeout,
@@ -694,9 +696,10 @@ func (b *Box) Destroy(ctx context.Context) error {
 }
 
 // dropState removes what the state directory keeps of the box besides its
-// record: its commands, and its cache unless it holds writes not pushed
-// yet and the box may still take them (it was forgotten, not destroyed).
-// Its connection must be closed first.
+// record: its commands, and its cache and the times shown of its files
+// unless the cache holds writes not pushed yet and the box may still take
+// them (it was forgotten, not destroyed). Its connection must be closed
+// first.
 func (b *Box) dropState(destroyed bool) {
 	rec := b.record()
 	if rec.ID == "" {
@@ -709,6 +712,9 @@ func (b *Box) dropState(destroyed bool) {
 	}
 	if err := os.RemoveAll(b.m.cacheDir(rec)); err != nil {
 		b.m.log.Warn("cache of a box not removed", "box", b.name, "err", err)
+	}
+	if err := os.Remove(b.m.shownPath(rec)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		b.m.log.Warn("times shown of a box's files not removed", "box", b.name, "err", err)
 	}
 }
 

@@ -623,6 +623,15 @@ func (m *Manager) cacheDir(rec record) string {
 	return filepath.Join(m.opts.StateDir, "cache", safeKey(rec.Provider+"-"+rec.ID))
 }
 
+// shownPath is where the times shown of the files pushed to the box rec
+// names are kept (cache.Options.ShownPath): beside its cache, not in it,
+// for they are not content. Removing the cache (as a cold start does)
+// leaves them, so the box's files show the times they showed before, and
+// git, whose index holds those, does not read every file pushed again.
+func (m *Manager) shownPath(rec record) string {
+	return filepath.Join(m.opts.StateDir, "shown", safeKey(rec.Provider+"-"+rec.ID)+".log")
+}
+
 func safeKey(s string) string {
 	return strings.NewReplacer("/", "_", "\x00", "_").Replace(s)
 }

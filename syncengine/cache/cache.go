@@ -40,6 +40,11 @@ type Options struct {
 	// Dir is the host directory the cache keeps its data and journal in; it
 	// is created if missing. One directory per box.
 	Dir string
+	// ShownPath is the file the times shown of pushed files are kept in
+	// across mounts (shownlog.go; default: shown.log in Dir). It is not
+	// content: removing it changes the times files show, so it belongs
+	// outside a directory removed to make the content cache cold.
+	ShownPath string
 	// Root is the box-side workspace path the cache presents.
 	Root string
 	// Box names the box in errors and logs.
@@ -262,7 +267,11 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 	if err := c.loadJournal(); err != nil {
 		return nil, err
 	}
-	c.shownd = openShownLog(filepath.Join(opts.Dir, shownName))
+	shownPath := opts.ShownPath
+	if shownPath == "" {
+		shownPath = filepath.Join(opts.Dir, shownName)
+	}
+	c.shownd = openShownLog(shownPath)
 	if opts.WriteBehind {
 		c.behind = newBehind(c)
 	}

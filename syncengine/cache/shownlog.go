@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 // the push: in write=behind a second or more after the host's, so git,
 // whose index holds the times reported before, takes every such file for
 // changed and reads it again at the next git status. So each push's answer
-// is appended, with the times shown, to a file beside the journal, and the
+// is appended, with the times shown, to a file (Options.ShownPath), and the
 // next process loads it: one line per push, "drop" lines for what no longer
 // holds, rewritten with the live records alone when it has grown well past
 // them.
@@ -84,6 +85,7 @@ type shownLog struct {
 // with the live ones.
 func openShownLog(path string) *shownLog {
 	l := &shownLog{path: path, recs: map[string]shownRec{}}
+	os.MkdirAll(filepath.Dir(path), 0o700) // a failure shows at the rewrite: no log
 	b, _ := os.ReadFile(path)
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
