@@ -97,15 +97,16 @@ type Hands struct {
 }
 
 var (
-	_ providers.Files        = (*Hands)(nil)
-	_ providers.Walker       = (*Hands)(nil)
-	_ providers.Archiver     = (*Hands)(nil)
-	_ providers.StatWriter   = (*Hands)(nil)
-	_ providers.SmallReader  = (*Hands)(nil)
-	_ providers.CappedWalker = (*Hands)(nil)
-	_ providers.BatchWriter  = (*Hands)(nil)
-	_ providers.RenameStater = (*Hands)(nil)
-	_ providers.RemoveStater = (*Hands)(nil)
+	_ providers.Files         = (*Hands)(nil)
+	_ providers.Walker        = (*Hands)(nil)
+	_ providers.Archiver      = (*Hands)(nil)
+	_ providers.StatWriter    = (*Hands)(nil)
+	_ providers.SmallReader   = (*Hands)(nil)
+	_ providers.CappedWalker  = (*Hands)(nil)
+	_ providers.BatchWriter   = (*Hands)(nil)
+	_ providers.RenameStater  = (*Hands)(nil)
+	_ providers.RemoveStater  = (*Hands)(nil)
+	_ providers.SetattrStater = (*Hands)(nil)
 )
 
 // New reads box's facts once and picks the fastest path they allow (see the
@@ -357,13 +358,58 @@ func (h *Hands) RenameStat(ctx context.Context, oldname, newname string) (provid
 }
 
 // RemoveStat unlinks name and returns the attributes the file keeps
-// under its other names, where the box's own files answer so (a local
-// box); on other paths it is Unsupported and removes nothing.
+// under its other names: in one round trip over the agent channel, and
+// through the box's own files where they answer so (a local box); on
+// other paths it is Unsupported and removes nothing.
 func (h *Hands) RemoveStat(ctx context.Context, name string) (providers.FileInfo, error) {
-	if rs, ok := h.files.(providers.RemoveStater); ok && h.channel == nil {
+	if h.channel != nil {
+		return h.channel.RemoveStat(ctx, name)
+	}
+	if rs, ok := h.files.(providers.RemoveStater); ok {
 		return rs.RemoveStat(ctx, name)
 	}
 	return providers.FileInfo{}, providers.Errorf(providers.Unsupported, "hands.RemoveStat", "the %s path removes without attributes", h.via)
+}
+
+// setattrStater is the path's own SetattrStater: the agent channel, or
+// the box's own files where they have one.
+func (h *Hands) setattrStater(op string) (providers.SetattrStater, error) {
+	if h.channel != nil {
+		return h.channel, nil
+	}
+	if ss, ok := h.files.(providers.SetattrStater); ok {
+		return ss, nil
+	}
+	return nil, providers.Errorf(providers.Unsupported, op, "the %s path sets attributes without answering them", h.via)
+}
+
+// ChmodStat sets name's mode and returns the attributes it left: in one
+// round trip over the agent channel; on paths that cannot answer so it is
+// Unsupported and changes nothing. So are ChownStat and UtimesStat.
+func (h *Hands) ChmodStat(ctx context.Context, name string, mode providers.FileMode) (providers.FileInfo, error) {
+	ss, err := h.setattrStater("hands.ChmodStat")
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	return ss.ChmodStat(ctx, name, mode)
+}
+
+// ChownStat sets name's owner and returns the attributes it left.
+func (h *Hands) ChownStat(ctx context.Context, name string, uid, gid int) (providers.FileInfo, error) {
+	ss, err := h.setattrStater("hands.ChownStat")
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	return ss.ChownStat(ctx, name, uid, gid)
+}
+
+// UtimesStat sets name's times and returns the attributes they left.
+func (h *Hands) UtimesStat(ctx context.Context, name string, atime, mtime time.Time) (providers.FileInfo, error) {
+	ss, err := h.setattrStater("hands.UtimesStat")
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	return ss.UtimesStat(ctx, name, atime, mtime)
 }
 
 // CreateStat makes an empty regular file and returns its attributes: one

@@ -122,6 +122,8 @@ var (
 	_ providers.Walker = (*Channel)(nil)
 
 	_ providers.LinkAttrSetter = (*Channel)(nil)
+	_ providers.RemoveStater   = (*Channel)(nil)
+	_ providers.SetattrStater  = (*Channel)(nil)
 	_ providers.BatchWriter    = (*Channel)(nil)
 )
 
@@ -867,6 +869,12 @@ func (ch *Channel) Remove(ctx context.Context, name string) error {
 	return ch.do(ctx, "agent.Remove", func(c *Client) error { return c.Remove(ctx, name) })
 }
 
+// RemoveStat is Remove answered with the attributes the file keeps (see
+// Client.RemoveStat).
+func (ch *Channel) RemoveStat(ctx context.Context, name string) (providers.FileInfo, error) {
+	return with(ctx, ch, "agent.Remove", func(c *Client) (providers.FileInfo, error) { return c.RemoveStat(ctx, name) })
+}
+
 // Rmdir removes an empty directory.
 func (ch *Channel) Rmdir(ctx context.Context, name string) error {
 	return ch.do(ctx, "agent.Rmdir", func(c *Client) error { return c.Rmdir(ctx, name) })
@@ -890,6 +898,22 @@ func (ch *Channel) RenameStat(ctx context.Context, oldname, newname string) (fi 
 // Chmod sets name's mode bits.
 func (ch *Channel) Chmod(ctx context.Context, name string, mode providers.FileMode) error {
 	return ch.do(ctx, "agent.Chmod", func(c *Client) error { return c.Chmod(ctx, name, mode) })
+}
+
+// ChmodStat is Chmod answered with the attributes it left (see
+// Client.ChmodStat).
+func (ch *Channel) ChmodStat(ctx context.Context, name string, mode providers.FileMode) (providers.FileInfo, error) {
+	return with(ctx, ch, "agent.Chmod", func(c *Client) (providers.FileInfo, error) { return c.ChmodStat(ctx, name, mode) })
+}
+
+// ChownStat is Chown answered with the attributes it left.
+func (ch *Channel) ChownStat(ctx context.Context, name string, uid, gid int) (providers.FileInfo, error) {
+	return with(ctx, ch, "agent.Chown", func(c *Client) (providers.FileInfo, error) { return c.ChownStat(ctx, name, uid, gid) })
+}
+
+// UtimesStat is Utimes answered with the attributes it left.
+func (ch *Channel) UtimesStat(ctx context.Context, name string, atime, mtime time.Time) (providers.FileInfo, error) {
+	return with(ctx, ch, "agent.Utimes", func(c *Client) (providers.FileInfo, error) { return c.UtimesStat(ctx, name, atime, mtime) })
 }
 
 // Chown sets name's owner and group; -1 leaves one unchanged.

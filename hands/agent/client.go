@@ -88,6 +88,8 @@ var (
 	_ providers.Walker = (*Client)(nil)
 
 	_ providers.LinkAttrSetter = (*Client)(nil)
+	_ providers.RemoveStater   = (*Client)(nil)
+	_ providers.SetattrStater  = (*Client)(nil)
 )
 
 // NewClient starts the SFTP session over r (the agent's stdout) and w (its
@@ -1168,6 +1170,42 @@ func (c *Client) Remove(ctx context.Context, name string) error {
 	return do(ctx, c, op, p, true, func() error { return c.setExt(opUnlink, url.Values{"path": {p}}) })
 }
 
+// RemoveStat is Remove answered, in one round trip, with the attributes
+// of the file name named as they are after the unlink: the link count
+// and change time its other names show (Nlink 0 when none is left). When
+// the agent removed it but could not say (the fstat after the unlink
+// failed), fi is empty but for its name: no inode matches it. An agent
+// without the operation answers Unsupported, having removed nothing.
+func (c *Client) RemoveStat(ctx context.Context, name string) (fi providers.FileInfo, err error) {
+	const op = "agent.Remove"
+	p, err := clean(op, name)
+	if err != nil {
+		return fi, c.withBox(op, name, err)
+	}
+	q := url.Values{"path": {p}}
+	ss, err := call(ctx, c, op, p, true, func() ([]statNS, error) {
+		return answeredAll(c.laterOp(op, p, c.setExt(opUnlinkStat, q)))
+	})
+	if err != nil {
+		return fi, err
+	}
+	if len(ss) == 0 {
+		return providers.FileInfo{Name: path.Base(p)}, nil
+	}
+	return ss[0].info(path.Base(p)), nil
+}
+
+// laterOp is err, the answer to an operation agents before it lack: such
+// an agent answers a plain failure (no errno, which every failure of the
+// operation itself carries), taken as Unsupported: it changed nothing.
+func (c *Client) laterOp(op, p string, err error) error {
+	var se *sftp.StatusError
+	if errors.As(err, &se) && se.FxCode() == sftp.ErrSSHFxFailure {
+		return &providers.Error{Code: providers.Unsupported, Op: op, Box: c.box, Path: p, Err: err}
+	}
+	return err
+}
+
 // Rmdir removes the empty directory name.
 func (c *Client) Rmdir(ctx context.Context, name string) error {
 	const op = "agent.Rmdir"
@@ -1238,6 +1276,57 @@ func (c *Client) Chmod(ctx context.Context, name string, mode providers.FileMode
 		return c.withBox(op, name, err)
 	}
 	return do(ctx, c, op, p, true, func() error { return c.sc.Chmod(p, mode) })
+}
+
+// ChmodStat is Chmod answered, in one round trip, with the attributes it
+// left (its change time among them). An agent without the operation
+// answers Unsupported, having changed nothing.
+func (c *Client) ChmodStat(ctx context.Context, name string, mode providers.FileMode) (providers.FileInfo, error) {
+	return c.setattrStat(ctx, "agent.Chmod", name, url.Values{"mode": {shell.Octal(mode)}})
+}
+
+// ChownStat is Chown answered with the attributes it left, as ChmodStat.
+func (c *Client) ChownStat(ctx context.Context, name string, uid, gid int) (providers.FileInfo, error) {
+	const op = "agent.Chown"
+	if uid < -1 || gid < -1 {
+		return providers.FileInfo{}, providers.PathError(op, c.box, name, syscall.EINVAL)
+	}
+	return c.setattrStat(ctx, op, name, url.Values{"uid": {strconv.Itoa(uid)}, "gid": {strconv.Itoa(gid)}})
+}
+
+// UtimesStat is Utimes answered with the attributes it left, as
+// ChmodStat.
+func (c *Client) UtimesStat(ctx context.Context, name string, atime, mtime time.Time) (providers.FileInfo, error) {
+	q := url.Values{}
+	if !atime.IsZero() {
+		q.Set("atime", strconv.FormatInt(atime.UnixNano(), 10))
+	}
+	if !mtime.IsZero() {
+		q.Set("mtime", strconv.FormatInt(mtime.UnixNano(), 10))
+	}
+	return c.setattrStat(ctx, "agent.Utimes", name, q)
+}
+
+// setattrStat sends opSetattr of name with q's attributes and returns
+// those it left; when the agent had none to give (the name changed again
+// at once), or name is a symlink, an Lstat's.
+func (c *Client) setattrStat(ctx context.Context, op, name string, q url.Values) (providers.FileInfo, error) {
+	p, err := clean(op, name)
+	if err != nil {
+		return providers.FileInfo{}, c.withBox(op, name, err)
+	}
+	q.Set("path", p)
+	q.Set("stat", "1")
+	st, err := call(ctx, c, op, p, true, func() (*statNS, error) {
+		return answered(c.laterOp(op, p, c.setExt(opSetattr, q)))
+	})
+	if err != nil {
+		return providers.FileInfo{}, err
+	}
+	if st != nil && st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
+		st = nil // a symlink's answer lacks its target, which Lstat carries
+	}
+	return c.statted(ctx, p, st)
 }
 
 // Chown sets name's owner and group; -1 leaves one unchanged.

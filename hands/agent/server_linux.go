@@ -722,6 +722,10 @@ func (h *handlers) syntheticCmd(r *sftp.Request, op string, q url.Values) error 
 		return mknodAt(p, q)
 	case opUnlink:
 		return toWire(unix.Unlink(p))
+	case opUnlinkStat:
+		return unlinkStat(p)
+	case opSetattr:
+		return setattrAt(p, q)
 	case opLchown, opLutimes:
 		return linkAttrs(op, p, q)
 	case opFsync:
@@ -740,7 +744,8 @@ func (h *handlers) syntheticCmd(r *sftp.Request, op string, q url.Values) error 
 	case opPwrite:
 		return pwriteAt(p, q, data)
 	}
-	return fmt.Errorf("agent: no operation %q", op)
+	// The client takes this for an operation of a later agent.
+	return sftp.ErrSSHFxOpUnsupported
 }
 
 // abortAtomic ends the atomic write q's id names, which fails it.
@@ -784,6 +789,65 @@ func makeAt(op, p string, q url.Values) error {
 	}
 	if err := unix.Close(fd); err != nil {
 		return toWire(err)
+	}
+	return answerStat(q, p)
+}
+
+// unlinkStat unlinks p and answers the attributes of the file it named as
+// they are after the unlink: the link count and change time its other
+// names show now. The file is opened (O_PATH, not following a symlink)
+// before the unlink and fstat'ed after it, so no name is resolved again.
+func unlinkStat(p string) error {
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return toWire(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Unlink(p); err != nil {
+		return toWire(err)
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return nil // removed; the caller asks for what is left
+	}
+	return &statAnswer{s: statNSOf(&st)}
+}
+
+// setattrAt sets p's owner, mode and times, each when the query has it
+// (the owner first: chown(2) clears the setuid and setgid bits), following
+// a final symlink as chmod(2) does, and answers the attributes they left
+// when asked.
+func setattrAt(p string, q url.Values) error {
+	uid, gid, chown, err := ownerQuery(q)
+	if err != nil {
+		return err
+	}
+	ts, err := timesQuery(q)
+	if err != nil {
+		return err
+	}
+	var mode uint32
+	if s := q.Get("mode"); s != "" {
+		v, err := strconv.ParseUint(s, 8, 32)
+		if err != nil || v > 0o7777 {
+			return errnoErr(syscall.EINVAL)
+		}
+		mode = uint32(v)
+	}
+	if chown {
+		if err := unix.Chown(p, uid, gid); err != nil {
+			return toWire(err)
+		}
+	}
+	if q.Get("mode") != "" {
+		if err := unix.Chmod(p, mode); err != nil {
+			return toWire(err)
+		}
+	}
+	if ts != nil {
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, 0); err != nil {
+			return toWire(err)
+		}
 	}
 	return answerStat(q, p)
 }

@@ -69,6 +69,17 @@ const (
 	// it is.
 	opLchown  = "lchown"  // path, uid, gid
 	opLutimes = "lutimes" // path, atime, mtime (ns since the epoch, decimal)
+	// chown(2), chmod(2) and utimensat(2) of path, following a final
+	// symlink, in that order (chown clears the setuid and setgid bits),
+	// each only when the query has its fields; answered, with stat=1, by
+	// the attributes Lstat then gives (statStatusCode). A missing uid,
+	// gid, mode, atime or mtime is left as it is.
+	opSetattr = "setattr" // path, uid, gid, mode (octal), atime, mtime
+	// unlink(2) of path answered by the attributes of the file it named
+	// as an fstat after the unlink finds them (statStatusCode; nlink 0
+	// when no name is left): the file is opened (O_PATH, not following a
+	// symlink) before the unlink.
+	opUnlinkStat = "unlinkstat" // path
 	// OPEN for writing, WRITE, CLOSE: a file larger than inlineMax, replaced
 	// atomically at CLOSE (path, perm, id). An FSETSTAT with extAbort on its
 	// handle drops it instead.

@@ -105,16 +105,17 @@ type Options struct {
 // Cache is one box's workspace as the host sees it.
 type Cache struct {
 	remote Remote
-	sw     providers.StatWriter   // remote's, answering mutations with attributes
-	rs     providers.RenameStater // remote's, when it answers renames with attributes (c.mu)
-	rms    providers.RemoveStater // remote's, when it answers unlinks with attributes (c.mu)
-	sr     providers.SmallReader  // remote's, if it has one (c.mu); nil once it said Unsupported
-	cold   map[string]int         // directory -> files fetched from it (c.mu)
-	ahead  *readAhead             // the read-ahead below scanned directories (prefetch.go)
-	reap   *reaper                // deletes the copies of removed files (reap.go)
-	cw     providers.CappedWalker // remote's, if it has one (c.mu); nil once it said Unsupported
-	hr     providers.HostReader   // remote's, if it has one (c.mu); nil once it said Unsupported
-	hw     providers.HostWriter   // likewise, for writes (hostwrite.go)
+	sw     providers.StatWriter    // remote's, answering mutations with attributes
+	rs     providers.RenameStater  // remote's, when it answers renames with attributes (c.mu)
+	rms    providers.RemoveStater  // remote's, when it answers unlinks with attributes (c.mu)
+	sas    providers.SetattrStater // remote's, when it answers setattrs with attributes (c.mu)
+	sr     providers.SmallReader   // remote's, if it has one (c.mu); nil once it said Unsupported
+	cold   map[string]int          // directory -> files fetched from it (c.mu)
+	ahead  *readAhead              // the read-ahead below scanned directories (prefetch.go)
+	reap   *reaper                 // deletes the copies of removed files (reap.go)
+	cw     providers.CappedWalker  // remote's, if it has one (c.mu); nil once it said Unsupported
+	hr     providers.HostReader    // remote's, if it has one (c.mu); nil once it said Unsupported
+	hw     providers.HostWriter    // likewise, for writes (hostwrite.go)
 
 	// swept are the directories whose boxfs temporaries an earlier
 	// process left were removed (recover.go), started when this one began.
@@ -230,11 +231,13 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 	}
 	rs, _ := remote.(providers.RenameStater)
 	rms, _ := remote.(providers.RemoveStater)
+	sas, _ := remote.(providers.SetattrStater)
 	c := &Cache{
 		remote:  remote,
 		sw:      providers.AsStatWriter(remote),
 		rs:      rs,
 		rms:     rms,
+		sas:     sas,
 		cold:    map[string]int{},
 		ahead:   newReadAhead(),
 		reap:    newReaper(),
@@ -1791,6 +1794,11 @@ func (c *Cache) chmod(ctx context.Context, rel string, mode fs.FileMode) (provid
 	}); ok {
 		return fi, nil
 	}
+	if fi, ok, err := c.setattrStat(ctx, rel, func(ss providers.SetattrStater) (providers.FileInfo, error) {
+		return ss.ChmodStat(ctx, c.abs(rel), mode)
+	}); ok {
+		return fi, err
+	}
 	defer c.intend(rel)()
 	if err := c.remote.Chmod(ctx, c.abs(rel), mode); err != nil {
 		return providers.FileInfo{}, err
@@ -1827,6 +1835,11 @@ func (c *Cache) chown(ctx context.Context, rel string, uid, gid int) (providers.
 		}
 	}); ok {
 		return fi, nil
+	}
+	if fi, ok, err := c.setattrStat(ctx, rel, func(ss providers.SetattrStater) (providers.FileInfo, error) {
+		return ss.ChownStat(ctx, c.abs(rel), uid, gid)
+	}); ok {
+		return fi, err
 	}
 	defer c.intend(rel)()
 	if err := c.remote.Chown(ctx, c.abs(rel), uid, gid); err != nil {
@@ -1867,11 +1880,26 @@ func (c *Cache) utimes(ctx context.Context, rel string, atime, mtime time.Time) 
 	}); ok {
 		return fi, nil
 	}
+	fi, ok, err := c.setattrStat(ctx, rel, func(ss providers.SetattrStater) (providers.FileInfo, error) {
+		return ss.UtimesStat(ctx, c.abs(rel), atime, mtime)
+	})
+	if !ok {
+		fi, err = c.utimesRemote(ctx, rel, atime, mtime)
+	}
+	if f := c.localFile(rel); f != nil && err == nil {
+		f.boxTimesChanged(fi.Mtime)
+	}
+	return fi, err
+}
+
+// utimesRemote sets rel's times in the box and records what it set
+// without a round trip (afterSetattr).
+func (c *Cache) utimesRemote(ctx context.Context, rel string, atime, mtime time.Time) (providers.FileInfo, error) {
 	defer c.intend(rel)()
 	if err := c.remote.Utimes(ctx, c.abs(rel), atime, mtime); err != nil {
 		return providers.FileInfo{}, err
 	}
-	fi, err := c.afterSetattr(ctx, rel, func(fi *providers.FileInfo) {
+	return c.afterSetattr(ctx, rel, func(fi *providers.FileInfo) {
 		if !atime.IsZero() {
 			fi.Atime = atime
 		}
@@ -1879,10 +1907,35 @@ func (c *Cache) utimes(ctx context.Context, rel string, atime, mtime time.Time) 
 			fi.Mtime = mtime
 		}
 	})
-	if f := c.localFile(rel); f != nil && err == nil {
-		f.boxTimesChanged(fi.Mtime)
+}
+
+// setattrStat runs op, a change of rel's attributes in the box that
+// answers with the attributes it left (providers.SetattrStater), as a host
+// change, and records them, change time and all, for rel and its other
+// names: the watch's report of the change is then its echo (F-echo), where
+// afterSetattr's guess of the change time never matches it. ok false: the
+// remote cannot answer so (the caller changes and records it the old way).
+func (c *Cache) setattrStat(ctx context.Context, rel string, op func(providers.SetattrStater) (providers.FileInfo, error)) (fi providers.FileInfo, ok bool, err error) {
+	c.mu.Lock()
+	ss := c.sas
+	c.mu.Unlock()
+	if ss == nil {
+		return fi, false, nil
 	}
-	return fi, err
+	done := c.intend(rel)
+	defer done()
+	fi, err = op(ss)
+	if providers.IsCode(err, providers.Unsupported) {
+		c.mu.Lock()
+		c.sas = nil
+		c.mu.Unlock()
+		return providers.FileInfo{}, false, nil
+	}
+	if err != nil {
+		return fi, true, err
+	}
+	c.wroteHere(rel, c.localFile(rel), fi)
+	return fi, true, nil
 }
 
 // Truncate sets rel's size. A file with cached content is truncated here and
