@@ -18,7 +18,10 @@ import (
 // echoWorkload is a common host workload run through the mount, with the
 // most reports of it the watch may see taken, by provider: a directory's
 // report is always taken (F-echo), so a workload that changes directories
-// has some.
+// has some, as many as the watch's timing makes (a directory may be
+// reported once or several times): each bound leaves room for its
+// workload's directories and stays well under what it would be with the
+// files' (or, for mkdir-rmdir, the removals') echoes taken.
 type echoWorkload struct {
 	name     string
 	maxTaken map[string]uint64
@@ -59,7 +62,7 @@ func TestHostWorkloadsComeBackAsEchoes(t *testing.T) {
 			runHost(t, repo, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
 		}},
 		// A rename over a file, in one directory and into another.
-		{"rename", map[string]uint64{"local": 2, "docker": 2}, func(t *testing.T, work string) {
+		{"rename", map[string]uint64{"local": 10, "docker": 10}, func(t *testing.T, work string) {
 			require.NoError(t, os.Mkdir(filepath.Join(work, "r"), 0o755))
 			for i := range 20 {
 				for _, n := range []string{"a", "b", "r/c"} {
@@ -72,7 +75,7 @@ func TestHostWorkloadsComeBackAsEchoes(t *testing.T) {
 				require.NoError(t, os.Rename(filepath.Join(work, fmt.Sprintf("b%02d", i)), filepath.Join(work, fmt.Sprintf("r/c%02d", i))))
 			}
 		}},
-		{"mkdir-rmdir", map[string]uint64{"local": 2, "docker": 2}, func(t *testing.T, work string) {
+		{"mkdir-rmdir", map[string]uint64{"local": 25, "docker": 25}, func(t *testing.T, work string) {
 			for i := range 20 {
 				require.NoError(t, os.Mkdir(filepath.Join(work, fmt.Sprintf("d%02d", i)), 0o755))
 			}
@@ -83,7 +86,7 @@ func TestHostWorkloadsComeBackAsEchoes(t *testing.T) {
 		// Both boxes answer a chmod with the change time it left, so its
 		// report is the echo (none taken on Docker in a run here; the
 		// bound leaves room for timing).
-		{"chmod", map[string]uint64{"local": 3, "docker": 3}, func(t *testing.T, work string) {
+		{"chmod", map[string]uint64{"local": 5, "docker": 5}, func(t *testing.T, work string) {
 			for i := range 20 {
 				require.NoError(t, os.WriteFile(filepath.Join(work, fmt.Sprintf("m%02d", i)), []byte("m\n"), 0o644))
 			}
