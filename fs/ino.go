@@ -160,8 +160,9 @@ func (t *inoTable) unparkLocked(ino uint64) {
 	delete(t.parked, ino)
 }
 
-// releaseLocked frees ino if it is parked: a number no node holds, which
-// no forget will free, once its path no longer holds it. t.mu held.
+// releaseLocked frees ino if it is parked, for the caller has taken it
+// from its path: no node holds a parked number, so no forget frees it.
+// t.mu held.
 func (t *inoTable) releaseLocked(ino uint64) {
 	if _, ok := t.parked[ino]; ok {
 		delete(t.parked, ino)

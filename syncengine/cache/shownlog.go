@@ -20,10 +20,10 @@ import (
 // the push: in write=behind a second or more after the host's, so git,
 // whose index holds the times reported before, takes every such file for
 // changed and reads it again at the next git status. So each push's answer
-// is appended, with the times shown, to a file (Options.ShownPath), and the
-// next process loads it: one line per push, "drop" lines for what no longer
-// holds, rewritten with the live records alone when it has grown well past
-// them.
+// is appended, with the times shown, to a file (Options.ShownPath), which
+// the next process loads: one line per push and a "drop" line per record
+// let go (a file removed, renamed over or changed in the box), rewritten
+// with the live records alone when it holds well more lines than them.
 const shownName = "shown.log"
 
 // maxShown is the most records kept (about 300 bytes each on disk and in
