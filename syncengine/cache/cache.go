@@ -148,6 +148,11 @@ type Cache struct {
 	// orders their changes (c.mu).
 	news  *pathmap.Map[*file]
 	pdirs *pathmap.Map[*pendingDir]
+	// prms are the names removed here in write-behind that the box may
+	// still have (behindrm.go); rmErr is the first remove a batch's box
+	// refused since the last barrier, which that barrier returns.
+	prms  *pathmap.Map[*pendingRm]
+	rmErr error
 	pseq  uint64
 
 	dirtyMu sync.Mutex
@@ -252,6 +257,7 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 		dirty:   map[*file]struct{}{},
 		news:    pathmap.New[*file](),
 		pdirs:   pathmap.New[*pendingDir](),
+		prms:    pathmap.New[*pendingRm](),
 		fm:      newModel(),
 		swept:   map[string]bool{},
 	}
@@ -365,6 +371,10 @@ func (c *Cache) lookup(ctx context.Context, rel string) (providers.FileInfo, err
 	if fi, ok := c.pendingAttrLocked(rel); ok {
 		c.mu.Unlock()
 		return fi, nil
+	}
+	if c.goneLocked(rel) {
+		c.mu.Unlock()
+		return providers.FileInfo{}, c.notFound("cache.Lookup", rel)
 	}
 	if a, ok := c.attrGet(rel); ok && c.freshAttr(a) {
 		c.mu.Unlock()
@@ -494,6 +504,10 @@ func (c *Cache) getattr(ctx context.Context, rel string) (providers.FileInfo, er
 		c.mu.Unlock()
 		return fi, nil
 	}
+	if c.goneLocked(rel) {
+		c.mu.Unlock()
+		return providers.FileInfo{}, c.notFound("cache.Lookup", rel)
+	}
 	if a, ok := c.attrGet(rel); ok && c.freshAttr(a) {
 		c.mu.Unlock()
 		if a.stale {
@@ -530,6 +544,11 @@ func (c *Cache) stat(ctx context.Context, rel string) (providers.FileInfo, error
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer c.fm.end(t)
+	if c.goneLocked(rel) {
+		// Removed here; the box has not been told yet.
+		c.setAttrLocked(rel, attrEntry{at: now, neg: true})
+		return providers.FileInfo{}, c.notFound("cache.Lookup", rel)
+	}
 	v := c.fm.judge(rel, t)
 	keep := v == install || v == reported
 	trust := v == install && c.fm.trusted(t)
@@ -1481,7 +1500,7 @@ func (c *Cache) Link(ctx context.Context, oldrel, newrel string) (providers.File
 // Remove unlinks a file. Its cached content goes too (an open handle keeps
 // reading it until it is released).
 func (c *Cache) Remove(ctx context.Context, rel string) error {
-	if c.removeHere(rel) {
+	if c.removeHere(rel) || c.removeBehind(rel) {
 		return nil
 	}
 	// A file the host knows under other names keeps them, with one link
@@ -1589,6 +1608,9 @@ func (c *Cache) heirLocked(f *file, others []string) (heir string, dropped *file
 
 // Rmdir removes an empty directory.
 func (c *Cache) Rmdir(ctx context.Context, rel string) error {
+	if c.rmdirBehind(rel) {
+		return nil
+	}
 	if err := c.settle(ctx, rel); err != nil {
 		return err
 	}
@@ -2014,7 +2036,14 @@ func (c *Cache) PushErrors() map[string]error {
 // them): the barrier. It tries them all and returns the first error; a
 // file that fails stays dirty.
 func (c *Cache) FlushAll(ctx context.Context) error {
-	return c.pushAll(ctx, c.dirtyFiles(), nil)
+	err := c.pushAll(ctx, c.dirtyFiles(), nil)
+	c.mu.Lock()
+	if err == nil {
+		err = c.rmErr
+	}
+	c.rmErr = nil
+	c.mu.Unlock()
+	return err
 }
 
 // Recover pushes the dirty files a previous process journaled and did not

@@ -49,6 +49,11 @@ type journalEntry struct {
 	// Link is a second name the host gave the file (linkHere), made in
 	// the box once the file is.
 	Link string `json:"link,omitempty"`
+	// Remove says the line is not a dirty file but a name the host
+	// removed and the box has not yet (behindrm.go): a directory when
+	// Dir. It has no data file.
+	Remove bool `json:"remove,omitempty"`
+	Dir    bool `json:"dir,omitempty"`
 }
 
 // journalBase is the box file a dirty file's content started from.
@@ -319,6 +324,12 @@ func (c *Cache) loadJournal() error {
 	ents = append(ents, c.oldJournal()...)
 	keep := map[uint64]bool{}
 	for _, e := range ents {
+		if e.Remove {
+			c.pseq++
+			c.prms.Set(e.Path, &pendingRm{dir: e.Dir, seq: c.pseq, id: e.ID})
+			c.nextID = max(c.nextID, e.ID)
+			continue
+		}
 		st, err := os.Stat(c.dataPath(e.ID))
 		if err != nil {
 			c.log.Error("journal names a missing data file; dropped", "path", e.Path, "err", err)

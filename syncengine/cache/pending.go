@@ -104,6 +104,15 @@ func (c *Cache) eachPendingLocked(dir string, children bool, in func(p string) *
 func (c *Cache) overlayPendingLocked(dir string, children bool) {
 	now := c.now()
 	listing := func(p string) *dirList { return c.dir(pathDir(p)) }
+	for _, p := range c.goneUnderLocked(dir, children) {
+		if d := listing(p); d != nil {
+			_, name := split(p)
+			delete(d.entries, name)
+		}
+		c.setAttrLocked(p, attrEntry{at: now, neg: true})
+		c.dirs.Delete(p)
+		c.dirs.DeleteUnder(p)
+	}
 	c.eachPendingLocked(dir, children, listing, func(p string, fi providers.FileInfo, pd *pendingDir) {
 		c.setAttrLocked(p, attrEntry{fi: fi, at: now})
 		_, name := split(p)
@@ -121,10 +130,15 @@ func (c *Cache) overlayPendingLocked(dir string, children bool) {
 // have yet laid over it (a copy, when there is any). c.mu held.
 func (c *Cache) withPendingLocked(dir string, d *dirList) *dirList {
 	add := c.pendingEntriesLocked(dir).over(d)
-	if add == nil {
+	gone := c.goneUnderLocked(dir, true)
+	if add == nil && len(gone) == 0 {
 		return d
 	}
 	nd := &dirList{entries: maps.Clone(d.entries), fetched: d.fetched}
+	for _, p := range gone {
+		_, name := split(p)
+		delete(nd.entries, name)
+	}
 	maps.Copy(nd.entries, add)
 	return nd
 }
@@ -349,11 +363,11 @@ func (c *Cache) settle(ctx context.Context, rels ...string) error {
 	c.mu.Lock()
 	touched := false
 	for _, rel := range rels {
-		if c.pdirs.HasUnder(rel) || c.news.HasUnder(rel) {
+		if c.pdirs.HasUnder(rel) || c.news.HasUnder(rel) || c.prms.HasUnder(rel) {
 			touched = true
 		}
 		for p := rel; ; p, _ = split(p) {
-			if c.pdirs.Has(p) || c.news.Has(p) {
+			if c.pdirs.Has(p) || c.news.Has(p) || c.prms.Has(p) {
 				touched = true
 			}
 			if p == "" {

@@ -173,7 +173,6 @@ func (j *pushJob) finish(ctx context.Context, c *Cache, fi providers.FileInfo, e
 // first error; what fails stays pending, and report is told of each
 // failure.
 func (c *Cache) pushAll(ctx context.Context, files []*file, report func(rel string, err error)) error {
-	mk, set := c.pendingDirOps()
 	var first error
 	fail := func(rel string, err error) {
 		if err == nil {
@@ -186,6 +185,12 @@ func (c *Cache) pushAll(ctx context.Context, files []*file, report func(rel stri
 			report(rel, err)
 		}
 	}
+	// The removes made here go first: a name made again after its remove
+	// goes after it.
+	if !c.pushRms(ctx, c.pendingRmOps(), fail) {
+		return first
+	}
+	mk, set := c.pendingDirOps()
 	dir := func(op dirOp, fi providers.FileInfo, err error) {
 		if err == nil {
 			c.dirPushed(op, fi)

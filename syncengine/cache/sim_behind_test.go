@@ -38,6 +38,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -88,6 +89,11 @@ type simBehind struct {
 	// makes a file under one of them more often than under other paths
 	// (another writer of the same git object).
 	linkedHere []string
+	// removed: names the host removed while the box had them, the
+	// remove queued for a batch (behindrm.go). Until the answer of the
+	// batch's remove reaches the host, a look shows them missing, whatever
+	// the box did meanwhile (F-dirty, as for a write: version 0).
+	removed map[string]bool
 	// batches, barriers, refusals and failed barriers: counted for the
 	// test's log.
 	stats simBehindStats
@@ -100,6 +106,8 @@ type simBehindStats struct {
 	linkMoves, linkExists, lost int
 	// linkmoves the host made alone (no box call at the link's name)
 	linkHere int
+	// removes the host made alone and queued for the box
+	queuedRms int
 }
 
 // behindOptions sets o for write=behind, with every timer of the pusher
@@ -107,7 +115,7 @@ type simBehindStats struct {
 // remote the cache is to use: a batching one (one round trip per batch,
 // as the agent's channel) for half the seeds.
 func (s *sim) behindOptions(o *Options) Remote {
-	s.wb = simBehind{on: true, dirty: map[string]int{}, ackSeq: map[int]int{}, ackPath: map[int]string{},
+	s.wb = simBehind{on: true, dirty: map[string]int{}, removed: map[string]bool{}, ackSeq: map[int]int{}, ackPath: map[int]string{},
 		newest: map[string]int{}, landed: map[int]bool{}, landedBy: map[int]*simOp{}, replaced: map[int]bool{}}
 	o.WriteBehind = true
 	o.Logger = slog.New(slog.DiscardHandler)
@@ -277,6 +285,7 @@ func (s *sim) acked(op *simOp, p string, ver int) {
 	w.ackSeq[ver], w.ackPath[ver], w.newest[p] = w.seq, p, w.seq
 	s.seen[p] = max(s.seen[p], s.hostState(p, ver))
 	w.dirty[p] = ver
+	delete(w.removed, p) // made again on the host: pushed after the remove
 	s.pushed()
 }
 
@@ -322,6 +331,9 @@ func (s *sim) hostMoved(op *simOp, from, to string) {
 		return
 	}
 	s.hostReplaced(to)
+	if _, ok := s.wb.dirty[from]; ok {
+		delete(s.wb.removed, to)
+	}
 	v, ok := s.wb.dirty[from]
 	if !ok {
 		return
@@ -450,8 +462,10 @@ func (s *sim) hostLinkMove(p, q string) {
 	s.start("linkmove "+p+" "+q, s.locks(p, q), func(op *simOp) {
 		_, lerr := s.c.Link(s.ctx, p, q)
 		var rerr error
+		var queued bool
 		if lerr == nil {
 			rerr = s.c.Remove(s.ctx, p)
+			queued = rerr == nil && s.queued(p)
 		}
 		op.check = func() {
 			switch {
@@ -484,6 +498,9 @@ func (s *sim) hostLinkMove(p, q string) {
 			// made on the host alone, the op took no round trip and
 			// no look saw them.
 			s.hostMoved(op, p, q)
+			if queued {
+				s.queuedRemove(op, p)
+			}
 			s.sawOwnOf(op, p, q)
 		}
 	})
@@ -515,6 +532,7 @@ func (s *sim) batch() {
 		paths = append(paths, f.path())
 	}
 	b.mu.Unlock()
+	paths = append(paths, s.queuedPaths()...)
 	slices.Sort(paths)
 	if len(paths) == 0 || s.busy(s.locks(paths...)...) {
 		return
@@ -549,7 +567,7 @@ func (s *sim) batch() {
 
 // barrier is a flush, fsync, command, release or umount: FlushAll.
 func (s *sim) barrier() {
-	paths := s.locks(append(s.c.Dirty(), slices.Collect(maps.Keys(s.wb.dirty))...)...)
+	paths := s.locks(slices.Concat(s.c.Dirty(), slices.Collect(maps.Keys(s.wb.dirty)), s.queuedPaths())...)
 	if s.busy(paths...) {
 		return
 	}
@@ -598,6 +616,9 @@ func (s *sim) finishBehind() {
 	s.logf("umount")
 	s.barrier()
 	s.finish()
+	if s.broke == nil && len(s.wb.removed) > 0 {
+		s.fail("F-barrier", "after the last barrier the box still has names the host removed %v", slices.Sorted(maps.Keys(s.wb.removed)))
+	}
 	if s.broke == nil && len(s.wb.dirty) > 0 {
 		s.fail("F-barrier", "after the last barrier the box lacks the host's acknowledged writes %v", s.wb.dirty)
 	}
@@ -636,6 +657,10 @@ func TestSimulatorBehind(t *testing.T) {
 			len(seeds), time.Since(start).Round(time.Millisecond), st.batches, st.barriers, st.failedBarriers, st.refused, st.overwrites)
 		t.Logf("links: %d moved a file (%d on the host alone), %d refused (EEXIST), %d linked names the box took meanwhile",
 			st.linkMoves, st.linkHere, st.linkExists, st.lost)
+		t.Logf("%d removes queued for a batch", st.queuedRms)
+		if len(seeds) > 100 && st.queuedRms == 0 {
+			t.Error("the schedules do not queue removes")
+		}
 		if len(seeds) > 100 && (st.failedBarriers == 0 || st.refused == 0 || st.batches == 0) {
 			t.Error("the schedules do not exercise batches, refusals and failed barriers")
 		}
@@ -659,6 +684,52 @@ func TestSimulatorBehind(t *testing.T) {
 		st.linkExists += s.wb.stats.linkExists
 		st.lost += s.wb.stats.lost
 		st.linkHere += s.wb.stats.linkHere
+		st.queuedRms += s.wb.stats.queuedRms
 		s.judge(t, "TestSimulatorBehind", seed, counts)
+	}
+}
+
+// queued reports whether the cache holds a remove of p for the box.
+func (s *sim) queued(p string) bool {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	return s.c.prms.Has(p)
+}
+
+// queuedPaths returns the names whose removes the cache holds for the box.
+func (s *sim) queuedPaths() []string {
+	var out []string
+	for _, op := range s.c.pendingRmOps() {
+		out = append(out, op.rel)
+	}
+	return out
+}
+
+// queuedRemove notes op's remove of p, done on the host and queued for
+// the box: the host shows p missing from now on (F-own), and until the
+// batch's remove is answered a look shows that, whatever the box does
+// meanwhile (F-dirty).
+func (s *sim) queuedRemove(op *simOp, p string) {
+	op.applied[p] = s.add(p, 0, true)
+	s.wb.removed[p] = true
+	s.wb.stats.queuedRms++
+}
+
+// rmAnswered notes the box's answer to a remove of p: where it is the
+// host's queued remove (a batch's, or a barrier's before an op that
+// needs it done), it ends when its op does.
+func (s *sim) rmAnswered(p string, err error) {
+	if !s.wb.removed[p] || (err != nil && !errors.Is(err, fs.ErrNotExist)) {
+		return
+	}
+	if op := s.opOf(); op != nil {
+		op.rmsDone = append(op.rmsDone, p)
+	}
+}
+
+// rmsLanded ends the queued removes op's answers reached the host.
+func (s *sim) rmsLanded(op *simOp) {
+	for _, p := range op.rmsDone {
+		delete(s.wb.removed, p)
 	}
 }

@@ -137,6 +137,7 @@ type simOp struct {
 	name    string
 	paths   []string // content locks it may take
 	writes  string   // the file it writes
+	rmsDone []string // queued removes whose answers it brought (write=behind)
 	ver     int      // the version it writes there
 	wrote   int      // the idx of the state it writes (from its start)
 	goid    uint64
@@ -358,6 +359,7 @@ func (r heldRemote) Create(ctx context.Context, name string, perm providers.File
 func (r heldRemote) Remove(ctx context.Context, name string) error {
 	err := r.Remote.Remove(ctx, name)
 	r.s.applied()
+	r.s.rmAnswered(strings.TrimPrefix(name, simRoot+"/"), err)
 	r.s.hold("remove " + name)
 	return err
 }
@@ -553,6 +555,9 @@ func (s *sim) startOp(op *simOp, fn func(op *simOp)) {
 	op.applied = map[string]int{}
 	op.bound = s.bounds()
 	op.dirty = maps.Clone(s.wb.dirty)
+	for p := range s.wb.removed {
+		op.dirty[p] = 0
+	}
 	op.startIdx = s.idx
 	// A host change in flight when the look begins may show in it, even
 	// where it reached the box before the look began (F-dirty): what its
@@ -621,6 +626,7 @@ func (s *sim) reap() {
 	}
 	for _, op := range done {
 		s.logf("end %s", op.name)
+		s.rmsLanded(op)
 		if op.check != nil {
 			op.check()
 		}
@@ -815,7 +821,14 @@ func (s *sim) hostWrite(p string) {
 func (s *sim) hostRemove(p string) {
 	s.start("remove "+p, s.locks(p), func(op *simOp) {
 		err := s.c.Remove(s.ctx, p)
+		queued := err == nil && s.wb.on && s.queued(p)
 		op.check = func() {
+			if err == nil && queued {
+				s.queuedRemove(op, p)
+				s.sawOwn(op)
+				s.hostReplaced(p)
+				return
+			}
 			if err == nil {
 				if _, inBox := op.applied[p]; !inBox && s.wb.on {
 					// Removed on the host only (the box never had the
