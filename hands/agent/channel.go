@@ -125,6 +125,7 @@ var (
 	_ providers.RemoveStater   = (*Channel)(nil)
 	_ providers.SetattrStater  = (*Channel)(nil)
 	_ providers.BatchWriter    = (*Channel)(nil)
+	_ providers.BatchRemover   = (*Channel)(nil)
 )
 
 // NewChannel returns the channel to box; nothing happens until the first
@@ -848,6 +849,12 @@ func (ch *Channel) Commit(ctx context.Context, name, tmp string, o providers.Wri
 // WriteFiles writes many files in one round trip (see Client.WriteFiles).
 func (ch *Channel) WriteFiles(ctx context.Context, files []providers.FileWrite) ([]providers.FileWritten, error) {
 	return with(ctx, ch, "agent.WriteFiles", func(c *Client) ([]providers.FileWritten, error) { return c.WriteFiles(ctx, files) })
+}
+
+// RemoveFiles removes many names in one round trip (see
+// Client.RemoveFiles).
+func (ch *Channel) RemoveFiles(ctx context.Context, rms []providers.FileRemove) ([]error, error) {
+	return with(ctx, ch, "agent.RemoveFiles", func(c *Client) ([]error, error) { return c.RemoveFiles(ctx, rms) })
 }
 
 func (ch *Channel) WriteFileStat(ctx context.Context, name string, r io.Reader, o providers.WriteOptions) (providers.FileInfo, error) {

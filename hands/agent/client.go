@@ -90,6 +90,7 @@ var (
 	_ providers.LinkAttrSetter = (*Client)(nil)
 	_ providers.RemoveStater   = (*Client)(nil)
 	_ providers.SetattrStater  = (*Client)(nil)
+	_ providers.BatchRemover   = (*Client)(nil)
 )
 
 // NewClient starts the SFTP session over r (the agent's stdout) and w (its

@@ -45,10 +45,12 @@
 //     replace carrying the data (SETSTAT write), a write at an offset
 //     (SETSTAT pwrite), mkdir, create and mknod with a mode, unlink (SFTP's REMOVE
 //     may remove a directory), fsync, and chmod, chown, utimes and unlink
-//     answered with the attributes they left (setattr, unlinkstat). An
-//     agent answers an operation it lacks as unsupported (an agent without
-//     these two answers them a failure with no errno, which the client
-//     takes so), and the caller falls back to the plain call. Data rides in the data@boxfs
+//     answered with the attributes they left (setattr, unlinkstat), and
+//     many unlinks and rmdirs done in order, answered with an errno each
+//     (removes). An agent answers an operation it lacks as unsupported (an
+//     agent without these three answers them a failure with no errno, which
+//     the client takes so), and the caller falls back to the plain calls.
+//     Data rides in the data@boxfs
 //     extended attribute. Larger data goes through OPEN, concurrent READs
 //     or WRITEs and CLOSE; a large atomic replace is an OPEN of
 //     "atomic?path=..." whose CLOSE renames the temporary file into place

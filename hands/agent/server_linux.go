@@ -724,6 +724,11 @@ func (h *handlers) syntheticCmd(r *sftp.Request, op string, q url.Values) error 
 		return toWire(unix.Unlink(p))
 	case opUnlinkStat:
 		return unlinkStat(p)
+	case opRemoves:
+		if data == nil {
+			return errnoErr(syscall.EINVAL)
+		}
+		return removeAll(*data)
 	case opSetattr:
 		return setattrAt(p, q)
 	case opLchown, opLutimes:

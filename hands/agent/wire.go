@@ -80,6 +80,9 @@ const (
 	// when no name is left): the file is opened (O_PATH, not following a
 	// symlink) before the unlink.
 	opUnlinkStat = "unlinkstat" // path
+	// unlink(2) or rmdir(2) of each entry of extData in order, answered by
+	// an errno each (see batchremove.go).
+	opRemoves = "removes" // path (the first entry's)
 	// OPEN for writing, WRITE, CLOSE: a file larger than inlineMax, replaced
 	// atomically at CLOSE (path, perm, id). An FSETSTAT with extAbort on its
 	// handle drops it instead.
