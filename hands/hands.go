@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/boxfs/boxfs/hands/agent"
@@ -94,6 +95,9 @@ type Hands struct {
 	log      *slog.Logger
 	owner    string // who this host process is, as written in command records
 	watchMax int    // Options.WatchLimit
+	// noRemoves is set once the path's BatchRemover answered Unsupported
+	// (an agent without the operation): RemoveFiles then goes one call each.
+	noRemoves atomic.Bool
 }
 
 var (
@@ -107,6 +111,7 @@ var (
 	_ providers.RenameStater  = (*Hands)(nil)
 	_ providers.RemoveStater  = (*Hands)(nil)
 	_ providers.SetattrStater = (*Hands)(nil)
+	_ providers.BatchRemover  = (*Hands)(nil)
 )
 
 // New reads box's facts once and picks the fastest path they allow (see the
