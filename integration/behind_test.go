@@ -342,3 +342,72 @@ func TestWriteBehindGitCommit(t *testing.T) {
 		"git -c safe.directory='*' ls-files | wc -l && ls .git/objects/*/ | grep -c tmp_obj; true")
 	assert.Equal(t, fmt.Sprintf("%s\n%d\n0\n", head, n), got, "the box's git after the flush: fsck, HEAD, files, temporary objects")
 }
+
+// rm -rf of a tree the box has, in write=behind, asks the box nothing
+// until a barrier: the tree is gone through the mount at once, the box
+// keeps it until the ctl flush, which removes it in a few round trips,
+// not one per name; and a kill before any barrier leaves the removes
+// journaled for the next mount.
+func TestWriteBehindRemoveTree(t *testing.T) {
+	for _, prov := range behindRows {
+		t.Run("provider="+prov, func(t *testing.T) {
+			state := t.TempDir()
+			m := startMountCfg(t, mountCfg{provider: prov, opTimeout: 20 * time.Second, attr: time.Minute, write: "behind", state: state, behindDelay: time.Hour})
+			b := m.newBox(t, "rt", "provider="+prov)
+			where := whereIs(t, b)
+			// A command in the box: the mount sees what it made once it ends.
+			b.must(t, "mkdir -p tree/a tree/b kept && for i in $(seq 1 150); do echo $i > tree/a/f$i; echo $i > tree/b/g$i; done && echo k > kept/k")
+			out, err := exec.Command("find", b.work, "-type", "f").Output()
+			require.NoError(t, err)
+			require.Equal(t, 301, len(strings.Fields(string(out))), "the tree through the mount")
+
+			// A local box has no agent: its calls are not counted.
+			trips := func() int { return 0 }
+			if prov == "docker" {
+				trips = func() int { return roundTrips(t, b) }
+			}
+			before := trips()
+			require.NoError(t, exec.Command("rm", "-rf", filepath.Join(b.work, "tree")).Run())
+			took := trips() - before
+			_, err = os.Lstat(filepath.Join(b.work, "tree"))
+			assert.True(t, errors.Is(err, os.ErrNotExist), "tree through the mount after rm -rf: %v", err)
+			assert.Equal(t, "yes\n", where.sh(t, "test -d tree && echo yes"), "the box keeps the tree until a barrier")
+			t.Logf("rm -rf of 302 names: %d round trips", took)
+			assert.LessOrEqual(t, took, 5, "round trips of rm -rf before the barrier")
+
+			ents, err := os.ReadDir(b.work)
+			require.NoError(t, err)
+			var listed []string
+			for _, e := range ents {
+				listed = append(listed, e.Name())
+			}
+			assert.Equal(t, []string{"kept"}, listed, "the workspace through the mount")
+
+			before = trips()
+			require.NoError(t, ctlWrite(filepath.Join(b.dir, "ctl"), "flush\n"))
+			took = trips() - before
+			t.Logf("ctl flush of 302 removes: %d round trips", took)
+			assert.LessOrEqual(t, took, 10, "round trips of the flush of 302 removes (one batch)")
+			assert.Equal(t, "gone\n", where.sh(t, "test -e tree || echo gone"), "the box after the flush")
+			assert.Equal(t, "k\n", where.sh(t, "cat kept/k"))
+
+			// A kill before any barrier: the next mount sends the removes.
+			b.must(t, "mkdir -p again && echo 1 > again/x && echo 2 > again/y")
+			_, err = os.ReadDir(filepath.Join(b.work, "again"))
+			require.NoError(t, err)
+			require.NoError(t, exec.Command("rm", "-rf", filepath.Join(b.work, "again")).Run())
+			m.keepBoxes = true
+			require.NoError(t, m.cmd.Process.Kill())
+			<-m.ended
+			exec.Command("umount", "-l", m.mnt).Run()
+			require.Equal(t, "yes\n", where.sh(t, "test -d again && echo yes"), "the box had the removes at the kill: the test shows nothing")
+
+			m2 := startMountCfg(t, mountCfg{provider: prov, opTimeout: 20 * time.Second, write: "behind", state: state})
+			b2 := &boxT{m: m2, name: "rt", dir: filepath.Join(m2.mnt, "rt"), work: filepath.Join(m2.mnt, "rt", "work")}
+			_, err = os.Lstat(filepath.Join(b2.work, "again"))
+			assert.True(t, errors.Is(err, os.ErrNotExist), "the removed tree after the restart: %v", err)
+			require.NoError(t, ctlWrite(filepath.Join(b2.dir, "ctl"), "flush\n"))
+			assert.Equal(t, "gone\n", where.sh(t, "test -e again || echo gone"), "the box after the next mount's flush")
+		})
+	}
+}

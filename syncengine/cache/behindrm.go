@@ -236,6 +236,12 @@ func (c *Cache) pushRms(ctx context.Context, ops []rmOp, fail func(rel string, e
 		if providers.IsCode(e, providers.NotFound) {
 			e = nil
 		}
+		if providers.IsCode(e, providers.Unavailable) {
+			// Not the box's answer (a request of the batch lost): sent
+			// again with the next.
+			fail(op.rel, e)
+			continue
+		}
 		c.rmPushed(op, e)
 		if e != nil {
 			fail(op.rel, e)
