@@ -19,6 +19,14 @@ import (
 // the remove in the same batch. Each queued remove is a journal line, so a
 // crash before it lands leaves it queued for the next mount.
 //
+// In write-through the same queue pipelines removes where the box is
+// remote and answers batches of them (an agent): a sender sends what is
+// queued at once, one batch at a time, so rm -rf of a tree costs a round
+// trip per batch of the names removed while the last batch was out, not
+// one per name (rmSender). Only one batch of removes is out at a time, in
+// either mode: a remove sent twice must not land after what the host made
+// under its name since.
+//
 // A remove the box refuses (a directory it filled meanwhile, a permission)
 // is dropped from the queue: the name is asked of the box again (so it
 // comes back as the box has it), PushFailed is told, and the next barrier
@@ -82,7 +90,7 @@ func (c *Cache) goneUnderLocked(dir string, children bool) []string {
 // only and queues the unlink for the box. false: the box is asked now
 // (write-through, a name of a hard link, a file the host does not know).
 func (c *Cache) removeBehind(rel string) bool {
-	if c.behind == nil || rel == "" {
+	if !c.queuesRemoves() || rel == "" {
 		return false
 	}
 	c.mu.Lock()
@@ -109,7 +117,7 @@ func (c *Cache) removeBehind(rel string) bool {
 		f.unlinked(c)
 	}
 	c.journalRm(rel, pr)
-	c.behind.changed()
+	c.rmQueued()
 	return true
 }
 
@@ -117,7 +125,7 @@ func (c *Cache) removeBehind(rel string) bool {
 // empty, on the host only and queues the rmdir for the box (after the
 // removes of its children queued before it). false: the box is asked now.
 func (c *Cache) rmdirBehind(rel string) bool {
-	if c.behind == nil || rel == "" {
+	if !c.queuesRemoves() || rel == "" {
 		return false
 	}
 	c.mu.Lock()
@@ -149,7 +157,7 @@ func (c *Cache) rmdirBehind(rel string) bool {
 	pr := c.queueRmLocked(rel, true)
 	c.mu.Unlock()
 	c.journalRm(rel, pr)
-	c.behind.changed()
+	c.rmQueued()
 	return true
 }
 
@@ -192,12 +200,38 @@ func (c *Cache) pendingRmOps() []rmOp {
 	return ops
 }
 
-// pushRms sends the queued removes ops, through the remote's BatchRemover
-// in one round trip where it has one, and records each answer; fail is
-// told of each error. It reports false when the batch failed as a whole:
-// the rest of the batch must wait, as it may need the removes done (a
+// queuesRemoves reports whether removes are queued, not sent at once.
+func (c *Cache) queuesRemoves() bool { return c.behind != nil || c.rmsend != nil }
+
+// rmQueued has a queued remove sent: with the next batch, or at once.
+func (c *Cache) rmQueued() {
+	if c.behind != nil {
+		c.behind.changed()
+	} else {
+		c.rmsend.kick()
+	}
+}
+
+// sendRms sends the queued removes now, and returns the first error.
+func (c *Cache) sendRms(ctx context.Context) error {
+	var first error
+	c.pushRms(ctx, func(rel string, err error) {
+		if first == nil {
+			first = err
+		}
+	})
+	return first
+}
+
+// pushRms sends the queued removes, through the remote's BatchRemover in
+// one round trip where it has one, and records each answer; fail is told
+// of each error. It reports false when the batch failed as a whole: the
+// rest of the batch must wait, as it may need the removes done (a
 // directory made again where one was removed).
-func (c *Cache) pushRms(ctx context.Context, ops []rmOp, fail func(rel string, err error)) bool {
+func (c *Cache) pushRms(ctx context.Context, fail func(rel string, err error)) bool {
+	c.rmMu.Lock()
+	defer c.rmMu.Unlock()
+	ops := c.pendingRmOps()
 	if len(ops) == 0 {
 		return true
 	}
@@ -265,8 +299,12 @@ func (c *Cache) rmPushed(op rmOp, err error) {
 		// brought of the name does not bring it back (judgeMark).
 		c.touchLocked(op.rel)
 		c.fm.pushEnded(op.rel)
-		if a, ok := c.attrGet(op.rel); !ok || a.neg {
-			c.setAttrLocked(op.rel, attrEntry{at: c.now(), neg: true})
+		// Whatever a report said of the name while the remove was
+		// queued, the remove came after it.
+		c.setAttrLocked(op.rel, attrEntry{at: c.now(), neg: true})
+		if d := c.dir(pathDir(op.rel)); d != nil {
+			_, name := split(op.rel)
+			delete(d.entries, name)
 		}
 	}
 	if err != nil {
@@ -287,4 +325,71 @@ func (c *Cache) rmPushed(op rmOp, err error) {
 	if err := c.jnl.drop(pr.id); err != nil {
 		c.log.Error("journal write failed; a crash now would remove this name again", "path", op.rel, "err", err)
 	}
+}
+
+// rmSender sends the removes queued in write-through as they come: a
+// batch of what queued while the last one was out.
+type rmSender struct {
+	c    *Cache
+	k    chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newRmSender(c *Cache) *rmSender {
+	s := &rmSender{c: c, k: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go s.run()
+	return s
+}
+
+func (s *rmSender) kick() {
+	select {
+	case s.k <- struct{}{}:
+	default:
+	}
+}
+
+func (s *rmSender) run() {
+	defer close(s.done)
+	var retry time.Duration
+	for {
+		var wait <-chan time.Time
+		if retry > 0 {
+			wait = time.After(retry)
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-s.k:
+		case <-wait:
+		}
+		c := s.c
+		ctx, cancel := context.WithTimeout(context.Background(), c.opts.BehindTimeout)
+		ok := c.pushRms(ctx, func(rel string, err error) {
+			if c.opts.PushFailed != nil {
+				c.opts.PushFailed(rel, err)
+			}
+		})
+		cancel()
+		switch {
+		case !ok:
+			// The box did not answer: tried again after a pause that
+			// grows while it keeps failing.
+			retry = min(max(2*retry, time.Second), behindRetryMax)
+			c.log.Warn("removes not sent; trying again", "after", retry)
+		default:
+			retry = 0
+			c.mu.Lock()
+			more := c.prms.Len() > 0
+			c.mu.Unlock()
+			if more {
+				s.kick() // queued while this batch was out
+			}
+		}
+	}
+}
+
+func (s *rmSender) close() {
+	close(s.stop)
+	<-s.done
 }

@@ -233,3 +233,74 @@ func TestBehindRemoveRefusedInABatch(t *testing.T) {
 	assert.Contains(t, err.Error(), root+"/d/e")
 	assert.NoError(t, c.FlushAll(ctx), "the barrier after that")
 }
+
+// gatedRmRemote holds each batch of removes until let go.
+type gatedRmRemote struct {
+	rmRemote
+	asked, release chan struct{}
+}
+
+func (r *gatedRmRemote) RemoveFiles(ctx context.Context, rms []providers.FileRemove) ([]error, error) {
+	r.asked <- struct{}{}
+	<-r.release
+	return r.rmRemote.RemoveFiles(ctx, rms)
+}
+
+func (r *gatedRmRemote) waitAsked(t *testing.T) {
+	t.Helper()
+	select {
+	case <-r.asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no batch of removes sent")
+	}
+}
+
+// In write-through, removes on a remote box that takes batches of them
+// are sent as they come, without waiting: the first goes at once, and
+// those made while it is out go together in the next batch. A name made
+// again after its remove goes to the box after it.
+func TestThroughRemovesArePipelined(t *testing.T) {
+	_, _, inner := fakeBox(t)
+	r := &gatedRmRemote{rmRemote: rmRemote{batchRemote: &batchRemote{Remote: inner}},
+		asked: make(chan struct{}), release: make(chan struct{})}
+	ctx := t.Context()
+	require.NoError(t, inner.Mkdir(ctx, root+"/d", 0o755))
+	for i := range 10 {
+		boxWrite(t, inner, "d/f"+string(rune('0'+i)), "box's")
+	}
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour})
+	require.NoError(t, err)
+	defer c.Close()
+	for _, dir := range []string{"", "d"} {
+		_, err = c.ReadDir(ctx, dir)
+		require.NoError(t, err)
+	}
+
+	require.NoError(t, c.Remove(ctx, "d/f0"))
+	r.waitAsked(t) // the first batch is out
+	for i := 1; i < 10; i++ {
+		require.NoError(t, c.Remove(ctx, "d/f"+string(rune('0'+i))), "remove while a batch is out")
+	}
+	require.NoError(t, c.Rmdir(ctx, "d"))
+	_, err = c.Lookup(ctx, "d")
+	assert.True(t, providers.IsCode(err, providers.NotFound), "d after its rmdir: %v", err)
+	made := make(chan error, 1)
+	go func() { // a directory made again under the name waits for the removes
+		_, err := c.Mkdir(ctx, "d", 0o700)
+		made <- err
+	}()
+	r.release <- struct{}{}
+	r.waitAsked(t) // the second batch: all that queued meanwhile
+	r.release <- struct{}{}
+	require.NoError(t, <-made)
+	batches := r.tookRms()
+	require.Len(t, batches, 2)
+	assert.Len(t, batches[0], 1)
+	assert.Len(t, batches[1], 10, "nine files and their directory")
+	fi, err := inner.Lstat(ctx, root+"/d")
+	require.NoError(t, err)
+	assert.Equal(t, "drwx------", fi.Mode.String(), "the box's d is the one made after the removes")
+	ents, err := inner.ReadDir(ctx, root+"/d")
+	require.NoError(t, err)
+	assert.Empty(t, ents)
+}

@@ -154,6 +154,10 @@ type Cache struct {
 	prms  *pathmap.Map[*pendingRm]
 	rmErr error
 	pseq  uint64
+	// rmMu is held while a batch of removes is out; rmsend sends the
+	// removes queued in write-through (nil: sent at once, or batched).
+	rmMu   sync.Mutex
+	rmsend *rmSender
 
 	dirtyMu sync.Mutex
 	dirty   map[*file]struct{} // the files holding writes the box lacks (dirtyMu)
@@ -283,6 +287,10 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 	c.shownd = openShownLog(shownPath)
 	if opts.WriteBehind {
 		c.behind = newBehind(c)
+	} else if _, ok := remote.(providers.BatchRemover); ok && c.hw == nil {
+		// A remote box answering batches of removes: rm -rf need not
+		// wait a round trip per name.
+		c.rmsend = newRmSender(c)
 	}
 	if opts.ListingIdle == 0 {
 		opts.ListingIdle = DefaultListingIdle
@@ -1645,6 +1653,17 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 	if err != nil {
 		return err
 	}
+	if left == nil && !c.knowsMoved(oldrel) {
+		// What moved is not known here (its attributes are old or a
+		// report made them stale) and the box did not say: asked now,
+		// before the rename is recorded, so that a listing asked before
+		// the rename and answered after it cannot show what the box had
+		// under the new name before (the listing keeps a name the host
+		// changed only where the host knows what the change left).
+		if fi, err := c.remote.Lstat(ctx, c.abs(newrel)); err == nil {
+			left = &fi
+		}
+	}
 	if ook && nok && ofi.Ino != 0 && ofi.Ino == nfi.Ino && ofi.Dev == nfi.Dev && !ofi.IsDir() {
 		// Two names of one file: rename(2) does nothing and both stay.
 		// Asked of the box, as what the cache knew may be old.
@@ -1758,6 +1777,18 @@ func (c *Cache) Rename(ctx context.Context, oldrel, newrel string) error {
 		f.rewriteJournal(c)
 	}
 	return nil
+}
+
+// knowsMoved reports whether the host knows what a rename of rel moves:
+// fresh attributes of it, or a copy of its content.
+func (c *Cache) knowsMoved(rel string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.file(rel) != nil {
+		return true
+	}
+	a, ok := c.attrGet(rel)
+	return ok && !a.neg && !a.stale && c.freshAttr(a)
 }
 
 // renameStat renames oldrel to newrel in the box and, where the remote

@@ -976,6 +976,9 @@ func (c *Cache) Close() error {
 	if c.behind != nil {
 		c.behind.close()
 	}
+	if c.rmsend != nil {
+		c.rmsend.close()
+	}
 	if b := c.opts.Budget; b != nil {
 		b.forgetCache(c)
 	}

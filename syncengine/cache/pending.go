@@ -357,7 +357,7 @@ func (c *Cache) pushDir(ctx context.Context, op dirOp) (providers.FileInfo, erro
 // touches a path made or changed here in write-behind (at, under or above
 // one of rels): the box must have it first.
 func (c *Cache) settle(ctx context.Context, rels ...string) error {
-	if c.behind == nil {
+	if !c.queuesRemoves() {
 		return nil
 	}
 	c.mu.Lock()
@@ -378,6 +378,10 @@ func (c *Cache) settle(ctx context.Context, rels ...string) error {
 	c.mu.Unlock()
 	if !touched {
 		return nil
+	}
+	if c.behind == nil {
+		// Write-through holds nothing pending but removes.
+		return c.sendRms(ctx)
 	}
 	return c.FlushAll(ctx)
 }

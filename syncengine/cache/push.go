@@ -187,7 +187,7 @@ func (c *Cache) pushAll(ctx context.Context, files []*file, report func(rel stri
 	}
 	// The removes made here go first: a name made again after its remove
 	// goes after it.
-	if !c.pushRms(ctx, c.pendingRmOps(), fail) {
+	if !c.pushRms(ctx, fail) {
 		return first
 	}
 	mk, set := c.pendingDirOps()

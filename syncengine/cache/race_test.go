@@ -408,3 +408,54 @@ func TestListingOlderThanRemoveAndReport(t *testing.T) {
 		t.Errorf("lookup of b after the listing: %v, %d bytes, want the box's newer %d", err, fi.Size, len(newer))
 	}
 }
+
+// A listing asked before a rename of a file whose attributes the host
+// holds only stale (the watch reported it) over a file holding host
+// writes, and answered after the rename, shows what the rename left
+// there: never the box's file from before it, which the host never
+// showed (F-dirty).
+func TestListingAnsweredAfterRenameOverDirty(t *testing.T) {
+	_, _, inner := fakeBox(t)
+	r := &armedRemote{lateRemote: lateRemote{Remote: inner, asked: make(chan struct{}), release: make(chan struct{})}}
+	now := time.Unix(1000, 0)
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", WriteBehind: true,
+		BehindDelay: time.Hour, BehindMaxWait: time.Hour, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	boxWrite(t, inner, "a", "box's a")
+	boxWrite(t, inner, "c", "box's c, before")
+	if _, err := c.ReadDir(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	h := write(t, c, "c", "host's c")
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.Release(ctx)
+	boxWrite(t, inner, "a", "box's a, changed")
+	c.Reported([]providers.Change{{Path: "a"}}, false) // a's attributes are stale
+	now = now.Add(time.Hour)                           // the listing is old: ReadDir asks the box
+	r.armed.Store(true)
+	done := make(chan []providers.FileInfo, 1)
+	go func() {
+		l, err := c.ReadDir(ctx, "")
+		if err != nil {
+			t.Error(err)
+		}
+		done <- l
+	}()
+	<-r.asked // the box's answer is taken: a, and c as it was
+	r.armed.Store(false)
+	if err := c.Rename(ctx, "a", "c"); err != nil {
+		t.Fatal(err)
+	}
+	r.release <- struct{}{}
+	for _, fi := range <-done {
+		if fi.Name == "c" && fi.Size != int64(len("box's a, changed")) {
+			t.Errorf("listing shows c of size %d; the rename left a's %d bytes there", fi.Size, len("box's a, changed"))
+		}
+	}
+}

@@ -722,8 +722,17 @@ func (s *sim) rmAnswered(p string, err error) {
 	if !s.wb.removed[p] || (err != nil && !errors.Is(err, fs.ErrNotExist)) {
 		return
 	}
-	if op := s.opOf(); op != nil {
-		op.rmsDone = append(op.rmsDone, p)
+	op := s.opOf()
+	if op == nil {
+		return
+	}
+	op.rmsDone = append(op.rmsDone, p)
+	if err != nil {
+		// The box had removed the name itself: the remove changed
+		// nothing, and a box change after it is after the remove (a
+		// look begun since may show it), as one after a remove that
+		// removed something is.
+		op.applied[p] = s.add(p, 0, true)
 	}
 }
 
