@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"syscall"
 	"testing"
@@ -276,4 +277,41 @@ func TestBehindListingsShowUnpushedFiles(t *testing.T) {
 	require.NoError(t, c.FlushAll(ctx))
 	assert.Equal(t, "host's d/new", boxRead(t, r, "d/new"))
 	assert.Equal(t, "host's d/old", boxRead(t, r, "d/old"))
+}
+
+// A batch holds the content locks of its files until the box answers, so
+// every push takes them in one order (the order files were made), not a
+// map's: a background batch and a barrier pushing overlapping files at
+// once would otherwise each hold a lock the other waits for.
+func TestBehindBatchInCreationOrder(t *testing.T) {
+	_, _, inner := fakeBox(t)
+	r := &orderRemote{batchRemote: batchRemote{Remote: inner}}
+	c := behindCache(t, r, cache.Options{BehindDelay: time.Hour, BehindMaxWait: time.Hour})
+	ctx := t.Context()
+	var names []string
+	for i := range 20 {
+		n := fmt.Sprintf("f%02d", i)
+		names = append(names, root+"/"+n)
+		h := write(t, c, n, n)
+		require.NoError(t, h.Flush(ctx))
+		h.Release(ctx)
+	}
+	require.NoError(t, c.FlushAll(ctx))
+	assert.Equal(t, names, r.names, "the batch's files, in order")
+}
+
+// orderRemote is a batchRemote that records the names of its writes, in
+// order.
+type orderRemote struct {
+	batchRemote
+	names []string
+}
+
+func (r *orderRemote) WriteFiles(ctx context.Context, files []providers.FileWrite) ([]providers.FileWritten, error) {
+	r.mu.Lock()
+	for _, f := range files {
+		r.names = append(r.names, f.Name)
+	}
+	r.mu.Unlock()
+	return r.batchRemote.WriteFiles(ctx, files)
 }

@@ -1,9 +1,11 @@
 package cache
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/boxfs/boxfs/providers"
@@ -171,8 +173,13 @@ func (j *pushJob) finish(ctx context.Context, c *Cache, fi providers.FileInfo, e
 // remote's BatchWriter in one round trip where it has one (names of hard
 // links, written in place, one by one), else one call each. It returns the
 // first error; what fails stays pending, and report is told of each
-// failure.
+// failure. Files go in the order they were first cached (their ids),
+// whatever the caller's order: a batch holds the content locks of its
+// files until the box answers, so two pushes of overlapping files (a
+// background batch and a barrier) take those locks in one order and never
+// wait on each other.
 func (c *Cache) pushAll(ctx context.Context, files []*file, report func(rel string, err error)) error {
+	files = slices.SortedFunc(slices.Values(files), func(a, b *file) int { return cmp.Compare(a.id, b.id) })
 	var first error
 	fail := func(rel string, err error) {
 		if err == nil {
