@@ -281,7 +281,15 @@ func (b *Box) openCache(h *hands.Hands, rec record) (*cache.Cache, error) {
 		BehindMaxWait: b.m.opts.BehindDelay,
 		Budget:        b.m.budget,
 		PushFailed: func(rel string, err error) {
-			b.SetErr(fmt.Errorf("work/%s: not pushed (write-behind; the file stays dirty, is tried again, and the next flush, fsync or command fails until it is pushed): %w", rel, err))
+			var rm *cache.RemoveError
+			switch {
+			case errors.As(err, &rm) && rm.Queued:
+				b.SetErr(fmt.Errorf("work/%s: not removed in the box yet (the box did not answer; the remove stays queued and is sent again): %w", rel, err))
+			case errors.As(err, &rm):
+				b.SetErr(fmt.Errorf("work/%s: the box refused the remove queued for it (the name shows again as the box has it, and the next flush, fsync or command fails): %w", rel, err))
+			default:
+				b.SetErr(fmt.Errorf("work/%s: not pushed (write-behind; the file stays dirty, is tried again, and the next flush, fsync or command fails until it is pushed): %w", rel, err))
+			}
 		},
 		Overwrote: func(rel string) {
 			// Logged by the cache; err tells a reader of the box.
@@ -744,6 +752,9 @@ func (b *Box) FactsJSON(ctx context.Context) ([]byte, error) {
 		Dirty   []string `json:"dirtyFiles"`
 		// PushErrors is why each dirty file whose push failed was not taken.
 		PushErrors map[string]string `json:"pushErrors,omitempty"`
+		// Removes are the names removed through the mount that the box
+		// has not removed yet (queued for its next batch).
+		Removes []string `json:"pendingRemoves,omitempty"`
 		// Write is when a close in work/ returns: "through" (the box has
 		// the bytes) or "behind" (the host's journal has them).
 		Write       string       `json:"write"`
@@ -804,6 +815,7 @@ func (b *Box) FactsJSON(ctx context.Context) ([]byte, error) {
 		rc := c.Reports()
 		out.WatchReports = &rc
 		out.Dirty = append(out.Dirty, c.Dirty()...)
+		out.Removes = c.PendingRemoves()
 		for rel, err := range c.PushErrors() {
 			if out.PushErrors == nil {
 				out.PushErrors = map[string]string{}

@@ -372,7 +372,9 @@ func TestWriteBehindRemoveTree(t *testing.T) {
 			_, err = os.Lstat(filepath.Join(b.work, "tree"))
 			assert.True(t, errors.Is(err, os.ErrNotExist), "tree through the mount after rm -rf: %v", err)
 			assert.Equal(t, "yes\n", where.sh(t, "test -d tree && echo yes"), "the box keeps the tree until a barrier")
-			t.Logf("rm -rf of 302 names: %d round trips", took)
+			queued, _ := factsMap(t, b)["pendingRemoves"].([]any)
+			assert.Len(t, queued, 303, "facts.json's pendingRemoves: 300 files, 3 directories")
+			t.Logf("rm -rf of 303 names: %d round trips", took)
 			assert.LessOrEqual(t, took, 5, "round trips of rm -rf before the barrier")
 
 			ents, err := os.ReadDir(b.work)
@@ -386,9 +388,10 @@ func TestWriteBehindRemoveTree(t *testing.T) {
 			before = trips()
 			require.NoError(t, ctlWrite(filepath.Join(b.dir, "ctl"), "flush\n"))
 			took = trips() - before
-			t.Logf("ctl flush of 302 removes: %d round trips", took)
-			assert.LessOrEqual(t, took, 10, "round trips of the flush of 302 removes (one batch)")
+			t.Logf("ctl flush of 303 removes: %d round trips", took)
+			assert.LessOrEqual(t, took, 10, "round trips of the flush of 303 removes (one batch)")
 			assert.Equal(t, "gone\n", where.sh(t, "test -e tree || echo gone"), "the box after the flush")
+			assert.Nil(t, factsMap(t, b)["pendingRemoves"], "facts.json after the flush")
 			assert.Equal(t, "k\n", where.sh(t, "cat kept/k"))
 
 			// A kill before any barrier: the next mount sends the removes.

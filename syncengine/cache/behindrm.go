@@ -40,6 +40,17 @@ type pendingRm struct {
 	id  uint64 // its journal line
 }
 
+// RemoveError is a queued remove that failed: refused by the box (dropped
+// from the queue; the name shows again as the box has it), or, Queued, a
+// batch of removes the box did not answer (kept, sent again).
+type RemoveError struct {
+	Err    error
+	Queued bool
+}
+
+func (e *RemoveError) Error() string { return e.Err.Error() }
+func (e *RemoveError) Unwrap() error { return e.Err }
+
 // rmOp is one queued remove's part of a batch.
 type rmOp struct {
 	rel string
@@ -262,7 +273,7 @@ func (c *Cache) pushRms(ctx context.Context, fail func(rel string, err error)) b
 	if err != nil {
 		// Which were done is not known: all stay queued (a remove done
 		// twice answers NotFound, which is done).
-		fail(ops[0].rel, err)
+		fail(ops[0].rel, &RemoveError{Err: err, Queued: true})
 		return false
 	}
 	for i, op := range ops {
@@ -278,7 +289,7 @@ func (c *Cache) pushRms(ctx context.Context, fail func(rel string, err error)) b
 		}
 		c.rmPushed(op, e)
 		if e != nil {
-			fail(op.rel, e)
+			fail(op.rel, &RemoveError{Err: e})
 		}
 	}
 	return true

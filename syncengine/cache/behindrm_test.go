@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -212,6 +213,10 @@ func TestBehindRemoveRefusedInABatch(t *testing.T) {
 	var mu sync.Mutex
 	var told []string
 	c, r, _, _, _ := rmSetupFake(t, func(rel string, err error) {
+		var rm *cache.RemoveError
+		if !errors.As(err, &rm) || rm.Queued {
+			t.Errorf("told %s: %v, want a refused remove", rel, err)
+		}
 		mu.Lock()
 		told = append(told, rel)
 		mu.Unlock()

@@ -84,6 +84,7 @@ type Options struct {
 	Budget *Budget
 	// PushFailed, when set, is told of each push of write-behind that
 	// failed (the file stays dirty and is tried again).
+	// A queued remove that failed is told too, with a *RemoveError.
 	PushFailed func(rel string, err error)
 	// Recovered, when set, is told of each file an earlier process left
 	// dirty that the box changed since: the box's file kept rel, the host's
@@ -2045,6 +2046,16 @@ func (c *Cache) Dirty() []string {
 	for _, f := range c.dirtyFiles() {
 		out = append(out, f.path())
 	}
+	sortStrings(out)
+	return out
+}
+
+// PendingRemoves returns the names removed on the host whose removes the
+// box has not answered yet (behindrm.go), sorted.
+func (c *Cache) PendingRemoves() []string {
+	c.mu.Lock()
+	out := c.prms.Under("")
+	c.mu.Unlock()
 	sortStrings(out)
 	return out
 }
