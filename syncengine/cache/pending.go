@@ -90,8 +90,19 @@ func (c *Cache) eachPendingLocked(dir string, children bool, in func(p string) *
 		}
 		return
 	}
-	for _, f := range c.dirtyFiles() {
-		if p := f.path(); c.file(p) == f && under(p, dir) {
+	if dir == "" {
+		for _, f := range c.dirtyFiles() {
+			if p := f.path(); c.file(p) == f {
+				dirty(p, f)
+			}
+		}
+		return
+	}
+	// The files the cache holds at or under dir, not every dirty file of
+	// the box: a forget of one name (each unlink) costs that name, not
+	// the size of a batch not pushed yet.
+	for _, p := range append(c.files.Under(dir), dir) {
+		if f := c.file(p); f != nil {
 			dirty(p, f)
 		}
 	}
