@@ -284,7 +284,7 @@ func (c *Cache) pushRms(ctx context.Context, fail func(rel string, err error)) b
 		if providers.IsCode(e, providers.Unavailable) {
 			// Not the box's answer (a request of the batch lost): sent
 			// again with the next.
-			fail(op.rel, e)
+			fail(op.rel, &RemoveError{Err: e, Queued: true})
 			continue
 		}
 		c.rmPushed(op, e)
