@@ -223,6 +223,31 @@ func (c *Cache) rmQueued() {
 	}
 }
 
+// settleRms sends the queued removes when one is of rel or a directory
+// above it: a name made in the box at once goes after them. Only the
+// removes go: no content lock is taken, so an open's create never waits
+// for another file's push.
+func (c *Cache) settleRms(ctx context.Context, rel string) error {
+	c.mu.Lock()
+	touched := false
+	if c.prms.Len() > 0 {
+		for p := rel; ; p, _ = split(p) {
+			if c.prms.Has(p) {
+				touched = true
+				break
+			}
+			if p == "" {
+				break
+			}
+		}
+	}
+	c.mu.Unlock()
+	if !touched {
+		return nil
+	}
+	return c.sendRms(ctx)
+}
+
 // sendRms sends the queued removes now, and returns the first error.
 func (c *Cache) sendRms(ctx context.Context) error {
 	var first error

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -273,7 +274,7 @@ func TestThroughRemovesArePipelined(t *testing.T) {
 	for i := range 10 {
 		boxWrite(t, inner, "d/f"+string(rune('0'+i)), "box's")
 	}
-	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour})
+	c, err := cache.Open(r, cache.Options{Dir: t.TempDir(), Root: root, Box: "test", AttrTimeout: time.Hour, PipelineRemoves: true})
 	require.NoError(t, err)
 	defer c.Close()
 	for _, dir := range []string{"", "d"} {
@@ -308,4 +309,22 @@ func TestThroughRemovesArePipelined(t *testing.T) {
 	ents, err := inner.ReadDir(ctx, root+"/d")
 	require.NoError(t, err)
 	assert.Empty(t, ents)
+}
+
+// A name removed here and made again where the host cannot make it alone
+// (its directory's listing is old): the queued remove goes first, so the
+// box's old file neither refuses an O_EXCL create nor removes the new one.
+func TestBehindRemoveThenCreateInTheBox(t *testing.T) {
+	c, r, _, later := rmSetup(t, nil)
+	ctx := t.Context()
+	require.NoError(t, c.Remove(ctx, "d/a"))
+	later() // the listing of d is old: the create goes to the box
+	h, _, err := c.Create(ctx, "d/a", syscall.O_CREAT|syscall.O_EXCL|syscall.O_WRONLY, 0o644)
+	require.NoError(t, err, "an O_EXCL create of the removed name")
+	_, err = h.WriteAt([]byte("new"), 0)
+	require.NoError(t, err)
+	require.NoError(t, h.Flush(ctx))
+	h.Release(ctx)
+	require.NoError(t, c.FlushAll(ctx))
+	assert.Equal(t, "new", boxRead(t, r, "d/a"))
 }

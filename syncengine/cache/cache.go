@@ -86,6 +86,11 @@ type Options struct {
 	// failed (the file stays dirty and is tried again).
 	// A queued remove that failed is told too, with a *RemoveError.
 	PushFailed func(rel string, err error)
+	// PipelineRemoves has write-through queue removes on a remote box and
+	// send them in the background (behindrm.go). Not yet for mounts: a
+	// create of a name whose remove is queued does not wait for it (git's
+	// index.lock then fails with EEXIST).
+	PipelineRemoves bool
 	// Recovered, when set, is told of each file an earlier process left
 	// dirty that the box changed since: the box's file kept rel, the host's
 	// writes were pushed as kept (the move has been logged already).
@@ -288,7 +293,7 @@ func Open(remote Remote, opts Options) (*Cache, error) {
 	c.shownd = openShownLog(shownPath)
 	if opts.WriteBehind {
 		c.behind = newBehind(c)
-	} else if _, ok := remote.(providers.BatchRemover); ok && c.hw == nil {
+	} else if _, ok := remote.(providers.BatchRemover); ok && c.hw == nil && opts.PipelineRemoves {
 		// A remote box answering batches of removes: rm -rf need not
 		// wait a round trip per name.
 		c.rmsend = newRmSender(c)

@@ -167,6 +167,11 @@ func (c *Cache) Create(ctx context.Context, rel string, flags int, perm fs.FileM
 	if h, fi, made, err := c.createHere(rel, excl, perm); made {
 		return h, fi, err
 	}
+	// A remove of the name still queued goes first: the box must not
+	// find the removed file there (O_EXCL), nor remove the new one.
+	if err := c.settleRms(ctx, rel); err != nil {
+		return nil, providers.FileInfo{}, err
+	}
 	defer c.intend(rel)()
 	fi, err := c.sw.CreateStat(ctx, c.abs(rel), perm, excl)
 	if err != nil {

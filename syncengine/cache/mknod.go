@@ -17,6 +17,9 @@ func (c *Cache) Mknod(ctx context.Context, rel string, mode fs.FileMode, dev uin
 		return providers.FileInfo{}, providers.Errorf(providers.Unsupported, op, "the box's files cannot make special files").
 			WithBox(c.opts.Box).WithPath(c.abs(rel))
 	}
+	if err := c.settleRms(ctx, rel); err != nil {
+		return providers.FileInfo{}, err
+	}
 	defer c.intend(rel)()
 	if err := mk.Mknod(ctx, c.abs(rel), mode, dev); err != nil {
 		return providers.FileInfo{}, err
