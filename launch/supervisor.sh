@@ -839,7 +839,14 @@ do_remove() {
 		die 85 "the launch $name runs: stop it first"
 		;;
 	esac
-	rm -rf "$d"
+	# The supervisor of a launch just stopped may still be writing its
+	# last state or output into $d: tried again while it ends.
+	tries=0
+	until rm -rf "$d" 2>/dev/null; do
+		tries=$((tries + 1))
+		[ "$tries" -lt 20 ] || { rm -rf "$d"; return; }
+		sleep 0.1
+	done
 }
 
 if [ "$mode" != list ]; then
