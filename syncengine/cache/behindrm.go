@@ -19,11 +19,11 @@ import (
 // the remove in the same batch. Each queued remove is a journal line, so a
 // crash before it lands leaves it queued for the next mount.
 //
-// In write-through the same queue pipelines removes where the box is
-// remote and answers batches of them (an agent): a sender sends what is
-// queued at once, one batch at a time, so rm -rf of a tree costs a round
-// trip per batch of the names removed while the last batch was out, not
-// one per name (rmSender). Only one batch of removes is out at a time, in
+// In write-through, with Options.PipelineRemoves, the same queue pipelines
+// removes where the box is remote and answers batches of them (an agent):
+// a sender sends what is queued at once, one batch at a time, so rm -rf of
+// a tree costs a round trip per batch of the names removed while the last
+// batch was out, not one per name (rmSender). Only one batch of removes is out at a time, in
 // either mode: a remove sent twice must not land after what the host made
 // under its name since.
 //
