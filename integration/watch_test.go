@@ -126,6 +126,16 @@ func TestHostWritesComeBackAsEchoes(t *testing.T) {
 			before := waitFreshness(t, b, "watch").WatchReports
 			const n = 100
 			require.NoError(t, os.Mkdir(filepath.Join(b.work, "d"), 0o755))
+			// The writes go once the watch has reported d (taken: a
+			// directory is never an echo), so it watches d by then: a
+			// file made in a directory not watched yet is reported with
+			// the directory, not on its own.
+			for deadline := time.Now().Add(10 * time.Second); waitFreshness(t, b, "watch").WatchReports.Taken == before.Taken; {
+				if time.Now().After(deadline) {
+					t.Fatal("the watch did not report d")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
 			for i := range n {
 				require.NoError(t, os.WriteFile(filepath.Join(b.work, "d", fmt.Sprintf("f%03d", i)), []byte(fmt.Sprintf("host %d\n", i)), 0o644))
 			}
