@@ -167,20 +167,9 @@ func writeBatchTar(w io.Writer, files []providers.FileWrite, ps []string) error 
 // batchResults decodes a batch's answer, a batchStatusCode status with
 // one record per file sent; any other answer is the error it is.
 func (c *Client) batchResults(op string, answer error, ps []string) ([]providers.FileWritten, error) {
-	var se *sftp.StatusError
-	if !errors.As(answer, &se) || se.Code != batchStatusCode {
-		if answer == nil {
-			return nil, errBadAnswer
-		}
-		return nil, answer
-	}
-	msg, ok := statusMessage(se)
-	if !ok {
-		return nil, errBadAnswer
-	}
-	raw, err := hex.DecodeString(msg)
-	if err != nil || len(raw) != batchRecord*len(ps) {
-		return nil, errBadAnswer
+	raw, err := batchAnswerRecords(answer, batchRecord, len(ps))
+	if err != nil {
+		return nil, err
 	}
 	out := make([]providers.FileWritten, len(ps))
 	for i, p := range ps {
@@ -218,4 +207,26 @@ func baseOf(p string) string {
 		return p[i+1:]
 	}
 	return p
+}
+
+// batchAnswerRecords returns the n records of size bytes each that answer,
+// a batchStatusCode status, carries in hex; any other answer is the error
+// it is.
+func batchAnswerRecords(answer error, size, n int) ([]byte, error) {
+	var se *sftp.StatusError
+	if !errors.As(answer, &se) || se.Code != batchStatusCode {
+		if answer == nil {
+			return nil, errBadAnswer
+		}
+		return nil, answer
+	}
+	msg, ok := statusMessage(se)
+	if !ok {
+		return nil, errBadAnswer
+	}
+	raw, err := hex.DecodeString(msg)
+	if err != nil || len(raw) != size*n {
+		return nil, errBadAnswer
+	}
+	return raw, nil
 }

@@ -3,8 +3,6 @@ package agent
 import (
 	"context"
 	"encoding/binary"
-	"encoding/hex"
-	"errors"
 	"net/url"
 
 	"github.com/pkg/sftp"
@@ -107,20 +105,9 @@ func (c *Client) removeBatch(ctx context.Context, op string, rms []providers.Fil
 // batchStatusCode status with an errno per entry; any other answer is the
 // error it is.
 func (c *Client) removeResults(op string, answer error, ps []string) ([]error, error) {
-	var se *sftp.StatusError
-	if !errors.As(answer, &se) || se.Code != batchStatusCode {
-		if answer == nil {
-			return nil, errBadAnswer
-		}
-		return nil, answer
-	}
-	msg, ok := statusMessage(se)
-	if !ok {
-		return nil, errBadAnswer
-	}
-	raw, err := hex.DecodeString(msg)
-	if err != nil || len(raw) != 4*len(ps) {
-		return nil, errBadAnswer
+	raw, err := batchAnswerRecords(answer, 4, len(ps))
+	if err != nil {
+		return nil, err
 	}
 	out := make([]error, len(ps))
 	for k, p := range ps {
